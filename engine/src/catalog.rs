@@ -1,0 +1,158 @@
+//! The catalog of canonical signals and facts.
+//!
+//! Playbooks may only name what the catalog declares, and adapters may only produce what it
+//! declares, so the catalog is the contract between the two. It is data (`rules/catalog.yaml`,
+//! embedded by the binary); this module parses it and gives every name a dense index so that
+//! evaluation reads values by position, never by string.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::condition::Type;
+
+/// Why a catalog could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// The YAML did not match the catalog schema.
+    #[error("{file}: {source}")]
+    Yaml {
+        /// Where the catalog came from.
+        file: String,
+        /// The parser's error, with line and column.
+        source: serde_yaml::Error,
+    },
+    /// A name was declared twice.
+    #[error("{file}: {kind} `{name}` is declared twice")]
+    Duplicate {
+        /// Where the catalog came from.
+        file: String,
+        /// "signal" or "fact".
+        kind: &'static str,
+        /// The repeated name.
+        name: String,
+    },
+}
+
+/// One canonical signal.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SignalDef {
+    /// Canonical name with the unit in it, e.g. `ttft_p99_seconds`.
+    pub name: String,
+    /// Unit of the value.
+    pub unit: String,
+    /// Family for listing (latency, load, memory, gpu, cpu, errors).
+    pub group: String,
+    /// What the value means, in plain words.
+    pub description: String,
+}
+
+/// Type of a fact as written in the catalog.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum FactType {
+    /// A number.
+    Number,
+    /// A string.
+    String,
+    /// true or false.
+    Bool,
+}
+
+impl FactType {
+    /// The condition-language type of this fact.
+    pub fn condition_type(self) -> Type {
+        match self {
+            FactType::Number => Type::Number,
+            FactType::String => Type::String,
+            FactType::Bool => Type::Bool,
+        }
+    }
+}
+
+/// One fact about the deployment's configuration.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FactDef {
+    /// Name, e.g. `max_num_seqs`.
+    pub name: String,
+    /// Value type.
+    #[serde(rename = "type")]
+    pub ty: FactType,
+    /// What the fact means.
+    pub description: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CatalogSpec {
+    signals: Vec<SignalDef>,
+    facts: Vec<FactDef>,
+}
+
+/// The loaded catalog with name → index maps.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    signals: Vec<SignalDef>,
+    facts: Vec<FactDef>,
+    signal_index: HashMap<String, usize>,
+    fact_index: HashMap<String, usize>,
+}
+
+impl Catalog {
+    /// Parses a catalog from YAML text; `file` names it in errors.
+    pub fn from_yaml(text: &str, file: &str) -> Result<Catalog, CatalogError> {
+        let spec: CatalogSpec =
+            serde_yaml::from_str(text).map_err(|source| CatalogError::Yaml {
+                file: file.to_string(),
+                source,
+            })?;
+        let mut signal_index = HashMap::new();
+        for (i, s) in spec.signals.iter().enumerate() {
+            if signal_index.insert(s.name.clone(), i).is_some() {
+                return Err(CatalogError::Duplicate {
+                    file: file.to_string(),
+                    kind: "signal",
+                    name: s.name.clone(),
+                });
+            }
+        }
+        let mut fact_index = HashMap::new();
+        for (i, f) in spec.facts.iter().enumerate() {
+            if fact_index.insert(f.name.clone(), i).is_some() {
+                return Err(CatalogError::Duplicate {
+                    file: file.to_string(),
+                    kind: "fact",
+                    name: f.name.clone(),
+                });
+            }
+        }
+        Ok(Catalog {
+            signals: spec.signals,
+            facts: spec.facts,
+            signal_index,
+            fact_index,
+        })
+    }
+
+    /// Every signal, in catalog order.
+    pub fn signals(&self) -> &[SignalDef] {
+        &self.signals
+    }
+
+    /// Every fact, in catalog order.
+    pub fn facts(&self) -> &[FactDef] {
+        &self.facts
+    }
+
+    /// Index of a signal by name.
+    pub fn signal(&self, name: &str) -> Option<usize> {
+        self.signal_index.get(name).copied()
+    }
+
+    /// Index of a fact by name.
+    pub fn fact(&self, name: &str) -> Option<usize> {
+        self.fact_index.get(name).copied()
+    }
+}

@@ -1,0 +1,447 @@
+//! Evaluation and ranking: from a snapshot and a compiled playbook to a diagnosis.
+//!
+//! Symptoms fire on their conditions. A cause fires when its gate (`when`) is true; its score
+//! comes from its evidence:
+//!
+//! ```text
+//! strength   = (weight of true evidence − weight of true evidence against) / weight of all evidence
+//! confidence = weight of evidence that could be checked / weight of all evidence
+//! score      = (0.5 + 0.5 × strength) × (0.6 + 0.4 × confidence), clamped to 0..1
+//! ```
+//! (a cause with no listed evidence has strength and confidence 1). A cause whose evidence against
+//! outweighs its evidence for (strength < 0) does not fire: it was checked and ruled out.
+//! Unknown evidence lowers the confidence, so a cause seen through fewer signals ranks lower.
+//!
+//! Root causes are fired causes with no fired cause upstream. Ranking: root faults first, then
+//! other fired faults, then informational causes; within each group by
+//! `score × (0.8 + 0.2 × impact)` (impact 0.5 when unknown), then by id, so the order is
+//! deterministic.
+
+use std::collections::BTreeMap;
+
+use crate::condition::{Condition, Env, Input, Slot, Value, WindowStats};
+use crate::playbook::spec::CauseSeverity;
+use crate::playbook::{Cause, Playbook};
+use crate::report::{
+    CauseFinding, Diagnosis, EvidenceItem, RemediationFinding, Severity, ShownValue, Status,
+    SymptomFinding, Unchecked,
+};
+use crate::snapshot::{FactValue, Snapshot};
+
+/// The values conditions read: a snapshot plus SLO values.
+struct SnapshotEnv<'a> {
+    snapshot: &'a Snapshot,
+    slos: &'a [f64],
+}
+
+impl Env for SnapshotEnv<'_> {
+    fn get(&self, slot: Slot) -> Option<Input<'_>> {
+        match slot {
+            Slot::Signal(i) => self.snapshot.signal_at(i).map(|s| Input::Number(s.value)),
+            Slot::Fact(i) => self.snapshot.fact_at(i).map(|f| match &f.value {
+                FactValue::Number(n) => Input::Number(*n),
+                FactValue::Str(s) => Input::Str(s),
+                FactValue::Bool(b) => Input::Bool(*b),
+            }),
+            Slot::Slo(i) => self.slos.get(i).map(|v| Input::Number(*v)),
+        }
+    }
+
+    fn stats(&self, slot: Slot) -> Option<WindowStats> {
+        match slot {
+            Slot::Signal(i) => self.snapshot.signal_at(i).and_then(|s| s.stats),
+            _ => None,
+        }
+    }
+}
+
+/// Diagnoses one snapshot. `slos` comes from [`Playbook::slo_values`].
+pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagnosis {
+    let env = SnapshotEnv { snapshot, slos };
+    let engine = snapshot.target.engine.as_deref();
+
+    // Symptoms.
+    let mut symptom_fired = vec![false; playbook.symptoms.len()];
+    let mut symptoms = Vec::new();
+    let mut healthy = Vec::new();
+    let mut unchecked = Vec::new();
+    let mut checked_symptoms = 0;
+    for (i, s) in playbook.symptoms.iter().enumerate() {
+        match s.when.eval_bool(&env) {
+            Some(true) => {
+                checked_symptoms += 1;
+                symptom_fired[i] = true;
+                let critical = s
+                    .critical_when
+                    .as_ref()
+                    .and_then(|c| c.eval_bool(&env))
+                    .unwrap_or(false);
+                symptoms.push(SymptomFinding {
+                    id: s.id.clone(),
+                    title: s.title.clone(),
+                    severity: if critical {
+                        Severity::Critical
+                    } else {
+                        Severity::Warning
+                    },
+                    evidence: vec![evidence_item(
+                        playbook,
+                        &env,
+                        &s.when,
+                        Some(true),
+                        None,
+                        None,
+                    )],
+                });
+            }
+            Some(false) => {
+                checked_symptoms += 1;
+                healthy.push(s.id.clone());
+            }
+            None => unchecked.push(unchecked_rule(
+                playbook, snapshot, &s.id, "symptom", &s.when,
+            )),
+        }
+    }
+
+    // Causes: gate, evidence, score.
+    struct Scored {
+        index: usize,
+        score: f64,
+        confidence: f64,
+        impact: Option<f64>,
+    }
+    let mut fired: Vec<Scored> = Vec::new();
+    for (i, c) in playbook.causes.iter().enumerate() {
+        if !applies(c, engine) {
+            continue;
+        }
+        match c.when.eval_bool(&env) {
+            Some(true) => {}
+            Some(false) => continue,
+            None => {
+                unchecked.push(unchecked_rule(playbook, snapshot, &c.id, "cause", &c.when));
+                continue;
+            }
+        }
+        let (mut total, mut support, mut unknown) = (0.0, 0.0, 0.0);
+        for e in &c.evidence {
+            total += e.weight;
+            match e.when.eval_bool(&env) {
+                Some(true) => support += e.weight,
+                Some(false) => {}
+                None => unknown += e.weight,
+            }
+        }
+        let against: f64 = c
+            .against
+            .iter()
+            .filter(|e| e.when.eval_bool(&env) == Some(true))
+            .map(|e| e.weight)
+            .sum();
+        let (strength, confidence) = if total > 0.0 {
+            ((support - against) / total, (total - unknown) / total)
+        } else {
+            (if against > 0.0 { -1.0 } else { 1.0 }, 1.0)
+        };
+        if strength < 0.0 {
+            continue;
+        }
+        let score = ((0.5 + 0.5 * strength) * (0.6 + 0.4 * confidence)).clamp(0.0, 1.0);
+        let impact = c.impact.as_ref().and_then(|x| match x.eval(&env) {
+            Value::Number(n) => Some(n.clamp(0.0, 1.0)),
+            _ => None,
+        });
+        fired.push(Scored {
+            index: i,
+            score,
+            confidence,
+            impact,
+        });
+    }
+
+    let is_fired = {
+        let mut v = vec![false; playbook.causes.len()];
+        for f in &fired {
+            v[f.index] = true;
+        }
+        v
+    };
+    let is_root = |i: usize| !playbook.causes[i].ancestors.iter().any(|&a| is_fired[a]);
+    let group = |i: usize| match (playbook.causes[i].severity, is_root(i)) {
+        (CauseSeverity::Fault, true) => 0,
+        (CauseSeverity::Fault, false) => 1,
+        (CauseSeverity::Info, _) => 2,
+    };
+    let key = |s: &Scored| s.score * (0.8 + 0.2 * s.impact.unwrap_or(0.5));
+    fired.sort_by(|a, b| {
+        group(a.index)
+            .cmp(&group(b.index))
+            .then(key(b).total_cmp(&key(a)))
+            .then_with(|| {
+                playbook.causes[a.index]
+                    .id
+                    .cmp(&playbook.causes[b.index].id)
+            })
+    });
+
+    let causes: Vec<CauseFinding> = fired
+        .iter()
+        .enumerate()
+        .map(|(rank, s)| {
+            let c = &playbook.causes[s.index];
+            let mut evidence = vec![evidence_item(
+                playbook,
+                &env,
+                &c.when,
+                Some(true),
+                None,
+                None,
+            )];
+            let mut unknown = Vec::new();
+            for e in &c.evidence {
+                let r = e.when.eval_bool(&env);
+                let item =
+                    evidence_item(playbook, &env, &e.when, r, Some(e.weight), e.note.clone());
+                match r {
+                    Some(true) => evidence.push(item),
+                    None => unknown.push(item),
+                    Some(false) => {}
+                }
+            }
+            let against = c
+                .against
+                .iter()
+                .filter(|e| e.when.eval_bool(&env) == Some(true))
+                .map(|e| {
+                    evidence_item(
+                        playbook,
+                        &env,
+                        &e.when,
+                        Some(true),
+                        Some(e.weight),
+                        e.note.clone(),
+                    )
+                })
+                .collect();
+            CauseFinding {
+                id: c.id.clone(),
+                title: c.title.clone(),
+                rank: rank + 1,
+                score: round3(s.score),
+                confidence: round3(s.confidence),
+                root: is_root(s.index),
+                severity: c.severity,
+                chain: chain(playbook, s.index, &is_fired, &symptom_fired),
+                impact: s.impact.map(round3),
+                impact_note: c.impact_note.clone(),
+                evidence,
+                against,
+                unknown,
+                remediations: c
+                    .remediations
+                    .iter()
+                    .map(|&r| {
+                        let r = &playbook.remediations[r];
+                        RemediationFinding {
+                            id: r.id.clone(),
+                            title: r.title.clone(),
+                            action: engine
+                                .and_then(|e| r.actions.get(e))
+                                .or_else(|| r.actions.get("any"))
+                                .cloned(),
+                            favours: r.favours,
+                            tradeoff: r.tradeoff.clone(),
+                        }
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+
+    symptoms.sort_by(|a, b| b.severity.cmp(&a.severity).then_with(|| a.id.cmp(&b.id)));
+    unchecked.sort_by(|a, b| a.kind.cmp(b.kind).then_with(|| a.rule.cmp(&b.rule)));
+
+    let status = if symptoms.iter().any(|s| s.severity == Severity::Critical) {
+        Status::Critical
+    } else if !symptoms.is_empty() || causes.iter().any(|c| c.severity == CauseSeverity::Fault) {
+        Status::Degraded
+    } else if checked_symptoms == 0 {
+        Status::Unknown
+    } else {
+        Status::Healthy
+    };
+
+    let facts = playbook
+        .fact_names
+        .iter()
+        .enumerate()
+        .filter_map(|(i, name)| snapshot.fact_at(i).map(|f| (name.clone(), f.value.clone())))
+        .collect();
+
+    Diagnosis {
+        target: snapshot.target.clone(),
+        window: snapshot.window.clone(),
+        status,
+        symptoms,
+        causes,
+        healthy,
+        unchecked,
+        facts,
+    }
+}
+
+fn applies(c: &Cause, engine: Option<&str>) -> bool {
+    c.engines.is_empty() || engine.is_none_or(|e| c.engines.iter().any(|x| x == e))
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// The path from a fired cause through fired downstream causes to a fired symptom (the longest
+/// such path, ties broken by playbook order). Without a fired symptom the chain ends at the
+/// deepest fired cause.
+fn chain(
+    playbook: &Playbook,
+    start: usize,
+    cause_fired: &[bool],
+    symptom_fired: &[bool],
+) -> Vec<String> {
+    fn walk(
+        pb: &Playbook,
+        at: usize,
+        cause_fired: &[bool],
+        symptom_fired: &[bool],
+    ) -> (bool, Vec<String>) {
+        let c = &pb.causes[at];
+        let mut best: (bool, Vec<String>) = (false, vec![c.id.clone()]);
+        for &next in &c.leads_to {
+            if !cause_fired[next] {
+                continue;
+            }
+            let (reached, mut rest) = walk(pb, next, cause_fired, symptom_fired);
+            let mut path = vec![c.id.clone()];
+            path.append(&mut rest);
+            if (reached, path.len()) > (best.0, best.1.len()) {
+                best = (reached, path);
+            }
+        }
+        if !best.0 {
+            if let Some(&s) = c.explains.iter().find(|&&s| symptom_fired[s]) {
+                best = (true, vec![c.id.clone(), pb.symptoms[s].id.clone()]);
+            }
+        }
+        best
+    }
+    walk(playbook, start, cause_fired, symptom_fired).1
+}
+
+fn evidence_item(
+    playbook: &Playbook,
+    env: &SnapshotEnv<'_>,
+    cond: &Condition,
+    result: Option<bool>,
+    weight: Option<f64>,
+    note: Option<String>,
+) -> EvidenceItem {
+    let mut values = BTreeMap::new();
+    let mut missing = Vec::new();
+    for &slot in cond.slots() {
+        let name = playbook.slot_name(slot);
+        let shown = match slot {
+            Slot::Signal(i) => env
+                .snapshot
+                .signal_at(i)
+                .map(|s| ShownValue::Number(s.value)),
+            Slot::Fact(i) => env
+                .snapshot
+                .fact_at(i)
+                .map(|f| ShownValue::Fact(f.value.clone())),
+            Slot::Slo(i) => env.slos.get(i).map(|v| ShownValue::Number(*v)),
+        };
+        match shown {
+            Some(v) => {
+                values.insert(name, v);
+            }
+            None => {
+                values.insert(name.clone(), ShownValue::Missing(None));
+                missing.push(name);
+            }
+        }
+    }
+    let (mut signal, mut value, mut op, mut threshold) = (None, None, None, None);
+    if let Some(sc) = cond.simple_comparison() {
+        signal = Some(playbook.slot_name(sc.slot));
+        value = match env.get(sc.slot) {
+            Some(Input::Number(n)) => Some(n),
+            _ => None,
+        };
+        op = Some(sc.op);
+        threshold = match sc.threshold {
+            crate::condition::Threshold::Number(n) => Some(n),
+            crate::condition::Threshold::Slot(s) => match env.get(s) {
+                Some(Input::Number(n)) => Some(n),
+                _ => None,
+            },
+        };
+    } else if let Some(&first) = cond.slots().first() {
+        signal = Some(playbook.slot_name(first));
+        value = match env.get(first) {
+            Some(Input::Number(n)) => Some(n),
+            _ => None,
+        };
+    }
+    EvidenceItem {
+        signal,
+        value,
+        op,
+        threshold,
+        condition: cond.source().to_string(),
+        result,
+        weight,
+        note,
+        values,
+        missing,
+    }
+}
+
+fn unchecked_rule(
+    playbook: &Playbook,
+    snapshot: &Snapshot,
+    id: &str,
+    kind: &'static str,
+    cond: &Condition,
+) -> Unchecked {
+    let mut missing = Vec::new();
+    let mut hints: Vec<String> = Vec::new();
+    for &slot in cond.slots() {
+        let absent = match slot {
+            Slot::Signal(i) => snapshot.signal_at(i).is_none(),
+            Slot::Fact(i) => snapshot.fact_at(i).is_none(),
+            Slot::Slo(_) => false,
+        };
+        if absent {
+            missing.push(playbook.slot_name(slot));
+            let hint = match slot {
+                Slot::Signal(i) => snapshot.hint_at(i).map(str::to_string),
+                Slot::Fact(i) => Some(format!(
+                    "pass --fact {}=... or the serve command line with --engine-args",
+                    playbook.fact_names[i]
+                )),
+                Slot::Slo(_) => None,
+            };
+            if let Some(h) = hint {
+                if !hints.contains(&h) {
+                    hints.push(h);
+                }
+            }
+        }
+    }
+    Unchecked {
+        rule: id.to_string(),
+        kind,
+        missing,
+        hint: (!hints.is_empty()).then(|| hints.join("; ")),
+    }
+}

@@ -1,0 +1,192 @@
+//! The diagnosis report: what renderers print and what the JSON output contract carries.
+//!
+//! Everything a renderer needs is here, already computed: values, thresholds, chains, ranks and
+//! the fix for the target's engine. Renderers format; they never compute.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::playbook::spec::{CauseSeverity, Favours};
+use crate::snapshot::{FactValue, Target, Window};
+
+/// Overall verdict for a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Checked, nothing wrong.
+    Healthy,
+    /// Nothing could be checked.
+    Unknown,
+    /// Problems found.
+    Degraded,
+    /// A critical symptom fired.
+    Critical,
+}
+
+impl Status {
+    /// Lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Healthy => "healthy",
+            Status::Unknown => "unknown",
+            Status::Degraded => "degraded",
+            Status::Critical => "critical",
+        }
+    }
+}
+
+/// How bad a fired symptom is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Worth investigating.
+    Warning,
+    /// Far past the objective.
+    Critical,
+}
+
+/// A value shown as evidence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ShownValue {
+    /// A signal or SLO value.
+    Number(f64),
+    /// A fact value.
+    Fact(FactValue),
+    /// Absent.
+    Missing(Option<()>),
+}
+
+/// One evaluated observation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EvidenceItem {
+    /// The main signal (or fact) the condition reads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// Its value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    /// Comparison operator, for a simple `signal OP threshold` condition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub op: Option<&'static str>,
+    /// The threshold crossed, for a simple comparison.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
+    /// The condition as written.
+    pub condition: String,
+    /// true, false, or null when unknown.
+    pub result: Option<bool>,
+    /// Weight in the score (causes only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weight: Option<f64>,
+    /// Plain words from the playbook.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Every name the condition reads, with its value (null when absent).
+    pub values: BTreeMap<String, ShownValue>,
+    /// Names that were absent.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+}
+
+/// A fired symptom.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SymptomFinding {
+    /// Id.
+    pub id: String,
+    /// Title.
+    pub title: String,
+    /// Warning or critical.
+    pub severity: Severity,
+    /// The condition that fired, with values.
+    pub evidence: Vec<EvidenceItem>,
+}
+
+/// A fix, resolved for the target's engine.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RemediationFinding {
+    /// Id.
+    pub id: String,
+    /// Title.
+    pub title: String,
+    /// The concrete change for this engine; None when the playbook has none for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    /// What it favours.
+    pub favours: Favours,
+    /// What it costs.
+    pub tradeoff: String,
+}
+
+/// A fired cause.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CauseFinding {
+    /// Id.
+    pub id: String,
+    /// Title.
+    pub title: String,
+    /// 1 = most likely.
+    pub rank: usize,
+    /// Strength of the evidence, 0 to 1, lowered by unknown evidence.
+    pub score: f64,
+    /// Share of the evidence weight that could be checked, 0 to 1.
+    pub confidence: f64,
+    /// True when no fired cause is upstream of it.
+    pub root: bool,
+    /// Fault or info.
+    pub severity: CauseSeverity,
+    /// How it leads to a symptom, e.g. `kv_cache_exhaustion -> queue_backlog -> high_ttft`.
+    pub chain: Vec<String>,
+    /// Share of the symptom it explains, when the data allows an estimate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub impact: Option<f64>,
+    /// What the impact measures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub impact_note: Option<String>,
+    /// The gate and the evidence that held.
+    pub evidence: Vec<EvidenceItem>,
+    /// Evidence against that held.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub against: Vec<EvidenceItem>,
+    /// Evidence that could not be checked.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unknown: Vec<EvidenceItem>,
+    /// Fixes, best first.
+    pub remediations: Vec<RemediationFinding>,
+}
+
+/// A rule that could not be evaluated.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Unchecked {
+    /// Symptom or cause id.
+    pub rule: String,
+    /// "symptom" or "cause".
+    pub kind: &'static str,
+    /// Names that were absent.
+    pub missing: Vec<String>,
+    /// How to get them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// The diagnosis of one target.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diagnosis {
+    /// What was diagnosed.
+    pub target: Target,
+    /// The time frame.
+    pub window: Window,
+    /// Overall verdict.
+    pub status: Status,
+    /// Fired symptoms, most severe first.
+    pub symptoms: Vec<SymptomFinding>,
+    /// Fired causes, by rank.
+    pub causes: Vec<CauseFinding>,
+    /// Symptoms checked and clear.
+    pub healthy: Vec<String>,
+    /// Rules that could not be checked, with the missing names and a hint.
+    pub unchecked: Vec<Unchecked>,
+    /// Facts known about the deployment.
+    pub facts: BTreeMap<String, FactValue>,
+}

@@ -1,0 +1,69 @@
+//! "Did you mean" suggestions for misspelled names, shared by the condition language and the
+//! playbook loader.
+
+/// Levenshtein distance between two strings, counted in chars.
+pub fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.chars().enumerate() {
+        cur[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let substitute = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = substitute.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+/// The best suggestion for a misspelled `name`: the closest candidate within
+/// edit distance 2, else the shortest candidate that starts with, contains or
+/// is contained in the name (for names of at least 3 chars). Ties go to the
+/// alphabetically first candidate, so messages are deterministic.
+pub fn did_you_mean<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let mut close: Option<(usize, &str)> = None;
+    let mut related: Option<(usize, &str)> = None;
+    for candidate in candidates {
+        if candidate == name {
+            continue;
+        }
+        let d = levenshtein(name, candidate);
+        if d <= 2 && close.is_none_or(|best| (d, candidate) < best) {
+            close = Some((d, candidate));
+        }
+        let contains = name.chars().count() >= 3
+            && (candidate.contains(name)
+                || (candidate.chars().count() >= 3 && name.contains(candidate)));
+        if contains && related.is_none_or(|best| (candidate.len(), candidate) < best) {
+            related = Some((candidate.len(), candidate));
+        }
+    }
+    close.or(related).map(|(_, c)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distances() {
+        assert_eq!(levenshtein("kitten", "sitting"), 3);
+        assert_eq!(levenshtein("", "abc"), 3);
+        assert_eq!(levenshtein("queue_dept", "queue_depth"), 1);
+    }
+
+    #[test]
+    fn suggestions() {
+        let names = ["queue_depth", "kv_cache_usage_ratio", "running_requests"];
+        assert_eq!(
+            did_you_mean("queue_dept", names.iter().copied()),
+            Some("queue_depth")
+        );
+        assert_eq!(
+            did_you_mean("kv_cache_usage", names.iter().copied()),
+            Some("kv_cache_usage_ratio")
+        );
+        assert_eq!(did_you_mean("zzz", names.iter().copied()), None);
+    }
+}

@@ -1,0 +1,456 @@
+//! Evaluates adapter expressions over one target's series.
+//!
+//! This is the one place where raw samples become windowed values: rates and increases of
+//! counters, `histogram_quantile`, histogram means, gauge statistics, all through `window`'s
+//! Prometheus-compatible functions. Without timestamps (a single saved `/metrics` page) values are
+//! lifetime figures: histograms are read cumulatively, ratios of counters are ratios of totals,
+//! and a plain per-second rate is not computable and reported as absent.
+
+use std::collections::BTreeMap;
+
+use crate::series::{Sample, Series};
+use crate::window;
+
+use super::spec::{Expr, Matchers, Selector};
+
+/// Which gauge statistic a leaf reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stat {
+    /// Newest value in the window.
+    Last,
+    /// Mean over the window.
+    Mean,
+    /// Maximum over the window.
+    Max,
+    /// Minimum over the window.
+    Min,
+}
+
+/// The time frame of an evaluation.
+#[derive(Debug, Clone, Copy)]
+pub struct Frame {
+    /// End of the window (ms); None when the input has no timestamps.
+    pub end_ms: Option<i64>,
+    /// Window length (ms).
+    pub window_ms: i64,
+}
+
+/// One target's series, indexed by sample name.
+pub struct TargetSeries<'a> {
+    by_name: BTreeMap<&'a str, Vec<&'a Series>>,
+}
+
+impl<'a> TargetSeries<'a> {
+    /// Indexes `series`.
+    pub fn new(series: impl IntoIterator<Item = &'a Series>) -> Self {
+        let mut by_name: BTreeMap<&'a str, Vec<&'a Series>> = BTreeMap::new();
+        for s in series {
+            by_name.entry(s.name.as_str()).or_default().push(s);
+        }
+        TargetSeries { by_name }
+    }
+
+    /// Series with this sample name.
+    pub fn named(&self, name: &str) -> &[&'a Series] {
+        self.by_name.get(name).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Every sample name present.
+    pub fn names(&self) -> impl Iterator<Item = &&'a str> {
+        self.by_name.keys()
+    }
+
+    /// Every series.
+    pub fn all(&self) -> impl Iterator<Item = &&'a Series> {
+        self.by_name.values().flatten()
+    }
+}
+
+/// A vector: one value per label set (labels without `le`), sorted by key.
+type Vector = Vec<(String, f64)>;
+
+/// Result of evaluating an expression.
+struct Out {
+    values: Vector,
+    /// Lifetime mode: the values are counter totals standing in for rates, meaningful only in
+    /// a ratio.
+    totals: bool,
+}
+
+/// Why an expression has no value.
+pub type Absent = String;
+
+/// Evaluates a signal expression to one number (aggregating any remaining vector by sum).
+pub fn eval_signal(
+    expr: &Expr,
+    ts: &TargetSeries<'_>,
+    frame: Frame,
+    stat: Stat,
+) -> Result<f64, Absent> {
+    let out = eval(expr, ts, frame, stat)?;
+    if out.totals {
+        return Err(
+            "a per-second rate needs samples with timestamps (record a range, or scrape twice)"
+                .into(),
+        );
+    }
+    match out.values.len() {
+        0 => Err("no matching series in the window".into()),
+        1 => Ok(out.values[0].1),
+        _ => Ok(out.values.iter().map(|(_, v)| v).sum()),
+    }
+}
+
+/// True when the expression reads a gauge, so window statistics are meaningful.
+pub fn reads_gauge(expr: &Expr) -> bool {
+    match expr {
+        Expr::Gauge(_) => true,
+        Expr::Rate(_)
+        | Expr::Increase(_)
+        | Expr::BitShare(_)
+        | Expr::Quantile(_)
+        | Expr::HistMean(_)
+        | Expr::Const(_) => false,
+        Expr::Sum(e)
+        | Expr::Max(e)
+        | Expr::Min(e)
+        | Expr::Avg(e)
+        | Expr::Count(e)
+        | Expr::Scale(e, _)
+        | Expr::PercentToRatio(e) => reads_gauge(e),
+        Expr::Div(a, b) | Expr::Sub(a, b) => reads_gauge(a) || reads_gauge(b),
+        Expr::Add(v) | Expr::First(v) => v.iter().any(reads_gauge),
+    }
+}
+
+fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<Out, Absent> {
+    match expr {
+        Expr::Gauge(sel) => leaf(sel, "", ts, |s| match frame.end_ms {
+            Some(end) => {
+                window::gauge_stats(&s.samples, end, frame.window_ms).map(|g| match stat {
+                    Stat::Last => g.last,
+                    Stat::Mean => g.mean,
+                    Stat::Max => g.max,
+                    Stat::Min => g.min,
+                })
+            }
+            None => window::last_value(&s.samples),
+        })
+        .map(|values| Out {
+            values,
+            totals: false,
+        }),
+        Expr::Rate(sel) => match frame.end_ms {
+            Some(end) => leaf(sel, "", ts, |s| {
+                window::rate(&s.samples, end, frame.window_ms)
+            })
+            .map(|values| Out {
+                values,
+                totals: false,
+            }),
+            None => leaf(sel, "", ts, |s| window::last_value(&s.samples)).map(|values| Out {
+                values,
+                totals: true,
+            }),
+        },
+        Expr::Increase(sel) => match frame.end_ms {
+            Some(end) => leaf(sel, "", ts, |s| {
+                window::increase(&s.samples, end, frame.window_ms)
+            }),
+            None => leaf(sel, "", ts, |s| window::last_value(&s.samples)),
+        }
+        .map(|values| Out {
+            values,
+            totals: false,
+        }),
+        Expr::BitShare(sel) => {
+            let mask = sel.mask.ok_or("bit_share needs `mask`")?;
+            leaf(sel, "", ts, |s| bit_share(&s.samples, mask, frame)).map(|values| Out {
+                values,
+                totals: false,
+            })
+        }
+        Expr::Quantile(sel) => {
+            let q = sel.q.ok_or("quantile needs `q`")?;
+            let mut buckets: Vec<(f64, f64)> = Vec::new();
+            let series = select(sel, "_bucket", ts)?;
+            for s in series {
+                let Some(le) = s.labels.get("le").and_then(parse_le) else {
+                    continue;
+                };
+                let v = match frame.end_ms {
+                    Some(end) => window::rate(&s.samples, end, frame.window_ms),
+                    None => window::last_value(&s.samples),
+                };
+                if let Some(v) = v {
+                    buckets.push((le, v));
+                }
+            }
+            if buckets.is_empty() {
+                return Err(format!(
+                    "no samples of `{}_bucket` in the window",
+                    first_name(sel)
+                ));
+            }
+            // Sum by le: histogram_quantile merges equal bounds itself.
+            match window::histogram_quantile(q, &mut buckets) {
+                Some(v) if v.is_finite() => Ok(Out {
+                    values: vec![(String::new(), v)],
+                    totals: false,
+                }),
+                _ => Err(format!(
+                    "`{}` has no observations in the window",
+                    first_name(sel)
+                )),
+            }
+        }
+        Expr::HistMean(sel) => {
+            let sum = eval(
+                &Expr::Sum(Box::new(Expr::Rate(suffixed(sel, "_sum", ts)?))),
+                ts,
+                frame,
+                stat,
+            )?;
+            let count = eval(
+                &Expr::Sum(Box::new(Expr::Rate(suffixed(sel, "_count", ts)?))),
+                ts,
+                frame,
+                stat,
+            )?;
+            let (s, c) = (single(&sum), single(&count));
+            match (s, c) {
+                (Some(s), Some(c)) if c > 0.0 => Ok(Out {
+                    values: vec![(String::new(), s / c)],
+                    totals: false,
+                }),
+                _ => Err(format!(
+                    "`{}` has no observations in the window",
+                    first_name(sel)
+                )),
+            }
+        }
+        Expr::Sum(e) => aggregate(eval(e, ts, frame, stat)?, |v| v.iter().sum()),
+        Expr::Max(e) => aggregate(eval(e, ts, frame, stat)?, |v| {
+            v.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+        }),
+        Expr::Min(e) => aggregate(eval(e, ts, frame, stat)?, |v| {
+            v.iter().copied().fold(f64::INFINITY, f64::min)
+        }),
+        Expr::Avg(e) => aggregate(eval(e, ts, frame, stat)?, |v| {
+            v.iter().sum::<f64>() / v.len() as f64
+        }),
+        Expr::Count(e) => {
+            let out = eval(e, ts, frame, stat)?;
+            Ok(Out {
+                values: vec![(String::new(), out.values.len() as f64)],
+                totals: false,
+            })
+        }
+        Expr::Div(a, b) => {
+            let (a, b) = (eval(a, ts, frame, stat)?, eval(b, ts, frame, stat)?);
+            // Totals over totals is a proper ratio even without timestamps.
+            let totals = a.totals != b.totals;
+            binary(a.values, b.values, totals, |x, y| (y != 0.0).then(|| x / y))
+        }
+        Expr::Sub(a, b) => {
+            let (a, b) = (eval(a, ts, frame, stat)?, eval(b, ts, frame, stat)?);
+            let totals = a.totals || b.totals;
+            binary(a.values, b.values, totals, |x, y| Some(x - y))
+        }
+        Expr::Add(terms) => {
+            let mut acc: Option<Out> = None;
+            for t in terms {
+                let o = eval(t, ts, frame, stat)?;
+                acc = Some(match acc {
+                    None => o,
+                    Some(a) => {
+                        let totals = a.totals || o.totals;
+                        binary(a.values, o.values, totals, |x, y| Some(x + y))?
+                    }
+                });
+            }
+            acc.ok_or_else(|| "empty `add`".to_string())
+        }
+        Expr::Scale(e, k) => {
+            let mut out = eval(e, ts, frame, stat)?;
+            out.values.iter_mut().for_each(|(_, v)| *v *= k);
+            Ok(out)
+        }
+        Expr::Const(c) => Ok(Out {
+            values: vec![(String::new(), *c)],
+            totals: false,
+        }),
+        Expr::PercentToRatio(e) => {
+            let mut out = eval(e, ts, frame, stat)?;
+            if out.values.iter().any(|(_, v)| *v > 1.0) {
+                out.values.iter_mut().for_each(|(_, v)| *v /= 100.0);
+            }
+            Ok(out)
+        }
+        Expr::First(alternatives) => {
+            let mut reasons = Vec::new();
+            for a in alternatives {
+                match eval(a, ts, frame, stat) {
+                    Ok(o) if !o.values.is_empty() => return Ok(o),
+                    Ok(_) => reasons.push("no values".to_string()),
+                    Err(e) => reasons.push(e),
+                }
+            }
+            Err(reasons.join("; "))
+        }
+    }
+}
+
+fn single(out: &Out) -> Option<f64> {
+    (out.values.len() == 1).then(|| out.values[0].1)
+}
+
+fn aggregate(out: Out, f: impl Fn(&[f64]) -> f64) -> Result<Out, Absent> {
+    if out.values.is_empty() {
+        return Err("no series to aggregate".into());
+    }
+    let v: Vec<f64> = out.values.iter().map(|(_, v)| *v).collect();
+    Ok(Out {
+        values: vec![(String::new(), f(&v))],
+        totals: out.totals,
+    })
+}
+
+/// One-to-one matching on identical label sets, as PromQL does; a single unlabelled value on
+/// either side applies to every element of the other.
+fn binary(
+    a: Vector,
+    b: Vector,
+    totals: bool,
+    f: impl Fn(f64, f64) -> Option<f64>,
+) -> Result<Out, Absent> {
+    let mut values = Vec::new();
+    if b.len() == 1 && b[0].0.is_empty() {
+        let y = b[0].1;
+        values.extend(a.into_iter().filter_map(|(k, x)| f(x, y).map(|v| (k, v))));
+    } else if a.len() == 1 && a[0].0.is_empty() {
+        let x = a[0].1;
+        values.extend(b.into_iter().filter_map(|(k, y)| f(x, y).map(|v| (k, v))));
+    } else {
+        let bm: BTreeMap<String, f64> = b.into_iter().collect();
+        for (k, x) in a {
+            if let Some(&y) = bm.get(&k) {
+                if let Some(v) = f(x, y) {
+                    values.push((k, v));
+                }
+            }
+        }
+    }
+    if values.is_empty() {
+        return Err("no values after matching (missing series, or division by zero)".into());
+    }
+    Ok(Out { values, totals })
+}
+
+fn first_name(sel: &Selector) -> &str {
+    sel.metric.values().first().copied().unwrap_or("")
+}
+
+/// The selector with the first alternative name that has series (with a suffix appended).
+fn suffixed(sel: &Selector, suffix: &str, ts: &TargetSeries<'_>) -> Result<Selector, Absent> {
+    for name in sel.metric.values() {
+        let full = format!("{name}{suffix}");
+        if !ts.named(&full).is_empty() {
+            let mut s = sel.clone();
+            s.metric = super::spec::OneOrMany::One(full);
+            return Ok(s);
+        }
+    }
+    Err(format!("no series `{}{suffix}`", first_name(sel)))
+}
+
+fn matches(s: &Series, want: &Matchers, not: &Matchers) -> bool {
+    want.iter()
+        .all(|(l, vals)| s.labels.get(l).is_some_and(|v| vals.values().contains(&v)))
+        && not
+            .iter()
+            .all(|(l, vals)| !s.labels.get(l).is_some_and(|v| vals.values().contains(&v)))
+}
+
+fn select<'a>(
+    sel: &Selector,
+    suffix: &str,
+    ts: &TargetSeries<'a>,
+) -> Result<Vec<&'a Series>, Absent> {
+    for name in sel.metric.values() {
+        let full = format!("{name}{suffix}");
+        let found = ts.named(&full);
+        if !found.is_empty() {
+            return Ok(found
+                .iter()
+                .copied()
+                .filter(|s| matches(s, &sel.matchers, &sel.where_not))
+                .collect());
+        }
+    }
+    Err(format!("no series `{}{suffix}`", first_name(sel)))
+}
+
+fn leaf(
+    sel: &Selector,
+    suffix: &str,
+    ts: &TargetSeries<'_>,
+    value: impl Fn(&Series) -> Option<f64>,
+) -> Result<Vector, Absent> {
+    let series = select(sel, suffix, ts)?;
+    let mut out: Vector = series
+        .iter()
+        .filter_map(|s| {
+            value(s)
+                .filter(|v| v.is_finite())
+                .map(|v| (label_key(s), v))
+        })
+        .collect();
+    if out.is_empty() {
+        return Err(format!(
+            "no usable samples of `{}` in the window",
+            first_name(sel)
+        ));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+fn label_key(s: &Series) -> String {
+    s.labels
+        .0
+        .iter()
+        .filter(|(k, _)| k != "le")
+        .map(|(k, v)| format!("{k}={v:?},"))
+        .collect()
+}
+
+fn parse_le(le: &str) -> Option<f64> {
+    match le {
+        "+Inf" | "Inf" | "inf" => Some(f64::INFINITY),
+        _ => le.parse().ok(),
+    }
+}
+
+fn bit_share(samples: &[Sample], mask: u64, frame: Frame) -> Option<f64> {
+    let in_window: Vec<f64> = match frame.end_ms {
+        Some(end) => samples
+            .iter()
+            .filter(|s| {
+                s.t_ms
+                    .is_some_and(|t| t > end - frame.window_ms && t <= end)
+            })
+            .map(|s| s.value)
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .collect(),
+        None => window::last_value(samples).into_iter().collect(),
+    };
+    if in_window.is_empty() {
+        return None;
+    }
+    let hits = in_window
+        .iter()
+        .filter(|v| (**v as u64) & mask != 0)
+        .count();
+    Some(hits as f64 / in_window.len() as f64)
+}

@@ -1,0 +1,230 @@
+//! Adapters: the only code that knows engines' and exporters' metric names.
+//!
+//! Each adapter is data (`rules/signals/*.yaml`, see `spec`); `eval` turns one target's series into
+//! canonical signal values; `build_snapshot` assembles a snapshot of signals, facts and hints for
+//! the engine.
+
+pub mod eval;
+pub mod spec;
+
+use std::collections::BTreeMap;
+
+use llm_doctor_engine::condition::WindowStats;
+use llm_doctor_engine::suggest::did_you_mean;
+use llm_doctor_engine::{Catalog, SignalValue, Snapshot, Target};
+
+use crate::series::Series;
+use eval::{Frame, Stat, TargetSeries};
+pub use spec::{AdapterKind, AdapterSpec};
+
+/// All adapters, validated against the catalog.
+#[derive(Debug, Clone)]
+pub struct Adapters {
+    /// In load order: engines first, then GPU and host exporters.
+    pub list: Vec<AdapterSpec>,
+}
+
+impl Adapters {
+    /// Parses and validates adapter files (`(file name, text)`); reports every problem.
+    pub fn load(files: &[(String, String)], catalog: &Catalog) -> Result<Adapters, Vec<String>> {
+        let mut errors = Vec::new();
+        let mut list: Vec<AdapterSpec> = Vec::new();
+        for (name, text) in files {
+            match serde_yaml::from_str::<AdapterSpec>(text) {
+                Ok(a) => {
+                    validate(&a, name, catalog, &mut errors);
+                    match list.iter().position(|x| x.name == a.name) {
+                        Some(i) => list[i] = a,
+                        None => list.push(a),
+                    }
+                }
+                Err(e) => errors.push(format!("error: {name}: {e}")),
+            }
+        }
+        list.sort_by_key(|a| a.kind);
+        if errors.is_empty() {
+            Ok(Adapters { list })
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// The adapter a sample name belongs to.
+    pub fn owner(&self, sample_name: &str) -> Option<&AdapterSpec> {
+        self.list
+            .iter()
+            .find(|a| a.detect.iter().any(|p| sample_name.starts_with(p.as_str())))
+    }
+
+    /// An adapter by name.
+    pub fn get(&self, name: &str) -> Option<&AdapterSpec> {
+        self.list.iter().find(|a| a.name == name)
+    }
+
+    /// Engine adapters.
+    pub fn engines(&self) -> impl Iterator<Item = &AdapterSpec> {
+        self.list.iter().filter(|a| a.kind == AdapterKind::Engine)
+    }
+}
+
+fn validate(a: &AdapterSpec, file: &str, catalog: &Catalog, errors: &mut Vec<String>) {
+    let signals: Vec<&str> = catalog.signals().iter().map(|s| s.name.as_str()).collect();
+    let facts: Vec<&str> = catalog.facts().iter().map(|f| f.name.as_str()).collect();
+    let mut check = |kind: &str, name: &str, known: &[&str]| {
+        if !known.contains(&name) {
+            let hint = did_you_mean(name, known.iter().copied())
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            errors.push(format!(
+                "error: {file}: adapter `{}` names unknown {kind} `{name}`{hint}",
+                a.name
+            ));
+        }
+    };
+    for s in a.signals.keys().chain(a.hints.keys()) {
+        check("signal", s, &signals);
+    }
+    for f in a
+        .info_facts
+        .iter()
+        .flat_map(|i| i.labels.values())
+        .chain(a.label_facts.values())
+        .chain(a.defaults.keys())
+    {
+        check("fact", f, &facts);
+    }
+    if let Some(cl) = &a.command_line {
+        for f in cl
+            .flags
+            .values()
+            .chain(cl.presence.values())
+            .chain(cl.env.values())
+        {
+            check("fact", f, &facts);
+        }
+    }
+}
+
+/// One target's series grouped by the adapter that owns them.
+pub struct TargetInput<'a> {
+    /// Identity of the target.
+    pub target: Target,
+    /// The engine adapter's name, when an engine was detected.
+    pub engine: Option<String>,
+    /// Series of the engine, GPU and host adapters joined to this target.
+    pub series: Vec<&'a Series>,
+    /// Which adapters contributed (for hints).
+    pub adapters: Vec<String>,
+    /// Notes about the join, shown in the report.
+    pub notes: Vec<String>,
+}
+
+/// Computes every signal the target's adapters define; records hints for the rest.
+pub fn fill_signals(
+    snapshot: &mut Snapshot,
+    catalog: &Catalog,
+    adapters: &Adapters,
+    input: &TargetInput<'_>,
+    frame: Frame,
+) {
+    let ts = TargetSeries::new(input.series.iter().copied());
+    let mut provided: BTreeMap<&str, ()> = BTreeMap::new();
+    let present: Vec<&AdapterSpec> = adapters
+        .list
+        .iter()
+        .filter(|a| input.adapters.contains(&a.name))
+        .collect();
+    for a in &present {
+        for (name, expr) in &a.signals {
+            if provided.contains_key(name.as_str()) {
+                continue;
+            }
+            match eval::eval_signal(expr, &ts, frame, Stat::Last) {
+                Ok(value) => {
+                    let stats = (frame.end_ms.is_some() && eval::reads_gauge(expr)).then(|| {
+                        let get = |s| eval::eval_signal(expr, &ts, frame, s).unwrap_or(value);
+                        WindowStats {
+                            min: get(Stat::Min),
+                            mean: get(Stat::Mean),
+                            max: get(Stat::Max),
+                            last: value,
+                        }
+                    });
+                    let sv = SignalValue {
+                        value,
+                        stats,
+                        source: format!("{}: {}", a.name, describe(expr)),
+                    };
+                    // Names were validated against the catalog at load.
+                    let _ = snapshot.set_signal(catalog, name, sv);
+                    provided.insert(name, ());
+                }
+                Err(reason) => {
+                    let hint = match a.hints.get(name) {
+                        Some(h) => format!("{h} ({}: {reason})", a.name),
+                        None => format!("{}: {reason}", a.name),
+                    };
+                    let _ = snapshot.set_hint(catalog, name, hint);
+                }
+            }
+        }
+    }
+    // Signals no present adapter defines: the hints of adapters that could provide them.
+    for def in catalog.signals() {
+        let name = def.name.as_str();
+        if provided.contains_key(name)
+            || snapshot
+                .hint_at(catalog.signal(name).unwrap_or(0))
+                .is_some()
+        {
+            continue;
+        }
+        let hint = present
+            .iter()
+            .find_map(|a| a.hints.get(name).cloned())
+            .or_else(|| {
+                let kind = adapters
+                    .list
+                    .iter()
+                    .find(|a| a.signals.contains_key(name))
+                    .map(|a| a.kind);
+                match kind {
+                    Some(AdapterKind::Gpu) => Some("no GPU metrics for this target: scrape dcgm-exporter (default :9400) beside the engine, or use --nvml".to_string()),
+                    Some(AdapterKind::Host) => Some("no host metrics for this target: scrape node_exporter (default :9100) beside the engine".to_string()),
+                    Some(AdapterKind::Engine) => input.engine.as_ref().map(|e| format!("{e} does not export it")),
+                    None => None,
+                }
+            });
+        if let Some(h) = hint {
+            let _ = snapshot.set_hint(catalog, name, h);
+        }
+    }
+}
+
+/// A short provenance string: the metric names an expression reads.
+fn describe(expr: &spec::Expr) -> String {
+    use spec::Expr::*;
+    fn names(e: &spec::Expr, out: &mut Vec<String>) {
+        match e {
+            Gauge(s) | Rate(s) | Increase(s) | BitShare(s) | Quantile(s) | HistMean(s) => {
+                if let Some(n) = s.metric.values().first() {
+                    if !out.iter().any(|x| x == n) {
+                        out.push(n.to_string());
+                    }
+                }
+            }
+            Sum(e) | Max(e) | Min(e) | Avg(e) | Count(e) | Scale(e, _) | PercentToRatio(e) => {
+                names(e, out)
+            }
+            Div(a, b) | Sub(a, b) => {
+                names(a, out);
+                names(b, out);
+            }
+            Add(v) | First(v) => v.iter().for_each(|e| names(e, out)),
+            Const(_) => {}
+        }
+    }
+    let mut out = Vec::new();
+    names(expr, &mut out);
+    out.join(", ")
+}

@@ -1,0 +1,249 @@
+//! Adapter definitions as written in `rules/signals/*.yaml`.
+//!
+//! An adapter says how one engine's or exporter's metrics become canonical signals and facts.
+//! Definitions are data so that the file reader and the PromQL generator share one source of
+//! truth: a signal is defined once per engine.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// What an adapter describes.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum AdapterKind {
+    /// A serving engine: defines targets.
+    Engine,
+    /// GPU exporter (dcgm-exporter): joined to an engine target by host.
+    Gpu,
+    /// Host exporter (node_exporter): joined to an engine target by host.
+    Host,
+}
+
+/// One adapter file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterSpec {
+    /// Adapter name, e.g. `vllm`, `dcgm`, `node`.
+    pub name: String,
+    /// Engine, host or GPU.
+    pub kind: AdapterKind,
+    /// What it reads, in plain words.
+    pub description: String,
+    /// Metric-name prefixes that identify this adapter's series.
+    pub detect: Vec<String>,
+    /// Signal definitions: canonical name → how to compute it.
+    #[serde(default)]
+    pub signals: BTreeMap<String, Expr>,
+    /// Facts read from info metrics' labels.
+    #[serde(default)]
+    pub info_facts: Vec<InfoFacts>,
+    /// Facts taken from a label of the engine's series (e.g. `model` from `model_name`).
+    #[serde(default)]
+    pub label_facts: BTreeMap<String, String>,
+    /// Engine defaults for facts, applied when nothing else sets them.
+    #[serde(default)]
+    pub defaults: BTreeMap<String, serde_yaml::Value>,
+    /// How to obtain a signal when it is missing: for signals this adapter defines but whose
+    /// metrics were absent, and for catalog signals it cannot provide.
+    #[serde(default)]
+    pub hints: BTreeMap<String, String>,
+    /// Serve command line: how flags map onto facts.
+    #[serde(default)]
+    pub command_line: Option<CommandLineSpec>,
+}
+
+/// Facts from the labels of an info metric such as `vllm:cache_config_info`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InfoFacts {
+    /// The info metric's sample name.
+    pub metric: String,
+    /// Label → fact.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// How a serve command line maps onto facts.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandLineSpec {
+    /// Words that identify the command (`vllm serve`, `vllm.entrypoints.openai.api_server`).
+    pub commands: Vec<String>,
+    /// Flag (with leading dashes; aliases allowed) → fact. Boolean facts become switches with `--no-` twins.
+    pub flags: BTreeMap<String, String>,
+    /// Flag whose presence alone sets a boolean fact to true (e.g. `--speculative-config`).
+    #[serde(default)]
+    pub presence: BTreeMap<String, String>,
+    /// Environment variable → fact.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Flag giving the model when it is not positional (e.g. `--model`).
+    #[serde(default)]
+    pub model_flags: Vec<String>,
+}
+
+/// A label filter: label → accepted values.
+pub type Matchers = BTreeMap<String, OneOrMany>;
+
+/// One string or a list.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    /// One value.
+    One(String),
+    /// Any of these.
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    /// The values as a slice-like list.
+    pub fn values(&self) -> Vec<&str> {
+        match self {
+            OneOrMany::One(s) => vec![s.as_str()],
+            OneOrMany::Many(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+/// A series selector: metric name (alternatives: the first with series wins) and label filters.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Selector {
+    /// Sample name(s); older names after newer ones.
+    pub metric: OneOrMany,
+    /// Labels that must match.
+    #[serde(default, rename = "where")]
+    pub matchers: Matchers,
+    /// Labels that must not match.
+    #[serde(default)]
+    pub where_not: Matchers,
+    /// The quantile, for `quantile` only.
+    #[serde(default)]
+    pub q: Option<f64>,
+    /// The bits of interest, for `bit_share` only.
+    #[serde(default)]
+    pub mask: Option<u64>,
+}
+
+/// An expression over series, evaluated per target. Leaves yield one value per series (a
+/// vector); binary operators match series with identical labels; aggregations reduce a vector
+/// to one value. The same tree compiles to PromQL for live Prometheus.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(try_from = "serde_yaml::Value")]
+pub enum Expr {
+    /// A gauge's value: last (or window mean/max/min for statistics).
+    Gauge(Selector),
+    /// Per-second rate of a counter over the window.
+    Rate(Selector),
+    /// Increase of a counter over the window.
+    Increase(Selector),
+    /// Share of the window during which a bitmask gauge had any of the selector's `mask` bits set.
+    BitShare(Selector),
+    /// `histogram_quantile` of the selector's `q` over the window (bucket rates summed by `le`);
+    /// the metric is the histogram's base name, without `_bucket`.
+    Quantile(Selector),
+    /// Histogram (or summary) mean over the window: rate(_sum) / rate(_count).
+    HistMean(Selector),
+    /// Sum over series.
+    Sum(Box<Expr>),
+    /// Maximum over series.
+    Max(Box<Expr>),
+    /// Minimum over series.
+    Min(Box<Expr>),
+    /// Mean over series.
+    Avg(Box<Expr>),
+    /// Number of series.
+    Count(Box<Expr>),
+    /// Division; undefined (absent) where the denominator is zero.
+    Div(Box<Expr>, Box<Expr>),
+    /// Subtraction.
+    Sub(Box<Expr>, Box<Expr>),
+    /// Addition of several terms.
+    Add(Vec<Expr>),
+    /// Multiplication by a constant.
+    Scale(Box<Expr>, f64),
+    /// A constant.
+    Const(f64),
+    /// Values on a 0-100 scale become 0-1; values already at most 1 are kept (dcgm-exporter
+    /// fields changed scale across versions).
+    PercentToRatio(Box<Expr>),
+    /// The first alternative that yields a value.
+    First(Vec<Expr>),
+}
+
+/// Expressions are written as one-key maps (`{rate: {metric: x}}`, `{div: [a, b]}`), which
+/// serde_yaml would otherwise expect as YAML tags; this reads the map form.
+impl TryFrom<serde_yaml::Value> for Expr {
+    type Error = String;
+
+    fn try_from(v: serde_yaml::Value) -> Result<Expr, String> {
+        use serde_yaml::Value;
+        let map = match v {
+            Value::Mapping(m) if m.len() == 1 => m,
+            other => {
+                return Err(format!(
+                    "an expression is a map with one key (gauge, rate, increase, bit_share, quantile, hist_mean, sum, max, min, avg, count, div, sub, add, scale, const, percent_to_ratio, first), got {}",
+                    serde_yaml::to_string(&other).unwrap_or_default().trim()
+                ))
+            }
+        };
+        let (k, inner) = map.into_iter().next().expect("one entry");
+        let key = k.as_str().ok_or("expression keys are strings")?.to_string();
+        let sel =
+            |v: Value| serde_yaml::from_value::<Selector>(v).map_err(|e| format!("{key}: {e}"));
+        let sub = |v: Value| Expr::try_from(v).map(Box::new);
+        let pair = |v: Value| -> Result<(Box<Expr>, Box<Expr>), String> {
+            match v {
+                Value::Sequence(mut s) if s.len() == 2 => {
+                    let b = s.pop().expect("two");
+                    let a = s.pop().expect("two");
+                    Ok((Box::new(Expr::try_from(a)?), Box::new(Expr::try_from(b)?)))
+                }
+                _ => Err(format!("{key} takes a list of two expressions")),
+            }
+        };
+        let list = |v: Value| -> Result<Vec<Expr>, String> {
+            match v {
+                Value::Sequence(s) if !s.is_empty() => s.into_iter().map(Expr::try_from).collect(),
+                _ => Err(format!("{key} takes a non-empty list of expressions")),
+            }
+        };
+        Ok(match key.as_str() {
+            "gauge" => Expr::Gauge(sel(inner)?),
+            "rate" => Expr::Rate(sel(inner)?),
+            "increase" => Expr::Increase(sel(inner)?),
+            "bit_share" => Expr::BitShare(sel(inner)?),
+            "quantile" => Expr::Quantile(sel(inner)?),
+            "hist_mean" => Expr::HistMean(sel(inner)?),
+            "sum" => Expr::Sum(sub(inner)?),
+            "max" => Expr::Max(sub(inner)?),
+            "min" => Expr::Min(sub(inner)?),
+            "avg" => Expr::Avg(sub(inner)?),
+            "count" => Expr::Count(sub(inner)?),
+            "percent_to_ratio" => Expr::PercentToRatio(sub(inner)?),
+            "div" => {
+                let (a, b) = pair(inner)?;
+                Expr::Div(a, b)
+            }
+            "sub" => {
+                let (a, b) = pair(inner)?;
+                Expr::Sub(a, b)
+            }
+            "scale" => match inner {
+                Value::Sequence(mut s) if s.len() == 2 => {
+                    let k = s
+                        .pop()
+                        .and_then(|x| x.as_f64())
+                        .ok_or("scale takes [expression, number]")?;
+                    let e = Expr::try_from(s.pop().expect("two"))?;
+                    Expr::Scale(Box::new(e), k)
+                }
+                _ => return Err("scale takes [expression, number]".into()),
+            },
+            "const" => Expr::Const(inner.as_f64().ok_or("const takes a number")?),
+            "add" => Expr::Add(list(inner)?),
+            "first" => Expr::First(list(inner)?),
+            other => return Err(format!("unknown expression `{other}`")),
+        })
+    }
+}

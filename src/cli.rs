@@ -1,0 +1,118 @@
+//! Command-line interface (clap derive). Parsing only; `commands` does the work.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Diagnoses LLM inference services from their metrics: ranked root causes, evidence, fixes.
+#[derive(Debug, Parser)]
+#[command(name = "llm-doctor", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A table for the terminal.
+    Table,
+    /// The JSON output contract.
+    Json,
+    /// Markdown, for tickets and postmortems.
+    Markdown,
+}
+
+/// Graph formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GraphFormat {
+    /// Graphviz.
+    Dot,
+    /// Mermaid flowchart.
+    Mermaid,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Diagnose recorded metrics (Prometheus text or OpenMetrics files).
+    Diagnose(DiagnoseArgs),
+    /// Check, test and explain playbooks.
+    #[command(subcommand)]
+    Rules(RulesCommand),
+    /// List the canonical signals and facts.
+    Signals {
+        /// Output format (table or json).
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+}
+
+/// Arguments of `diagnose`.
+#[derive(Debug, clap::Args)]
+pub struct DiagnoseArgs {
+    /// Recorded metrics: Prometheus text exposition or OpenMetrics, one or more files joined.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// The serve command line (`vllm serve MODEL --max-num-seqs 4`), or `@FILE` to read it.
+    #[arg(long)]
+    pub engine_args: Option<String>,
+    /// A fact about the deployment, `key=value` (see `llm-doctor signals`). Repeatable.
+    #[arg(long = "fact", value_name = "KEY=VALUE")]
+    pub facts: Vec<String>,
+    /// A measurement the metrics lack, `signal=value` (e.g. a gateway's client_ttft_p99_seconds=3.2). Repeatable.
+    #[arg(long = "signal", value_name = "NAME=VALUE")]
+    pub signals: Vec<String>,
+    /// Override an SLO, `name=value` (e.g. ttft_p99_seconds=2). Repeatable.
+    #[arg(long = "slo", value_name = "NAME=VALUE")]
+    pub slos: Vec<String>,
+    /// End of the window: RFC 3339 or Unix seconds (default: the newest sample).
+    #[arg(long)]
+    pub at: Option<String>,
+    /// Window length, a Prometheus duration (30s, 5m, 1h).
+    #[arg(long, default_value = "5m")]
+    pub window: String,
+    /// Output format (default: table on a terminal, JSON otherwise).
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// A directory of playbooks (and `signals/` adapters) that add to or override the shipped ones.
+    #[arg(long)]
+    pub rules: Option<PathBuf>,
+}
+
+/// `rules` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum RulesCommand {
+    /// Validate playbooks: schema, names, types, graph.
+    Check {
+        /// Extra or overriding rules directory.
+        dir: Option<PathBuf>,
+    },
+    /// Run fixture tests (`*.test.yaml`): expected causes and symptoms for recorded inputs.
+    Test {
+        /// Fixture directory.
+        #[arg(default_value = "fixtures")]
+        dir: PathBuf,
+        /// Extra or overriding rules directory.
+        #[arg(long)]
+        rules: Option<PathBuf>,
+    },
+    /// Explain a symptom, cause, remediation, signal or fact.
+    Explain {
+        /// The id.
+        id: String,
+        /// Extra or overriding rules directory.
+        #[arg(long)]
+        rules: Option<PathBuf>,
+    },
+    /// Print the diagnosis graph.
+    Graph {
+        /// dot or mermaid.
+        #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
+        format: GraphFormat,
+        /// Extra or overriding rules directory.
+        #[arg(long)]
+        rules: Option<PathBuf>,
+    },
+}

@@ -1,0 +1,283 @@
+//! The work behind each subcommand. Every command returns its output and exit code; `main`
+//! prints. Errors (bad input, bad flags) become exit code 2 there.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use llm_doctor_engine::report::Status;
+
+use crate::cli::{Cli, Command, DiagnoseArgs, Format, GraphFormat, RulesCommand};
+use crate::pipeline::{self, Options};
+use crate::render::{self, Report, TargetReport};
+use crate::rules::{RuleFiles, Rules};
+
+/// What a command produced.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Text for stdout.
+    pub stdout: String,
+    /// Exit code: 0 healthy or success, 1 problems found or tests failed.
+    pub code: u8,
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> Result<Outcome> {
+    match cli.command {
+        Command::Diagnose(args) => diagnose(args),
+        Command::Rules(cmd) => rules(cmd),
+        Command::Signals { format } => signals(format),
+    }
+}
+
+/// Loads the shipped rules, with a directory's additions when given.
+pub fn load_rules(dir: Option<&Path>) -> Result<Rules> {
+    match dir {
+        Some(d) => RuleFiles::with_dir(d)?.load(),
+        None => RuleFiles::shipped().load(),
+    }
+}
+
+fn key_value(s: &str, flag: &str) -> Result<(String, String)> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+        _ => bail!("{flag} expects KEY=VALUE, got `{s}`"),
+    }
+}
+
+fn number(v: &str, what: &str) -> Result<f64> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite())
+        .with_context(|| format!("{what}: `{v}` is not a number"))
+}
+
+fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
+    let rules = load_rules(args.rules.as_deref())?;
+    let engine_args = match args.engine_args.as_deref() {
+        Some(a) if a.starts_with('@') => Some(
+            std::fs::read_to_string(&a[1..])
+                .with_context(|| format!("reading --engine-args file `{}`", &a[1..]))?,
+        ),
+        other => other.map(str::to_string),
+    };
+    let facts = args
+        .facts
+        .iter()
+        .map(|f| key_value(f, "--fact"))
+        .collect::<Result<Vec<_>>>()?;
+    let signals = args
+        .signals
+        .iter()
+        .map(|s| {
+            let (k, v) = key_value(s, "--signal")?;
+            Ok((k.clone(), number(&v, &format!("--signal {k}"))?))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut slos = BTreeMap::new();
+    for s in &args.slos {
+        let (k, v) = key_value(s, "--slo")?;
+        let n = number(&v, &format!("--slo {k}"))?;
+        slos.insert(k, n);
+    }
+    let slo_values = rules
+        .playbook
+        .slo_values(&slos)
+        .map_err(anyhow::Error::msg)
+        .context("--slo")?;
+    let at_ms = args
+        .at
+        .as_deref()
+        .map(crate::window::parse_time)
+        .transpose()
+        .map_err(anyhow::Error::msg)
+        .context("--at")?;
+    let window_ms = crate::window::parse_duration(&args.window)
+        .map_err(anyhow::Error::msg)
+        .context("--window")?;
+    if window_ms <= 0 {
+        bail!("--window must be longer than zero, got `{}`", args.window);
+    }
+
+    let mut inputs = Vec::new();
+    for f in &args.files {
+        let bytes = std::fs::read(f).with_context(|| format!("reading `{}`", f.display()))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            anyhow::anyhow!(
+                "`{}` is not UTF-8 text (byte {})",
+                f.display(),
+                e.utf8_error().valid_up_to()
+            )
+        })?;
+        inputs.push((f.display().to_string(), text));
+    }
+    let set = pipeline::parse_inputs(&inputs)?;
+    let prepared = pipeline::prepare(
+        &set,
+        &rules,
+        &Options {
+            engine_args,
+            facts,
+            signals,
+            at_ms,
+            window_ms,
+        },
+    )?;
+    let targets: Vec<TargetReport> = prepared
+        .into_iter()
+        .map(|p| TargetReport {
+            diagnosis: llm_doctor_engine::diagnose(&rules.playbook, &p.snapshot, &slo_values),
+            notes: p.notes,
+        })
+        .collect();
+    let report = Report {
+        targets,
+        errors: Vec::new(),
+    };
+    let code = if report
+        .targets
+        .iter()
+        .all(|t| t.diagnosis.status == Status::Healthy)
+    {
+        0
+    } else {
+        1
+    };
+    let stdout = std::io::stdout().is_terminal();
+    let format = args
+        .format
+        .unwrap_or(if stdout { Format::Table } else { Format::Json });
+    let text = match format {
+        Format::Table => render::table::render(
+            &report,
+            render::table::Style {
+                color: stdout && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            },
+        ),
+        Format::Json => render::json::render(&report),
+        Format::Markdown => render::markdown::render(&report),
+    };
+    Ok(Outcome { stdout: text, code })
+}
+
+fn rules(cmd: RulesCommand) -> Result<Outcome> {
+    match cmd {
+        RulesCommand::Check { dir } => {
+            let rules = load_rules(dir.as_deref())?;
+            Ok(Outcome {
+                stdout: format!(
+                    "ok: {} symptoms, {} causes, {} remediations, {} SLOs; {} adapters; graph acyclic, every cause reaches a symptom\n",
+                    rules.playbook.symptoms.len(),
+                    rules.playbook.causes.len(),
+                    rules.playbook.remediations.len(),
+                    rules.playbook.slos.len(),
+                    rules.adapters.list.len()
+                ),
+                code: 0,
+            })
+        }
+        RulesCommand::Test { dir, rules: rdir } => {
+            let rules = load_rules(rdir.as_deref())?;
+            let files = crate::fixtures::discover(&dir)?;
+            if files.is_empty() {
+                bail!("no fixture tests (*.test.yaml) in `{}`", dir.display());
+            }
+            let mut out = String::new();
+            let (mut passed, mut failed) = (0, 0);
+            for f in &files {
+                let r = crate::fixtures::run_one(f, &rules);
+                let name = f
+                    .file_name()
+                    .map(|n| n.to_string_lossy().to_string())
+                    .unwrap_or_default();
+                if r.failures.is_empty() {
+                    passed += 1;
+                    out.push_str(&format!("ok    {name}  [{}]\n", r.causes.join(", ")));
+                } else {
+                    failed += 1;
+                    out.push_str(&format!("FAIL  {name}\n"));
+                    for x in &r.failures {
+                        out.push_str(&format!("      - {x}\n"));
+                    }
+                }
+            }
+            out.push_str(&format!("{passed} passed, {failed} failed\n"));
+            Ok(Outcome {
+                stdout: out,
+                code: u8::from(failed > 0),
+            })
+        }
+        RulesCommand::Explain { id, rules: rdir } => {
+            let rules = load_rules(rdir.as_deref())?;
+            Ok(Outcome {
+                stdout: crate::render::explain::explain(&rules, &id)?,
+                code: 0,
+            })
+        }
+        RulesCommand::Graph {
+            format,
+            rules: rdir,
+        } => {
+            let rules = load_rules(rdir.as_deref())?;
+            Ok(Outcome {
+                stdout: crate::render::graph::graph(
+                    &rules.playbook,
+                    format == GraphFormat::Mermaid,
+                ),
+                code: 0,
+            })
+        }
+    }
+}
+
+fn signals(format: Format) -> Result<Outcome> {
+    let rules = load_rules(None)?;
+    let c = &rules.catalog;
+    let stdout = if format == Format::Json {
+        let v = serde_json::json!({"signals": c.signals(), "facts": c.facts()});
+        format!("{}\n", serde_json::to_string_pretty(&v)?)
+    } else {
+        let mut t = comfy_table::Table::new();
+        t.load_style(comfy_table::presets::NOTHING);
+        t.set_header(vec![
+            "signal",
+            "unit",
+            "group",
+            "provided by",
+            "description",
+        ]);
+        for s in c.signals() {
+            let by: Vec<&str> = rules
+                .adapters
+                .list
+                .iter()
+                .filter(|a| a.signals.contains_key(&s.name))
+                .map(|a| a.name.as_str())
+                .collect();
+            t.add_row(vec![
+                s.name.clone(),
+                s.unit.clone(),
+                s.group.clone(),
+                if by.is_empty() {
+                    "--signal".into()
+                } else {
+                    by.join(", ")
+                },
+                s.description.clone(),
+            ]);
+        }
+        let mut f = comfy_table::Table::new();
+        f.load_style(comfy_table::presets::NOTHING);
+        f.set_header(vec!["fact", "type", "description"]);
+        for x in c.facts() {
+            f.add_row(vec![
+                x.name.clone(),
+                format!("{:?}", x.ty).to_lowercase(),
+                x.description.clone(),
+            ]);
+        }
+        format!("SIGNALS\n{t}\n\nFACTS\n{f}\n")
+    };
+    Ok(Outcome { stdout, code: 0 })
+}

@@ -1,0 +1,268 @@
+//! Facts from a serve command line: `VLLM_TRACE_FUNCTION=1 vllm serve MODEL --max-num-seqs 4`.
+//!
+//! Which flags mean what is adapter data (`command_line` in `rules/signals/<engine>.yaml`); this
+//! module only splits words the way a shell would and walks them: `--flag value`, `--flag=value`,
+//! boolean switches with `--no-` twins, and environment assignments before the command.
+
+use crate::adapter::{AdapterSpec, Adapters};
+
+/// Facts read from a command line, as text to be typed by the catalog.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandLineFacts {
+    /// The engine adapter whose command matched.
+    pub engine: String,
+    /// (fact, value as text), in command-line order; later ones win.
+    pub facts: Vec<(String, String)>,
+}
+
+/// Splits a command line into words like a POSIX shell: single and double quotes, backslash
+/// escapes and line continuations.
+pub fn split_words(s: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('\n') => {}
+                Some(n) => {
+                    cur.push(n);
+                    in_word = true;
+                }
+                None => return Err("command line ends with a lone `\\`".into()),
+            },
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(n) => cur.push(n),
+                        None => return Err("unterminated single quote in command line".into()),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(n @ ('"' | '\\' | '$' | '`')) => cur.push(n),
+                            Some('\n') => {}
+                            Some(n) => {
+                                cur.push('\\');
+                                cur.push(n);
+                            }
+                            None => return Err("unterminated double quote in command line".into()),
+                        },
+                        Some(n) => cur.push(n),
+                        None => return Err("unterminated double quote in command line".into()),
+                    }
+                }
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            c => {
+                cur.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    Ok(words)
+}
+
+fn is_env_assignment(w: &str) -> Option<(&str, &str)> {
+    let (k, v) = w.split_once('=')?;
+    let mut cs = k.chars();
+    let first = cs.next()?;
+    ((first.is_ascii_alphabetic() || first == '_')
+        && cs.all(|c| c.is_ascii_alphanumeric() || c == '_'))
+    .then_some((k, v))
+}
+
+/// Finds the engine whose command appears in `words`; returns it and the index after the command.
+fn find_engine<'a>(words: &[String], adapters: &'a Adapters) -> Option<(&'a AdapterSpec, usize)> {
+    for a in adapters.engines() {
+        let Some(cl) = &a.command_line else { continue };
+        for cmd in &cl.commands {
+            let parts: Vec<&str> = cmd.split_whitespace().collect();
+            for i in 0..words.len() {
+                let fits = parts.iter().enumerate().all(|(j, p)| {
+                    words.get(i + j).is_some_and(|w| {
+                        // The first word may be a path (`/usr/bin/vllm`), a module may follow `-m`.
+                        w == p || (j == 0 && w.ends_with(&format!("/{p}")))
+                    })
+                });
+                if fits {
+                    return Some((a, i + parts.len()));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Reads facts from a serve command line. Unknown flags are skipped; an unrecognised command is
+/// an error naming the commands llm-doctor knows.
+pub fn parse(
+    text: &str,
+    adapters: &Adapters,
+    catalog: &llm_doctor_engine::Catalog,
+) -> Result<CommandLineFacts, String> {
+    let words = split_words(text)?;
+    let Some((adapter, after)) = find_engine(&words, adapters) else {
+        let known: Vec<String> = adapters
+            .engines()
+            .filter_map(|a| a.command_line.as_ref())
+            .flat_map(|c| c.commands.iter().map(|x| format!("`{x}`")))
+            .collect();
+        return Err(format!(
+            "no serving command found in `{}` (known: {})",
+            text.trim(),
+            known.join(", ")
+        ));
+    };
+    let cl = adapter
+        .command_line
+        .as_ref()
+        .expect("find_engine only returns adapters with a command line");
+    let mut facts = Vec::new();
+
+    for w in &words {
+        match is_env_assignment(w) {
+            Some((k, v)) => {
+                if let Some(f) = cl.env.get(k) {
+                    facts.push((f.clone(), v.to_string()));
+                }
+            }
+            None if w == "env" => {}
+            None => break,
+        }
+    }
+
+    let is_bool = |fact: &str| {
+        catalog
+            .fact(fact)
+            .is_some_and(|i| catalog.facts()[i].ty == llm_doctor_engine::catalog::FactType::Bool)
+    };
+    let mut i = after;
+    let mut model: Option<String> = None;
+    while i < words.len() {
+        let w = &words[i];
+        i += 1;
+        if !w.starts_with('-') {
+            if model.is_none() && i - 1 == after {
+                model = Some(w.clone());
+            }
+            continue;
+        }
+        let (flag, inline) = match w.split_once('=') {
+            Some((f, v)) => (f, Some(v.to_string())),
+            None => (w.as_str(), None),
+        };
+        if cl.model_flags.iter().any(|m| m == flag) {
+            model = inline.or_else(|| {
+                i += 1;
+                words.get(i - 1).cloned()
+            });
+            continue;
+        }
+        if let Some(f) = cl.presence.get(flag) {
+            facts.push((f.clone(), "true".into()));
+            if inline.is_none() && words.get(i).is_some_and(|n| !n.starts_with('-')) {
+                i += 1;
+            }
+            continue;
+        }
+        let (fact, negated) = match cl.flags.get(flag) {
+            Some(f) => (Some(f), false),
+            None => match flag.strip_prefix("--no-") {
+                Some(rest) => (cl.flags.get(&format!("--{rest}")), true),
+                None => (None, false),
+            },
+        };
+        let Some(fact) = fact else {
+            // Unknown flag: skip its value if it has one.
+            if inline.is_none() && words.get(i).is_some_and(|n| !n.starts_with('-')) {
+                i += 1;
+            }
+            continue;
+        };
+        if is_bool(fact) {
+            let value = match inline {
+                Some(v) => v,
+                None => match words.get(i).map(|n| n.to_ascii_lowercase()) {
+                    Some(n) if n == "true" || n == "false" => {
+                        i += 1;
+                        n
+                    }
+                    _ => "true".into(),
+                },
+            };
+            let value = if negated {
+                if value == "true" {
+                    "false".into()
+                } else {
+                    "true".into()
+                }
+            } else {
+                value
+            };
+            facts.push((fact.clone(), value));
+        } else {
+            let value = match inline {
+                Some(v) => v,
+                None => {
+                    i += 1;
+                    words
+                        .get(i - 1)
+                        .cloned()
+                        .ok_or_else(|| format!("flag `{flag}` needs a value"))?
+                }
+            };
+            facts.push((fact.clone(), value));
+        }
+    }
+    if let Some(m) = model {
+        facts.insert(0, ("model".into(), m));
+    }
+    Ok(CommandLineFacts {
+        engine: adapter.name.clone(),
+        facts,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_like_a_shell() {
+        assert_eq!(
+            split_words("A=1 vllm serve 'my model' --x=\"a b\" \\\n --y c\\ d").unwrap(),
+            vec!["A=1", "vllm", "serve", "my model", "--x=a b", "--y", "c d"]
+        );
+        assert!(split_words("vllm 'oops").is_err());
+        assert!(split_words("vllm \"oops").is_err());
+        assert!(split_words("vllm oops\\").is_err());
+        assert_eq!(split_words("  ").unwrap(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn env_assignments() {
+        assert_eq!(
+            is_env_assignment("VLLM_TRACE_FUNCTION=1"),
+            Some(("VLLM_TRACE_FUNCTION", "1"))
+        );
+        assert_eq!(is_env_assignment("--x=1"), None);
+        assert_eq!(is_env_assignment("1A=1"), None);
+    }
+}

@@ -1,0 +1,20 @@
+//! llm-doctor's binary-side library: sources, adapters, renderers and the CLI.
+//! The pure diagnosis lives in the `llm-doctor-engine` crate; this crate feeds it.
+//!
+//! Data flows one way: exposition files are parsed into raw series (`exposition`, `series`),
+//! split into targets (`targets`), turned into canonical signals and facts by the adapters
+//! (`adapter`, `window`, `engine_args`, `pipeline`), diagnosed by the engine, and rendered
+//! (`render`).
+
+pub mod adapter;
+pub mod cli;
+pub mod commands;
+pub mod engine_args;
+pub mod exposition;
+pub mod fixtures;
+pub mod pipeline;
+pub mod render;
+pub mod rules;
+pub mod series;
+pub mod targets;
+pub mod window;

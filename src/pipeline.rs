@@ -1,0 +1,268 @@
+//! From inputs to snapshots: read files, split targets, compute signals, gather facts.
+//!
+//! Fact precedence, lowest first: the engine's defaults, info metrics (`vllm:cache_config_info`),
+//! labels of the engine's series (`model_name`), the serve command line (`--engine-args`), and
+//! `--fact`. `--signal` adds measurements the metrics lack (a gateway's client-side TTFT, say).
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context, Result};
+use llm_doctor_engine::{FactValue, SignalValue, Snapshot, Window};
+
+use crate::adapter::eval::Frame;
+use crate::adapter::{fill_signals, AdapterSpec, TargetInput};
+use crate::engine_args;
+use crate::exposition;
+use crate::rules::Rules;
+use crate::series::SeriesSet;
+
+/// What the user asked for, beyond the inputs.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Serve command line.
+    pub engine_args: Option<String>,
+    /// `--fact key=value`, in order.
+    pub facts: Vec<(String, String)>,
+    /// `--signal name=value`, in order.
+    pub signals: Vec<(String, f64)>,
+    /// End of the window (ms); default: the newest sample.
+    pub at_ms: Option<i64>,
+    /// Window length (ms).
+    pub window_ms: i64,
+}
+
+/// A snapshot with notes about how it was assembled.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The snapshot to diagnose.
+    pub snapshot: Snapshot,
+    /// Joins, guesses and caveats to show the reader.
+    pub notes: Vec<String>,
+}
+
+/// Reads and merges exposition files. `(name, text)` pairs keep this free of file I/O.
+pub fn parse_inputs(inputs: &[(String, String)]) -> Result<SeriesSet> {
+    let mut set: Option<SeriesSet> = None;
+    for (name, text) in inputs {
+        let parsed = exposition::parse(text, name).map_err(anyhow::Error::new)?;
+        if parsed.series.is_empty() {
+            bail!("{name}: no samples (an empty file, or only comments)");
+        }
+        match &mut set {
+            None => set = Some(parsed),
+            Some(s) => s.merge(parsed),
+        }
+    }
+    set.context("no input files")
+}
+
+/// Builds one snapshot per target found in `set`.
+pub fn prepare(set: &SeriesSet, rules: &Rules, opts: &Options) -> Result<Vec<Prepared>> {
+    let command_line = match &opts.engine_args {
+        Some(text) => Some(
+            engine_args::parse(text, &rules.adapters, &rules.catalog)
+                .map_err(|e| anyhow::anyhow!("--engine-args: {e}"))?,
+        ),
+        None => None,
+    };
+    let targets = crate::targets::split(set, &rules.adapters);
+    if targets.is_empty() {
+        let prefixes: Vec<String> = rules
+            .adapters
+            .list
+            .iter()
+            .flat_map(|a| a.detect.iter().map(|p| format!("`{p}`")))
+            .collect();
+        bail!(
+            "no serving-engine, GPU or host metrics found in the input (recognised prefixes: {})",
+            prefixes.join(", ")
+        );
+    }
+
+    let frame = if set.has_timestamps {
+        let end = opts
+            .at_ms
+            .or(set.newest_ms())
+            .context("the input has no samples")?;
+        if let (Some(at), Some(oldest)) = (opts.at_ms, set.oldest_ms()) {
+            if at < oldest {
+                bail!(
+                    "--at {} is before the first sample ({}): nothing to diagnose",
+                    crate::render::format_time(at),
+                    crate::render::format_time(oldest)
+                );
+            }
+        }
+        Frame {
+            end_ms: Some(end),
+            window_ms: opts.window_ms,
+        }
+    } else {
+        Frame {
+            end_ms: None,
+            window_ms: opts.window_ms,
+        }
+    };
+
+    let mut out = Vec::new();
+    for input in targets {
+        out.push(prepare_target(
+            &input,
+            frame,
+            command_line.as_ref(),
+            rules,
+            opts,
+        )?);
+    }
+    Ok(out)
+}
+
+fn prepare_target(
+    input: &TargetInput<'_>,
+    frame: Frame,
+    command_line: Option<&engine_args::CommandLineFacts>,
+    rules: &Rules,
+    opts: &Options,
+) -> Result<Prepared> {
+    let catalog = &rules.catalog;
+    let mut snapshot = Snapshot::new(catalog, input.target.clone());
+    let mut notes = input.notes.clone();
+    snapshot.window = Window {
+        end_ms: frame.end_ms,
+        length_ms: frame.end_ms.map(|_| frame.window_ms),
+        lifetime: frame.end_ms.is_none(),
+    };
+    if frame.end_ms.is_none() {
+        notes.push(
+            "the input has no timestamps: values are averages since the server started, and per-second rates are unknown"
+                .to_string(),
+        );
+    }
+    fill_signals(&mut snapshot, catalog, &rules.adapters, input, frame);
+
+    let engine = input.engine.as_deref().and_then(|e| rules.adapters.get(e));
+    if let Some(engine) = engine {
+        apply_engine_facts(&mut snapshot, rules, engine, input, &mut notes)?;
+    }
+    if let Some(cl) = command_line {
+        if input.engine.as_deref().is_some_and(|e| e != cl.engine) {
+            notes.push(format!(
+                "--engine-args describe a {} server but the metrics are from {}; flags applied anyway",
+                cl.engine,
+                input.engine.as_deref().unwrap_or("?")
+            ));
+        }
+        for (fact, value) in &cl.facts {
+            snapshot
+                .set_fact_str(catalog, fact, value, "engine args")
+                .with_context(|| format!("--engine-args: `{value}` for {fact}"))?;
+        }
+    }
+    for (fact, value) in &opts.facts {
+        snapshot
+            .set_fact_str(catalog, fact, value, "--fact")
+            .map_err(|e| {
+                anyhow::anyhow!("--fact {fact}={value}: {e}{}", suggest_fact(rules, fact))
+            })?;
+    }
+    for (name, value) in &opts.signals {
+        snapshot
+            .set_signal(
+                catalog,
+                name,
+                SignalValue {
+                    value: *value,
+                    stats: None,
+                    source: "--signal".to_string(),
+                },
+            )
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "--signal {name}={value}: {e}{}",
+                    suggest_signal(rules, name)
+                )
+            })?;
+    }
+    Ok(Prepared { snapshot, notes })
+}
+
+fn suggest_fact(rules: &Rules, name: &str) -> String {
+    llm_doctor_engine::suggest::did_you_mean(
+        name,
+        rules.catalog.facts().iter().map(|f| f.name.as_str()),
+    )
+    .map(|s| format!(" (did you mean `{s}`?)"))
+    .unwrap_or_default()
+}
+
+fn suggest_signal(rules: &Rules, name: &str) -> String {
+    llm_doctor_engine::suggest::did_you_mean(
+        name,
+        rules.catalog.signals().iter().map(|s| s.name.as_str()),
+    )
+    .map(|s| format!(" (did you mean `{s}`?)"))
+    .unwrap_or_default()
+}
+
+/// Engine defaults, then info-metric labels, then series labels.
+fn apply_engine_facts(
+    snapshot: &mut Snapshot,
+    rules: &Rules,
+    engine: &AdapterSpec,
+    input: &TargetInput<'_>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let catalog = &rules.catalog;
+    snapshot.set_fact(
+        catalog,
+        "engine",
+        FactValue::Str(engine.name.clone()),
+        "detected from metric names",
+    )?;
+    for (fact, value) in &engine.defaults {
+        let text = match value {
+            serde_yaml::Value::Bool(b) => b.to_string(),
+            serde_yaml::Value::Number(n) => n.to_string(),
+            serde_yaml::Value::String(s) => s.clone(),
+            other => bail!(
+                "{}: default for `{fact}` must be a scalar, got {other:?}",
+                engine.name
+            ),
+        };
+        snapshot.set_fact_str(catalog, fact, &text, format!("{} default", engine.name))?;
+    }
+    for info in &engine.info_facts {
+        // One series per engine index under data parallelism; they agree on configuration.
+        let Some(series) = input.series.iter().find(|s| s.name == info.metric) else {
+            continue;
+        };
+        for (label, fact) in &info.labels {
+            let Some(value) = series.labels.get(label) else {
+                continue;
+            };
+            if value.is_empty() || value == "None" {
+                continue;
+            }
+            if let Err(e) = snapshot.set_fact_str(catalog, fact, value, info.metric.clone()) {
+                notes.push(format!(
+                    "{}: label {label}=\"{value}\" ignored: {e}",
+                    info.metric
+                ));
+            }
+        }
+    }
+    for (label, fact) in &engine.label_facts {
+        let mut values: BTreeMap<&str, ()> = BTreeMap::new();
+        for s in &input.series {
+            if engine.detect.iter().any(|p| s.name.starts_with(p.as_str())) {
+                if let Some(v) = s.labels.get(label) {
+                    values.insert(v, ());
+                }
+            }
+        }
+        if let Some((v, _)) = values.iter().next() {
+            snapshot.set_fact_str(catalog, fact, v, format!("label {label}"))?;
+        }
+    }
+    Ok(())
+}

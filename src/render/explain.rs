@@ -1,0 +1,129 @@
+//! `rules explain ID`: a rule in plain words, with its conditions and fixes.
+
+use anyhow::{bail, Result};
+
+use crate::rules::Rules;
+
+/// Explains a symptom, cause, remediation, SLO, signal or fact by id.
+pub fn explain(rules: &Rules, id: &str) -> Result<String> {
+    let pb = &rules.playbook;
+    let mut out = String::new();
+    if let Some(i) = pb.symptom(id) {
+        let s = &pb.symptoms[i];
+        out.push_str(&format!(
+            "symptom {}: {}\n\n{}\n\nfires when: {}\n",
+            s.id,
+            s.title,
+            s.why,
+            s.when.source()
+        ));
+        if let Some(c) = &s.critical_when {
+            out.push_str(&format!("critical when: {}\n", c.source()));
+        }
+        let causes: Vec<&str> = pb
+            .causes
+            .iter()
+            .filter(|c| c.explains.contains(&i))
+            .map(|c| c.id.as_str())
+            .collect();
+        out.push_str(&format!("explained by: {}\n", causes.join(", ")));
+        return Ok(out);
+    }
+    if let Some(i) = pb.cause(id) {
+        let c = &pb.causes[i];
+        out.push_str(&format!("cause {}: {}\n\n{}\n\n", c.id, c.title, c.why));
+        if !c.engines.is_empty() {
+            out.push_str(&format!("engines: {}\n", c.engines.join(", ")));
+        }
+        out.push_str(&format!("fires when: {}\n", c.when.source()));
+        for e in &c.evidence {
+            out.push_str(&format!(
+                "  evidence (weight {}): {}\n",
+                e.weight,
+                e.when.source()
+            ));
+        }
+        for e in &c.against {
+            out.push_str(&format!(
+                "  against (weight {}): {}\n",
+                e.weight,
+                e.when.source()
+            ));
+        }
+        if let Some(x) = &c.impact {
+            out.push_str(&format!(
+                "impact: {} ({})\n",
+                x.source(),
+                c.impact_note.as_deref().unwrap_or("")
+            ));
+        }
+        let names = |v: &[usize], f: &dyn Fn(usize) -> String| {
+            v.iter().map(|&i| f(i)).collect::<Vec<_>>().join(", ")
+        };
+        if !c.leads_to.is_empty() {
+            out.push_str(&format!(
+                "leads to: {}\n",
+                names(&c.leads_to, &|i| pb.causes[i].id.clone())
+            ));
+        }
+        out.push_str(&format!(
+            "explains: {}\n",
+            names(&c.explains, &|i| pb.symptoms[i].id.clone())
+        ));
+        out.push_str("\nremediations:\n");
+        for &r in &c.remediations {
+            let r = &pb.remediations[r];
+            out.push_str(&format!(
+                "  {} — {} (tradeoff: {})\n",
+                r.id, r.title, r.tradeoff
+            ));
+        }
+        return Ok(out);
+    }
+    if let Some(i) = pb.remediation(id) {
+        let r = &pb.remediations[i];
+        out.push_str(&format!(
+            "remediation {}: {}\n\n{}\n\nfavours: {:?}\ntradeoff: {}\n",
+            r.id, r.title, r.why, r.favours, r.tradeoff
+        ));
+        for (engine, action) in &r.actions {
+            out.push_str(&format!("  {engine}: {action}\n"));
+        }
+        return Ok(out);
+    }
+    if let Some(s) = pb
+        .slos
+        .iter()
+        .find(|s| s.id == id || format!("slo.{}", s.id) == id)
+    {
+        return Ok(format!(
+            "SLO {} = {} (override with --slo {}=VALUE)\n{}\n{}\n",
+            s.id, s.default, s.id, s.title, s.why
+        ));
+    }
+    if let Some(s) = rules.catalog.signals().iter().find(|s| s.name == id) {
+        return Ok(format!(
+            "signal {} ({}): {}\n",
+            s.name, s.unit, s.description
+        ));
+    }
+    if let Some(f) = rules
+        .catalog
+        .facts()
+        .iter()
+        .find(|f| f.name == id || format!("fact.{}", f.name) == id)
+    {
+        return Ok(format!("fact {}: {}\n", f.name, f.description));
+    }
+    let all = pb
+        .symptoms
+        .iter()
+        .map(|s| s.id.as_str())
+        .chain(pb.causes.iter().map(|c| c.id.as_str()))
+        .chain(pb.remediations.iter().map(|r| r.id.as_str()))
+        .chain(rules.catalog.signals().iter().map(|s| s.name.as_str()));
+    match llm_doctor_engine::suggest::did_you_mean(id, all) {
+        Some(s) => bail!("no rule, signal or fact named `{id}` (did you mean `{s}`?)"),
+        None => bail!("no rule, signal or fact named `{id}`"),
+    }
+}

@@ -1,0 +1,83 @@
+//! Markdown output, for tickets and postmortem documents.
+
+use llm_doctor_engine::report::Diagnosis;
+
+use super::{evidence_line, heading, Report};
+
+/// The report as Markdown.
+pub fn render(report: &Report) -> String {
+    let mut out = String::new();
+    for r in &report.targets {
+        let d: &Diagnosis = &r.diagnosis;
+        out.push_str(&format!(
+            "## {}\n\n**Status: {}**\n\n",
+            heading(d),
+            d.status.as_str()
+        ));
+        if !d.symptoms.is_empty() {
+            out.push_str("### Symptoms\n\n");
+            for s in &d.symptoms {
+                let ev = s.evidence.first().map(evidence_line).unwrap_or_default();
+                out.push_str(
+                    &format!("- **{:?}** `{}`: {} ({})\n", s.severity, s.id, s.title, ev)
+                        .replace("**Critical**", "**critical**")
+                        .replace("**Warning**", "**warning**"),
+                );
+            }
+            out.push('\n');
+        }
+        if !d.causes.is_empty() {
+            out.push_str(
+                "### Causes\n\n| # | cause | score | chain | evidence |\n|---|---|---|---|---|\n",
+            );
+            for c in &d.causes {
+                let ev: Vec<String> = c.evidence.iter().map(evidence_line).collect();
+                out.push_str(&format!(
+                    "| {} | `{}`{} | {:.2} | {} | {} |\n",
+                    c.rank,
+                    c.id,
+                    if c.root { "" } else { " (follows)" },
+                    c.score,
+                    c.chain.join(" → "),
+                    ev.join("<br>").replace('|', "\\|")
+                ));
+            }
+            out.push_str("\n### Fixes\n\n");
+            for c in d.causes.iter().filter(|c| c.root) {
+                out.push_str(&format!("**{}** — {}\n\n", c.id, c.title));
+                for rem in &c.remediations {
+                    let action = rem.action.clone().unwrap_or_else(|| rem.title.clone());
+                    out.push_str(&format!("- `{action}` — {}\n", rem.tradeoff));
+                }
+                out.push('\n');
+            }
+        }
+        if !d.unchecked.is_empty() {
+            out.push_str("### Not checked\n\n");
+            for u in &d.unchecked {
+                let hint = u
+                    .hint
+                    .as_deref()
+                    .map(|h| format!(" — {h}"))
+                    .unwrap_or_default();
+                out.push_str(&format!(
+                    "- {} `{}` (missing {}){hint}\n",
+                    u.kind,
+                    u.rule,
+                    u.missing.join(", ")
+                ));
+            }
+            out.push('\n');
+        }
+        if !d.healthy.is_empty() {
+            out.push_str(&format!("Checked and clear: {}\n\n", d.healthy.join(", ")));
+        }
+        for n in &r.notes {
+            out.push_str(&format!("> note: {n}\n"));
+        }
+    }
+    for e in &report.errors {
+        out.push_str(&format!("- error: {e}\n"));
+    }
+    out
+}

@@ -1,0 +1,215 @@
+//! Renderers: the diagnosis as a terminal table, Markdown or JSON.
+//!
+//! Renderers only format: every number they print is in the diagnosis. Units come from the
+//! canonical names (`_seconds`, `_ratio`, `_per_second`), so a value always prints with its unit.
+
+pub mod explain;
+pub mod graph;
+pub mod json;
+pub mod markdown;
+pub mod table;
+
+use llm_doctor_engine::report::{Diagnosis, EvidenceItem};
+use serde::Serialize;
+
+/// One target's diagnosis with notes about how its input was assembled.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetReport {
+    /// The diagnosis.
+    #[serde(flatten)]
+    pub diagnosis: Diagnosis,
+    /// Joins, guesses and caveats.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// Everything one `diagnose` run found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// One diagnosis per target.
+    pub targets: Vec<TargetReport>,
+    /// Sources that failed, with the reason.
+    pub errors: Vec<String>,
+}
+
+/// Formats Unix milliseconds as RFC 3339 UTC.
+pub fn format_time(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Formats a duration in milliseconds the Prometheus way (`5m`, `1h30m`, `45s`).
+pub fn format_duration(ms: i64) -> String {
+    if ms % 1000 != 0 {
+        return format!("{ms}ms");
+    }
+    let mut s = ms / 1000;
+    let mut out = String::new();
+    for (unit, len) in [("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)] {
+        if s >= len {
+            out.push_str(&format!("{}{unit}", s / len));
+            s %= len;
+        }
+    }
+    if out.is_empty() {
+        out.push_str("0s");
+    }
+    out
+}
+
+/// A number with few significant digits.
+pub fn number(v: f64) -> String {
+    let a = v.abs();
+    let s = if a == 0.0 {
+        "0".to_string()
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else if a >= 0.01 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.2e}")
+    };
+    if s.contains('.') && !s.contains('e') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// A value with the unit its signal name implies.
+pub fn with_unit(name: &str, v: f64) -> String {
+    if name.ends_with("_seconds") {
+        if v.abs() < 1.0 && v != 0.0 {
+            format!("{} ms", number(v * 1000.0))
+        } else {
+            format!("{} s", number(v))
+        }
+    } else if name.ends_with("_ratio")
+        || name == "slo.error_ratio"
+        || name == "slo.truncation_ratio"
+    {
+        format!("{} %", number(v * 100.0))
+    } else if name.ends_with("bytes_per_second") {
+        format!("{} GB/s", number(v / 1e9))
+    } else if name.ends_with("tokens_per_second") {
+        format!("{} tok/s", number(v))
+    } else if name.ends_with("_per_second") {
+        format!("{}/s", number(v))
+    } else if name.ends_with("_celsius") {
+        format!("{} °C", number(v))
+    } else if name.ends_with("_cores") {
+        format!("{} cores", number(v))
+    } else {
+        number(v)
+    }
+}
+
+/// One evidence item in one line: `kv_cache_usage_ratio 99.5 % (> 95 %)`, or the condition with
+/// the values it read.
+pub fn evidence_line(e: &EvidenceItem) -> String {
+    if let (Some(signal), Some(value), Some(op), Some(threshold)) =
+        (&e.signal, e.value, e.op, e.threshold)
+    {
+        let line = format!(
+            "{signal} {} ({op} {})",
+            with_unit(signal, value),
+            with_unit(signal, threshold)
+        );
+        return match &e.note {
+            Some(n) => format!("{n}: {line}"),
+            None => line,
+        };
+    }
+    let values: Vec<String> = e
+        .values
+        .iter()
+        .map(|(name, v)| match v {
+            llm_doctor_engine::report::ShownValue::Number(n) => {
+                format!("{name} {}", with_unit(name, *n))
+            }
+            llm_doctor_engine::report::ShownValue::Fact(f) => format!("{name} = {f}"),
+            llm_doctor_engine::report::ShownValue::Missing(_) => format!("{name} unknown"),
+        })
+        .collect();
+    let head = e.note.clone().unwrap_or_else(|| e.condition.clone());
+    if values.is_empty() {
+        head
+    } else {
+        format!("{head} [{}]", values.join(", "))
+    }
+}
+
+/// The heading of a target: engine, model, identity, time frame.
+pub fn heading(d: &Diagnosis) -> String {
+    let mut parts = Vec::new();
+    parts.push(
+        d.target
+            .engine
+            .clone()
+            .unwrap_or_else(|| "unknown engine".to_string()),
+    );
+    if let Some(llm_doctor_engine::FactValue::Str(m)) = d.facts.get("model") {
+        parts.push(m.clone());
+    }
+    for l in ["namespace", "pod", "instance", "host"] {
+        if let Some(v) = d.target.labels.get(l) {
+            parts.push(v.clone());
+        }
+    }
+    parts.push(match (d.window.end_ms, d.window.length_ms) {
+        (Some(end), Some(len)) => format!(
+            "{} window ending {}",
+            format_duration(len),
+            format_time(end)
+        ),
+        _ => "lifetime averages (no timestamps)".to_string(),
+    });
+    parts.join(" · ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_and_durations() {
+        assert_eq!(format_time(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_time(1_796_083_200_000), "2026-12-01T00:00:00Z");
+        assert_eq!(format_time(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(format_duration(300_000), "5m");
+        assert_eq!(format_duration(5_400_000), "1h30m");
+        assert_eq!(format_duration(1500), "1500ms");
+    }
+
+    #[test]
+    fn units() {
+        assert_eq!(with_unit("ttft_p99_seconds", 138.0), "138 s");
+        assert_eq!(with_unit("ttft_p99_seconds", 0.25), "250 ms");
+        assert_eq!(with_unit("kv_cache_usage_ratio", 0.995), "99.5 %");
+        assert_eq!(with_unit("preemptions_per_second", 0.29), "0.29/s");
+        assert_eq!(with_unit("queue_depth", 184.0), "184");
+        assert_eq!(with_unit("pcie_bytes_per_second", 2.5e10), "25 GB/s");
+    }
+}

@@ -1,0 +1,204 @@
+//! The terminal view, for 3 a.m.: the verdict first, then ranked causes with their evidence and
+//! the fix, then what could not be checked. Colour only on a terminal, never with `NO_COLOR`.
+
+use comfy_table::{presets, ContentArrangement, Table};
+use llm_doctor_engine::report::{Diagnosis, Severity, Status};
+
+use super::{evidence_line, heading, number, Report, TargetReport};
+
+/// Whether to colour the output.
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    /// Emit ANSI colours.
+    pub color: bool,
+}
+
+impl Style {
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+    fn bold(&self, text: &str) -> String {
+        self.paint("1", text)
+    }
+    fn status(&self, s: Status) -> String {
+        let word = s.as_str().to_uppercase();
+        match s {
+            Status::Critical => self.paint("1;31", &word),
+            Status::Degraded => self.paint("1;33", &word),
+            Status::Healthy => self.paint("1;32", &word),
+            Status::Unknown => self.paint("1;35", &word),
+        }
+    }
+    fn severity(&self, s: Severity) -> String {
+        match s {
+            Severity::Critical => self.paint("1;31", "CRITICAL"),
+            Severity::Warning => self.paint("1;33", "WARNING "),
+        }
+    }
+}
+
+/// Renders every target; a fleet summary first when there are several.
+pub fn render(report: &Report, style: Style) -> String {
+    let mut out = String::new();
+    if report.targets.len() > 1 {
+        let mut t = new_table();
+        t.set_header(vec!["target", "status", "top cause"]);
+        for r in &report.targets {
+            let d = &r.diagnosis;
+            t.add_row(vec![
+                heading(d),
+                d.status.as_str().to_string(),
+                d.causes
+                    .first()
+                    .map(|c| c.id.clone())
+                    .unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        out.push_str(&format!(
+            "{}\n\n",
+            style.bold(&format!("{} targets", report.targets.len()))
+        ));
+        out.push_str(&format!("{t}\n\n"));
+    }
+    for (i, r) in report.targets.iter().enumerate() {
+        if i > 0 {
+            out.push_str("\n────────────────────────────────────────────────────────────\n\n");
+        }
+        target(&mut out, r, style);
+    }
+    for e in &report.errors {
+        out.push_str(&format!("error: {e}\n"));
+    }
+    out
+}
+
+fn new_table() -> Table {
+    let mut t = Table::new();
+    t.load_style(presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(150);
+    t
+}
+
+fn target(out: &mut String, r: &TargetReport, style: Style) {
+    let d: &Diagnosis = &r.diagnosis;
+    out.push_str(&format!("{}\n", style.bold(&heading(d))));
+    out.push_str(&format!("status: {}\n\n", style.status(d.status)));
+
+    for s in &d.symptoms {
+        let ev = s.evidence.first().map(evidence_line).unwrap_or_default();
+        out.push_str(&format!(
+            "{}  {:<16} {} — {ev}\n",
+            style.severity(s.severity),
+            s.id,
+            s.title
+        ));
+    }
+    if !d.symptoms.is_empty() {
+        out.push('\n');
+    }
+
+    if d.causes.is_empty() {
+        if d.status == Status::Healthy {
+            out.push_str("No problem found.\n\n");
+        }
+    } else {
+        let mut t = new_table();
+        t.set_header(vec![
+            "#",
+            "cause",
+            "score",
+            "how it leads to the symptom",
+            "evidence",
+        ]);
+        for c in &d.causes {
+            let mut name = c.id.clone();
+            if !c.root {
+                name.push_str("\n(follows from a cause above)");
+            }
+            if c.severity == llm_doctor_engine::playbook::spec::CauseSeverity::Info {
+                name.push_str("\n(not a fault)");
+            }
+            let mut ev: Vec<String> = c.evidence.iter().map(evidence_line).collect();
+            if let (Some(i), Some(note)) = (c.impact, &c.impact_note) {
+                ev.push(format!("{}: {} %", note, number(i * 100.0)));
+            }
+            for a in &c.against {
+                ev.push(format!("against: {}", evidence_line(a)));
+            }
+            if !c.unknown.is_empty() {
+                let names: Vec<&str> = c
+                    .unknown
+                    .iter()
+                    .flat_map(|u| u.missing.iter().map(String::as_str))
+                    .collect();
+                ev.push(format!(
+                    "confidence {} (unknown: {})",
+                    number(c.confidence),
+                    dedup(names).join(", ")
+                ));
+            }
+            t.add_row(vec![
+                c.rank.to_string(),
+                name,
+                format!("{:.2}", c.score),
+                c.chain.join(" → "),
+                ev.join("\n"),
+            ]);
+        }
+        out.push_str(&format!("{t}\n\n"));
+
+        for c in d.causes.iter().filter(|c| c.root).take(3) {
+            out.push_str(&format!(
+                "{}\n",
+                style.bold(&format!("Fix #{} {} — {}", c.rank, c.id, c.title))
+            ));
+            for rem in &c.remediations {
+                let action = rem.action.clone().unwrap_or_else(|| rem.title.clone());
+                out.push_str(&format!(
+                    "  {action}\n      {} (favours {})\n",
+                    rem.tradeoff,
+                    serde_json::to_value(rem.favours)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default()
+                ));
+            }
+            out.push('\n');
+        }
+    }
+
+    if !d.unchecked.is_empty() {
+        out.push_str(&format!("{}\n", style.bold("Not checked:")));
+        for u in &d.unchecked {
+            let hint = u
+                .hint
+                .as_deref()
+                .map(|h| format!(" — {h}"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  {} {} (missing {}){hint}\n",
+                u.kind,
+                u.rule,
+                u.missing.join(", ")
+            ));
+        }
+        out.push('\n');
+    }
+    if !d.healthy.is_empty() {
+        out.push_str(&format!("Checked and clear: {}\n", d.healthy.join(", ")));
+    }
+    for n in &r.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+}
+
+fn dedup(mut v: Vec<&str>) -> Vec<&str> {
+    v.sort_unstable();
+    v.dedup();
+    v
+}

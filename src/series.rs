@@ -1,0 +1,552 @@
+//! The raw sample model that every metrics source is reduced to.
+//!
+//! Exposition files (one scrape, or a recording of many scrapes) and query results all end up as
+//! a [`SeriesSet`]: plain series of timestamped floats plus the family types that `# TYPE` lines
+//! declared. Keeping this model dumb — no PromQL, no units, no engine knowledge — lets the
+//! parser, the windowing functions and the adapters that map engine metrics to signals evolve
+//! independently. The one piece of exposition knowledge kept here is [`SeriesSet::family_type`],
+//! because the suffix rules (`_total`, `_bucket`, ...) are needed by every consumer.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Metric type as declared by `# TYPE` (Unknown when undeclared).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum MetricType {
+    /// Monotonic counter; samples are `<family>_total` (and `_created`).
+    Counter,
+    /// Point-in-time value.
+    Gauge,
+    /// Cumulative histogram: `_bucket{le=..}`, `_sum`, `_count` (and `_created`).
+    Histogram,
+    /// OpenMetrics gauge histogram: `_bucket{le=..}`, `_gsum`, `_gcount`.
+    GaugeHistogram,
+    /// Summary: `<family>{quantile=..}`, `_sum`, `_count` (and `_created`).
+    Summary,
+    /// OpenMetrics info metric: `<family>_info` with value 1.
+    Info,
+    /// OpenMetrics state set: `<family>{<family>=state}` with 0/1 values.
+    StateSet,
+    /// Undeclared, or declared `unknown`/`untyped`.
+    #[default]
+    Unknown,
+}
+
+impl MetricType {
+    /// Parses the type word of a `# TYPE` line. `untyped` is the Prometheus text format's
+    /// spelling of OpenMetrics' `unknown`; both map to [`MetricType::Unknown`]. Case-sensitive,
+    /// like Prometheus.
+    pub fn from_type_word(word: &str) -> Option<MetricType> {
+        Some(match word {
+            "counter" => MetricType::Counter,
+            "gauge" => MetricType::Gauge,
+            "histogram" => MetricType::Histogram,
+            "gaugehistogram" => MetricType::GaugeHistogram,
+            "summary" => MetricType::Summary,
+            "info" => MetricType::Info,
+            "stateset" => MetricType::StateSet,
+            "unknown" | "untyped" => MetricType::Unknown,
+            _ => return None,
+        })
+    }
+
+    /// The OpenMetrics spelling of the type, as written in `# TYPE` lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricType::Counter => "counter",
+            MetricType::Gauge => "gauge",
+            MetricType::Histogram => "histogram",
+            MetricType::GaugeHistogram => "gaugehistogram",
+            MetricType::Summary => "summary",
+            MetricType::Info => "info",
+            MetricType::StateSet => "stateset",
+            MetricType::Unknown => "unknown",
+        }
+    }
+
+    /// Whether a family of this type exposes samples named `<family><suffix>`. Checking this
+    /// stops a gauge `foo` from claiming an unrelated, undeclared `foo_count`.
+    fn owns_suffix(self, suffix: &str) -> bool {
+        use MetricType::*;
+        match suffix {
+            "_total" => self == Counter,
+            "_created" => matches!(self, Counter | Histogram | Summary | GaugeHistogram),
+            "_bucket" => matches!(self, Histogram | GaugeHistogram),
+            "_count" | "_sum" => matches!(self, Histogram | Summary),
+            "_gcount" | "_gsum" => self == GaugeHistogram,
+            "_info" => self == Info,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for MetricType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Sample-name suffixes that belong to a family with a shorter name.
+const FAMILY_SUFFIXES: [&str; 8] = [
+    "_total", "_created", "_bucket", "_count", "_sum", "_gcount", "_gsum", "_info",
+];
+
+/// Sorted label pairs (by name), excluding the metric name.
+///
+/// Labels with empty values are never stored by the parser: Prometheus treats `l=""` as the
+/// label being absent, so `x{l=""}` and `x` are the same series.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Labels(pub Vec<(String, String)>);
+
+impl Labels {
+    /// Builds a label set from pairs in any order, sorting them by name so that equal sets
+    /// compare equal. Duplicate names are kept (callers that need uniqueness check first).
+    pub fn new(mut pairs: Vec<(String, String)>) -> Labels {
+        pairs.sort_by(|a, b| a.0.cmp(&b.0));
+        Labels(pairs)
+    }
+
+    /// The value of label `name`, if present.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        // A linear scan: label sets are small, and it stays correct for hand-built unsorted sets.
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Number of labels.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when there are no labels.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The `(name, value)` pairs in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(n, v)| (n.as_str(), v.as_str()))
+    }
+}
+
+/// Writes `{a="b",c="d"}` with exposition-style escaping of values; an empty set writes
+/// nothing, so `format!("{name}{labels}")` reads like the exposition line (`foo`, not `foo{}`).
+impl fmt::Display for Labels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        f.write_str("{")?;
+        for (i, (name, value)) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{name}=\"")?;
+            for c in value.chars() {
+                match c {
+                    '\\' => f.write_str("\\\\")?,
+                    '"' => f.write_str("\\\"")?,
+                    '\n' => f.write_str("\\n")?,
+                    c => write!(f, "{c}")?,
+                }
+            }
+            f.write_str("\"")?;
+        }
+        f.write_str("}")
+    }
+}
+
+/// One observation. `t_ms` is milliseconds since the Unix epoch; `None` when the exposition
+/// line carried no timestamp (a live scrape rather than a recording).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Sample {
+    /// Milliseconds since the Unix epoch, if the source gave one.
+    pub t_ms: Option<i64>,
+    /// The value as exposed; NaN and ±Inf are kept (the windowing layer skips them).
+    pub value: f64,
+}
+
+/// All samples of one sample name + label set.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Series {
+    /// The sample name as exposed (e.g. `vllm:num_preemptions_total`), not the family name.
+    pub name: String,
+    /// The labels without the metric name.
+    pub labels: Labels,
+    /// Sorted by time (timestamp-less samples first), one sample per timestamp.
+    pub samples: Vec<Sample>,
+}
+
+impl Series {
+    /// Orders series by name, then labels: the order a [`SeriesSet`] keeps them in.
+    pub fn key_cmp(&self, other: &Series) -> Ordering {
+        self.name
+            .cmp(&other.name)
+            .then_with(|| self.labels.cmp(&other.labels))
+    }
+}
+
+/// Writes `name{labels}` (just `name` without labels).
+impl fmt::Display for Series {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.name, self.labels)
+    }
+}
+
+/// Everything read from one or more exposition files.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SeriesSet {
+    /// Sorted by (name, labels) for determinism; no two series share name and labels.
+    pub series: Vec<Series>,
+    /// Family name -> declared type, from `# TYPE` lines.
+    pub families: BTreeMap<String, MetricType>,
+    /// True when there is at least one sample and every sample has a timestamp.
+    pub has_timestamps: bool,
+}
+
+impl SeriesSet {
+    /// Restores the invariants after series were pushed in any order: series sorted by
+    /// (name, labels) with duplicates joined, samples sorted by time with one per timestamp
+    /// (the one pushed later wins), and `has_timestamps` recomputed. Public so that callers
+    /// building sets by hand (adapters, tests) get the same guarantees as parsed ones.
+    pub fn normalize(&mut self) {
+        let mut all = std::mem::take(&mut self.series);
+        if !all
+            .windows(2)
+            .all(|w| w[0].key_cmp(&w[1]) == Ordering::Less)
+        {
+            // Stable, so samples of joined duplicates keep their push order for the dedup below.
+            all.sort_by(Series::key_cmp);
+            let mut joined: Vec<Series> = Vec::with_capacity(all.len());
+            for s in all {
+                match joined.last_mut() {
+                    Some(last) if last.name == s.name && last.labels == s.labels => {
+                        last.samples.extend(s.samples)
+                    }
+                    _ => joined.push(s),
+                }
+            }
+            all = joined;
+        }
+        for s in &mut all {
+            sort_dedup_samples(&mut s.samples);
+        }
+        self.series = all;
+        self.has_timestamps = self.compute_has_timestamps();
+    }
+
+    fn compute_has_timestamps(&self) -> bool {
+        let mut any = false;
+        for s in &self.series {
+            for sample in &s.samples {
+                if sample.t_ms.is_none() {
+                    return false;
+                }
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// Joins another set (e.g. the next file) into this one: series with the same name and
+    /// labels become one, with samples merged by time; on an exact duplicate timestamp the
+    /// sample from `other` wins. A family type declared in `other` wins unless it is Unknown.
+    pub fn merge(&mut self, other: SeriesSet) {
+        for (name, ty) in other.families {
+            match self.families.get_mut(&name) {
+                Some(existing) => {
+                    if ty != MetricType::Unknown {
+                        *existing = ty;
+                    }
+                }
+                None => {
+                    self.families.insert(name, ty);
+                }
+            }
+        }
+        self.series.extend(other.series);
+        self.normalize();
+    }
+
+    /// The newest timestamp of any sample, if any sample has one.
+    pub fn newest_ms(&self) -> Option<i64> {
+        self.series
+            .iter()
+            .filter_map(|s| s.samples.last().and_then(|x| x.t_ms))
+            .max()
+    }
+
+    /// The oldest timestamp of any sample, if any sample has one.
+    pub fn oldest_ms(&self) -> Option<i64> {
+        self.series
+            .iter()
+            .filter_map(|s| s.samples.iter().find_map(|x| x.t_ms))
+            .min()
+    }
+
+    /// Total number of samples over all series.
+    pub fn sample_count(&self) -> usize {
+        self.series.iter().map(|s| s.samples.len()).sum()
+    }
+
+    /// True when there are no samples at all.
+    pub fn is_empty(&self) -> bool {
+        self.series.iter().all(|s| s.samples.is_empty())
+    }
+
+    /// The declared family a sample name belongs to, with its type: an exact family match
+    /// first (`# TYPE x_total counter` in the text format, summaries, state sets), then the
+    /// family with one suffix stripped when that family's type exposes that suffix
+    /// (`vllm:num_preemptions` counter → `vllm:num_preemptions_total`).
+    pub fn family_of(&self, sample_name: &str) -> Option<(&str, MetricType)> {
+        if let Some((name, ty)) = self.families.get_key_value(sample_name) {
+            return Some((name.as_str(), *ty));
+        }
+        for suffix in FAMILY_SUFFIXES {
+            if let Some(base) = sample_name.strip_suffix(suffix) {
+                if let Some((name, ty)) = self.families.get_key_value(base) {
+                    if ty.owns_suffix(suffix) {
+                        return Some((name.as_str(), *ty));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The type of the family a sample name belongs to (see [`SeriesSet::family_of`]);
+    /// Unknown when no declared family claims it.
+    pub fn family_type(&self, sample_name: &str) -> MetricType {
+        self.family_of(sample_name)
+            .map_or(MetricType::Unknown, |(_, ty)| ty)
+    }
+
+    /// All series with exactly this sample name, in label order. Binary search on the sorted
+    /// vector, so this is cheap enough to call per signal per evaluation.
+    pub fn iter_by_name<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'s Series> + 's {
+        let start = self.series.partition_point(|s| s.name.as_str() < name);
+        self.series[start..]
+            .iter()
+            .take_while(move |s| s.name == name)
+    }
+}
+
+/// Sorts by time (stable) and keeps the last-pushed sample of each timestamp.
+fn sort_dedup_samples(samples: &mut Vec<Sample>) {
+    if samples.windows(2).all(|w| w[0].t_ms < w[1].t_ms) {
+        return;
+    }
+    samples.sort_by_key(|s| s.t_ms);
+    let mut kept = 0;
+    for read in 0..samples.len() {
+        if kept > 0 && samples[kept - 1].t_ms == samples[read].t_ms {
+            samples[kept - 1] = samples[read];
+        } else {
+            samples[kept] = samples[read];
+            kept += 1;
+        }
+    }
+    samples.truncate(kept);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        Labels::new(
+            pairs
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    fn series(name: &str, l: &[(&str, &str)], samples: &[(Option<i64>, f64)]) -> Series {
+        Series {
+            name: name.to_string(),
+            labels: labels(l),
+            samples: samples
+                .iter()
+                .map(|&(t_ms, value)| Sample { t_ms, value })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn labels_sorted_get_and_display() {
+        let l = labels(&[("pod", "a"), ("model_name", "m\"x\\y\nz")]);
+        assert_eq!(l.0[0].0, "model_name");
+        assert_eq!(l.get("pod"), Some("a"));
+        assert_eq!(l.get("missing"), None);
+        assert_eq!(l.to_string(), r#"{model_name="m\"x\\y\nz",pod="a"}"#);
+        assert_eq!(Labels::default().to_string(), "");
+        let s = series("vllm:x_total", &[("a", "b")], &[]);
+        assert_eq!(s.to_string(), r#"vllm:x_total{a="b"}"#);
+    }
+
+    #[test]
+    fn metric_type_words_round_trip() {
+        for ty in [
+            MetricType::Counter,
+            MetricType::Gauge,
+            MetricType::Histogram,
+            MetricType::GaugeHistogram,
+            MetricType::Summary,
+            MetricType::Info,
+            MetricType::StateSet,
+            MetricType::Unknown,
+        ] {
+            assert_eq!(MetricType::from_type_word(ty.as_str()), Some(ty));
+        }
+        assert_eq!(
+            MetricType::from_type_word("untyped"),
+            Some(MetricType::Unknown)
+        );
+        assert_eq!(MetricType::from_type_word("Counter"), None);
+    }
+
+    #[test]
+    fn family_type_suffix_rules() {
+        let mut set = SeriesSet::default();
+        let decl = [
+            ("vllm:num_preemptions", MetricType::Counter),
+            ("vllm:e2e_request_latency_seconds", MetricType::Histogram),
+            ("vllm:iteration_tokens_total", MetricType::Histogram),
+            ("tgi_request_skipped_tokens", MetricType::Summary),
+            ("python_gc_objects_collected_total", MetricType::Counter),
+            ("vllm:cache_config", MetricType::Info),
+            ("queue_depth", MetricType::Gauge),
+            ("gh", MetricType::GaugeHistogram),
+        ];
+        for (n, t) in decl {
+            set.families.insert(n.to_string(), t);
+        }
+        use MetricType::*;
+        let cases = [
+            ("vllm:num_preemptions_total", Counter),
+            ("vllm:num_preemptions_created", Counter),
+            ("vllm:num_preemptions", Counter),
+            ("vllm:e2e_request_latency_seconds_bucket", Histogram),
+            ("vllm:e2e_request_latency_seconds_sum", Histogram),
+            ("vllm:e2e_request_latency_seconds_count", Histogram),
+            ("vllm:e2e_request_latency_seconds_created", Histogram),
+            ("vllm:iteration_tokens_total_bucket", Histogram),
+            ("tgi_request_skipped_tokens", Summary),
+            ("tgi_request_skipped_tokens_count", Summary),
+            ("tgi_request_skipped_tokens_bucket", Unknown),
+            // Text format: the family is declared with the full `_total` name.
+            ("python_gc_objects_collected_total", Counter),
+            ("vllm:cache_config_info", Info),
+            ("queue_depth", Gauge),
+            // A gauge owns no suffixed samples.
+            ("queue_depth_count", Unknown),
+            ("gh_gsum", GaugeHistogram),
+            ("gh_bucket", GaugeHistogram),
+            ("gh_sum", Unknown),
+            ("undeclared_total", Unknown),
+        ];
+        for (name, want) in cases {
+            assert_eq!(set.family_type(name), want, "{name}");
+        }
+        assert_eq!(
+            set.family_of("vllm:num_preemptions_total"),
+            Some(("vllm:num_preemptions", Counter))
+        );
+    }
+
+    #[test]
+    fn merge_joins_series_and_later_duplicate_wins() {
+        let mut a = SeriesSet {
+            series: vec![
+                series("b", &[], &[(Some(1000), 1.0), (Some(3000), 3.0)]),
+                series("a", &[("x", "1")], &[(Some(1000), 10.0)]),
+            ],
+            families: BTreeMap::from([("a".to_string(), MetricType::Gauge)]),
+            has_timestamps: true,
+        };
+        a.normalize();
+        assert_eq!(a.series[0].name, "a");
+        let b = SeriesSet {
+            series: vec![
+                series("b", &[], &[(Some(2000), 2.0), (Some(3000), 33.0)]),
+                series("c", &[], &[(Some(500), 5.0)]),
+            ],
+            families: BTreeMap::from([
+                ("a".to_string(), MetricType::Unknown),
+                ("b".to_string(), MetricType::Counter),
+            ]),
+            has_timestamps: true,
+        };
+        a.merge(b);
+        let names: Vec<_> = a.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        let b_samples: Vec<_> = a.series[1]
+            .samples
+            .iter()
+            .map(|s| (s.t_ms.unwrap(), s.value))
+            .collect();
+        assert_eq!(b_samples, [(1000, 1.0), (2000, 2.0), (3000, 33.0)]);
+        assert_eq!(a.families["a"], MetricType::Gauge);
+        assert_eq!(a.families["b"], MetricType::Counter);
+        assert!(a.has_timestamps);
+        assert_eq!(a.newest_ms(), Some(3000));
+        assert_eq!(a.oldest_ms(), Some(500));
+        assert_eq!(a.sample_count(), 5);
+
+        a.merge(SeriesSet {
+            series: vec![series("d", &[], &[(None, 1.0)])],
+            ..Default::default()
+        });
+        assert!(!a.has_timestamps);
+        assert_eq!(a.oldest_ms(), Some(500));
+    }
+
+    #[test]
+    fn empty_set_properties() {
+        let set = SeriesSet::default();
+        assert!(set.is_empty());
+        assert!(!set.has_timestamps);
+        assert_eq!(set.newest_ms(), None);
+        assert_eq!(set.oldest_ms(), None);
+        assert_eq!(set.iter_by_name("x").count(), 0);
+    }
+
+    #[test]
+    fn iter_by_name_finds_exact_name_only() {
+        let mut set = SeriesSet {
+            series: vec![
+                series("x", &[("a", "2")], &[(None, 1.0)]),
+                series("x_total", &[], &[(None, 1.0)]),
+                series("w", &[], &[(None, 1.0)]),
+                series("x", &[("a", "1")], &[(None, 1.0)]),
+                series("y", &[], &[(None, 1.0)]),
+            ],
+            ..Default::default()
+        };
+        set.normalize();
+        let got: Vec<_> = set.iter_by_name("x").map(|s| s.to_string()).collect();
+        assert_eq!(got, [r#"x{a="1"}"#, r#"x{a="2"}"#]);
+        assert_eq!(set.iter_by_name("x_tot").count(), 0);
+        assert_eq!(set.iter_by_name("z").count(), 0);
+    }
+
+    #[test]
+    fn timestampless_duplicates_keep_the_later_value() {
+        let mut set = SeriesSet {
+            series: vec![series("x", &[], &[(None, 1.0), (None, 2.0)])],
+            ..Default::default()
+        };
+        set.normalize();
+        assert_eq!(
+            set.series[0].samples,
+            [Sample {
+                t_ms: None,
+                value: 2.0
+            }]
+        );
+    }
+}

@@ -1,0 +1,195 @@
+//! Splits a recording into targets: one per serving replica, with its GPUs and host joined to it.
+//!
+//! A recording of one replica usually holds three scrape jobs: the engine's (`instance`
+//! `host:8000`), dcgm-exporter's (`host:9400`, with a `Hostname`/`hostname` label) and
+//! node_exporter's (`host:9100`). They describe one machine, so they are joined by host: the pod
+//! label when both sides have it, else the `Hostname`/`hostname` label or the host part of
+//! `instance`. When there is a single replica and the exporters' hosts match nothing (a pod IP
+//! against a node name, say), they are joined to it anyway and the report says so.
+
+use std::collections::BTreeMap;
+
+use llm_doctor_engine::Target;
+
+use crate::adapter::{AdapterKind, Adapters, TargetInput};
+use crate::series::{Series, SeriesSet};
+
+/// Labels that identify a replica in reports.
+const IDENTITY_LABELS: &[&str] = &["namespace", "pod", "instance", "model_name", "job"];
+
+fn host_of(instance: &str) -> &str {
+    // `host:port`, `[v6]:port`, or a bare host.
+    if let Some(rest) = instance.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    match instance.rsplit_once(':') {
+        Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => instance,
+    }
+}
+
+/// Keys a series can be joined by.
+fn join_keys(s: &Series) -> Vec<String> {
+    let mut keys = Vec::new();
+    if let Some(p) = s.labels.get("pod") {
+        keys.push(format!("pod={p}"));
+    }
+    for l in ["Hostname", "hostname"] {
+        if let Some(h) = s.labels.get(l) {
+            keys.push(format!("host={}", h.to_ascii_lowercase()));
+        }
+    }
+    if let Some(i) = s.labels.get("instance") {
+        keys.push(format!("host={}", host_of(i).to_ascii_lowercase()));
+    }
+    keys
+}
+
+/// Groups series into targets. Series no adapter recognises are ignored, except those scraped
+/// from an engine's own endpoint (same `instance`), such as `process_cpu_seconds_total`.
+pub fn split<'a>(set: &'a SeriesSet, adapters: &Adapters) -> Vec<TargetInput<'a>> {
+    // 1. Engine series grouped by adapter and replica (pod, else instance).
+    let mut engines: BTreeMap<(String, String), Vec<&'a Series>> = BTreeMap::new();
+    let mut exporters: Vec<(&'a Series, &str)> = Vec::new();
+    let mut unowned: Vec<&'a Series> = Vec::new();
+    for s in &set.series {
+        match adapters.owner(&s.name) {
+            Some(a) if a.kind == AdapterKind::Engine => {
+                let replica = s
+                    .labels
+                    .get("pod")
+                    .or_else(|| s.labels.get("instance"))
+                    .unwrap_or("")
+                    .to_string();
+                engines
+                    .entry((a.name.clone(), replica))
+                    .or_default()
+                    .push(s);
+            }
+            Some(a) => exporters.push((s, a.name.as_str())),
+            None => unowned.push(s),
+        }
+    }
+
+    let mut targets: Vec<TargetInput<'a>> = engines
+        .into_iter()
+        .map(|((engine, _), series)| {
+            let mut labels = BTreeMap::new();
+            for l in IDENTITY_LABELS {
+                if let Some(v) = series.iter().find_map(|s| s.labels.get(l)) {
+                    labels.insert(l.to_string(), v.to_string());
+                }
+            }
+            TargetInput {
+                target: Target {
+                    engine: Some(engine.clone()),
+                    labels,
+                },
+                engine: Some(engine.clone()),
+                series,
+                adapters: vec![engine],
+                notes: Vec::new(),
+            }
+        })
+        .collect();
+
+    // 2. Series from the engine's own endpoint.
+    for s in unowned {
+        if let Some(inst) = s.labels.get("instance") {
+            if let Some(t) = targets
+                .iter_mut()
+                .find(|t| t.target.labels.get("instance").map(String::as_str) == Some(inst))
+            {
+                t.series.push(s);
+            }
+        }
+    }
+
+    // 3. Exporters joined by host; by elimination when there is one replica.
+    let target_keys: Vec<Vec<String>> = targets
+        .iter()
+        .map(|t| {
+            let mut k: Vec<String> = t.series.iter().flat_map(|s| join_keys(s)).collect();
+            k.sort();
+            k.dedup();
+            k
+        })
+        .collect();
+    let mut orphans: BTreeMap<String, Vec<&'a Series>> = BTreeMap::new();
+    let mut ambiguous: BTreeMap<String, ()> = BTreeMap::new();
+    for (s, adapter) in exporters {
+        let keys = join_keys(s);
+        let hits: Vec<usize> = (0..targets.len())
+            .filter(|&i| keys.iter().any(|k| target_keys[i].contains(k)))
+            .collect();
+        match hits.as_slice() {
+            [i] => attach(&mut targets[*i], s, adapter),
+            [] if targets.len() == 1 => {
+                let note = format!(
+                    "{adapter} series matched no replica by host or pod; joined to the only replica"
+                );
+                if !targets[0].notes.contains(&note) {
+                    targets[0].notes.push(note);
+                }
+                attach(&mut targets[0], s, adapter);
+            }
+            [] => {
+                let key = keys.first().cloned().unwrap_or_default();
+                orphans
+                    .entry(format!("{adapter} {key}"))
+                    .or_default()
+                    .push(s);
+            }
+            _ => {
+                ambiguous.insert(format!("{adapter} {}", keys.join(",")), ());
+            }
+        }
+    }
+    for t in &mut targets {
+        for k in ambiguous.keys() {
+            t.notes
+                .push(format!("{k}: matches several replicas, not joined"));
+        }
+    }
+
+    // 4. No engine at all: each exporter host is a target of its own (GPU and host checks only).
+    if targets.is_empty() {
+        let mut by_host: BTreeMap<String, TargetInput<'a>> = BTreeMap::new();
+        for (key, series) in orphans {
+            let host = key.split_once(' ').map(|x| x.1).unwrap_or("").to_string();
+            let t = by_host.entry(host.clone()).or_insert_with(|| TargetInput {
+                target: Target {
+                    engine: None,
+                    labels: BTreeMap::from([(
+                        "host".to_string(),
+                        host.trim_start_matches("host=")
+                            .trim_start_matches("pod=")
+                            .to_string(),
+                    )]),
+                },
+                engine: None,
+                series: Vec::new(),
+                adapters: Vec::new(),
+                notes: vec![
+                    "no serving-engine metrics found: only GPU and host checks apply".to_string(),
+                ],
+            });
+            for s in series {
+                let adapter = adapters
+                    .owner(&s.name)
+                    .map(|a| a.name.as_str())
+                    .unwrap_or("");
+                attach(t, s, adapter);
+            }
+        }
+        targets.extend(by_host.into_values());
+    }
+    targets
+}
+
+fn attach<'a>(t: &mut TargetInput<'a>, s: &'a Series, adapter: &str) {
+    t.series.push(s);
+    if !t.adapters.iter().any(|a| a == adapter) {
+        t.adapters.push(adapter.to_string());
+    }
+}

@@ -1,0 +1,794 @@
+//! Windowed values over raw samples, with the semantics of the PromQL functions they mirror.
+//!
+//! Recorded exposition files and live query results must give the same numbers, otherwise a
+//! diagnosis would depend on where the data came from. So `rate`, `increase` and
+//! `histogram_quantile` follow Prometheus' own algorithms (`extrapolatedRate` and
+//! `bucketQuantile` in `promql/functions.go` / `promql/quantile.go`) rather than textbook
+//! definitions, and windows select samples like a range selector does.
+//!
+//! Window selection: a window `[end_ms - window_ms, end_ms]` holds the samples with
+//! `end_ms - window_ms < t <= end_ms`, i.e. left-open as in Prometheus 3 (Prometheus 2.x also
+//! included a sample exactly on the left edge). Samples without a timestamp never fall in a
+//! window; use [`last_value`] for timestamp-less data. NaN and ±Inf values are treated as absent
+//! (this also drops Prometheus staleness markers, which are NaNs). All functions expect
+//! samples sorted by time, as [`crate::series::Series`] keeps them.
+//!
+//! The module also parses the durations and times a user passes on the command line, because
+//! they define the windows.
+
+use crate::series::Sample;
+
+/// The samples inside the left-open window `(end_ms - window_ms, end_ms]`, found by binary
+/// search on the sorted slice.
+fn in_window(samples: &[Sample], end_ms: i64, window_ms: i64) -> &[Sample] {
+    if window_ms <= 0 {
+        return &[];
+    }
+    let start = end_ms.saturating_sub(window_ms);
+    let lo = samples.partition_point(|s| s.t_ms.is_none_or(|t| t <= start));
+    let hi = samples.partition_point(|s| s.t_ms.is_none_or(|t| t <= end_ms));
+    // Guard against unsorted input producing a reversed range instead of panicking.
+    &samples[lo..hi.max(lo)]
+}
+
+fn finite(samples: &[Sample]) -> impl Iterator<Item = &Sample> {
+    samples.iter().filter(|s| s.value.is_finite())
+}
+
+/// Prometheus' `extrapolatedRate` for counters. Returns `increase`, or `rate` when `is_rate`.
+fn extrapolated(samples: &[Sample], end_ms: i64, window_ms: i64, is_rate: bool) -> Option<f64> {
+    let range_start = end_ms.checked_sub(window_ms)?;
+    let mut it = finite(in_window(samples, end_ms, window_ms));
+    let first = *it.next()?;
+    let mut prev = first;
+    let mut n = 1usize;
+    let mut resets = 0.0;
+    for s in it {
+        // A drop means the counter restarted from zero: everything up to `prev` was counted.
+        if s.value < prev.value {
+            resets += prev.value;
+        }
+        prev = *s;
+        n += 1;
+    }
+    if n < 2 {
+        return None;
+    }
+    let last = prev;
+    let (first_t, last_t) = (first.t_ms?, last.t_ms?);
+    // Checked: timestamps from arbitrary files can be far enough apart to overflow i64.
+    let sampled = last_t.checked_sub(first_t)? as f64 / 1000.0;
+    if sampled <= 0.0 {
+        return None;
+    }
+    let result = last.value - first.value + resets;
+    let mut to_start = first_t.checked_sub(range_start)? as f64 / 1000.0;
+    let mut to_end = end_ms.checked_sub(last_t)? as f64 / 1000.0;
+    let average = sampled / (n - 1) as f64;
+    // A gap to the edge longer than ~one interval means the series starts or ends inside the
+    // window: extrapolate only half an interval there, Prometheus' guess for where it began.
+    let threshold = average * 1.1;
+    if to_start >= threshold {
+        to_start = average / 2.0;
+    }
+    // Counters cannot go below zero, so never extrapolate back past the implied zero point.
+    // Prometheus applies this after the threshold rule above, and so do we.
+    if result > 0.0 && first.value >= 0.0 {
+        let to_zero = sampled * (first.value / result);
+        if to_zero < to_start {
+            to_start = to_zero;
+        }
+    }
+    if to_end >= threshold {
+        to_end = average / 2.0;
+    }
+    // Same operation order as Prometheus so results match it to the last bit.
+    let mut factor = (sampled + to_start + to_end) / sampled;
+    if is_rate {
+        factor /= window_ms as f64 / 1000.0;
+    }
+    Some(result * factor)
+}
+
+/// Per-second rate of a counter over the window `(end_ms - window_ms, end_ms]`, like PromQL
+/// `rate(x[window])`: counter resets are handled and the increase is extrapolated to the
+/// window edges (never below zero). None with fewer than two finite samples in the window.
+pub fn rate(samples: &[Sample], end_ms: i64, window_ms: i64) -> Option<f64> {
+    extrapolated(samples, end_ms, window_ms, true)
+}
+
+/// Increase of a counter over the window, like PromQL `increase(x[window])`: [`rate`] times
+/// the window length in seconds. None with fewer than two finite samples in the window.
+pub fn increase(samples: &[Sample], end_ms: i64, window_ms: i64) -> Option<f64> {
+    extrapolated(samples, end_ms, window_ms, false)
+}
+
+/// The q-quantile of a classic histogram, like PromQL `histogram_quantile` over one series'
+/// buckets given as `(le, cumulative count)` pairs in any order (the vector is sorted and
+/// compacted in place).
+///
+/// `q < 0` gives `-Inf` and `q > 1` gives `+Inf` (as Prometheus does; callers treat Inf as
+/// absent). None when q is NaN, when the highest bucket is not `+Inf`, when fewer than two
+/// distinct bounds remain, or when there are no observations. Pairs with a NaN bound or
+/// count are dropped first.
+pub fn histogram_quantile(q: f64, buckets: &mut Vec<(f64, f64)>) -> Option<f64> {
+    if q.is_nan() {
+        return None;
+    }
+    if q < 0.0 {
+        return Some(f64::NEG_INFINITY);
+    }
+    if q > 1.0 {
+        return Some(f64::INFINITY);
+    }
+    buckets.retain(|(le, count)| !le.is_nan() && !count.is_nan());
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    match buckets.last() {
+        Some((le, _)) if *le == f64::INFINITY => {}
+        _ => return None,
+    }
+    // Duplicate bounds (e.g. `le="1"` and `le="1.0"`) are one bucket: sum them, as Prometheus'
+    // coalesceBuckets does.
+    buckets.dedup_by(|later, kept| {
+        if later.0 == kept.0 {
+            kept.1 += later.1;
+            true
+        } else {
+            false
+        }
+    });
+    if buckets.len() < 2 {
+        return None;
+    }
+    // Buckets scraped at slightly different moments can be non-monotonic; Prometheus'
+    // ensureMonotonic takes the running maximum.
+    let mut max = f64::NEG_INFINITY;
+    for b in buckets.iter_mut() {
+        if b.1 < max {
+            b.1 = max;
+        } else {
+            max = b.1;
+        }
+    }
+    let n = buckets.len();
+    let total = buckets[n - 1].1;
+    if total == 0.0 || !total.is_finite() {
+        return None;
+    }
+    let rank = q * total;
+    // The +Inf bucket is excluded from the search: landing there yields the highest finite bound.
+    let b = buckets[..n - 1].partition_point(|&(_, count)| count < rank);
+    if b == n - 1 {
+        return Some(buckets[n - 2].0);
+    }
+    if b == 0 && buckets[0].0 <= 0.0 {
+        return Some(buckets[0].0);
+    }
+    let (bucket_end, mut count) = buckets[b];
+    let mut bucket_start = 0.0;
+    let mut rank = rank;
+    if b > 0 {
+        bucket_start = buckets[b - 1].0;
+        count -= buckets[b - 1].1;
+        rank -= buckets[b - 1].1;
+    }
+    let v = bucket_start + (bucket_end - bucket_start) * (rank / count);
+    // 0/0 (q = 0 with an empty first bucket) is NaN in Prometheus: not computable here.
+    (!v.is_nan()).then_some(v)
+}
+
+/// Summary of a gauge over a window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GaugeStats {
+    /// The newest finite sample in the window.
+    pub last: f64,
+    /// Arithmetic mean of the finite samples in the window (not time-weighted, like
+    /// `avg_over_time`).
+    pub mean: f64,
+    /// Largest finite sample in the window.
+    pub max: f64,
+    /// Smallest finite sample in the window.
+    pub min: f64,
+}
+
+/// Last, mean, max and min of the finite samples in `(end_ms - window_ms, end_ms]`, like
+/// `last_over_time`, `avg_over_time`, `max_over_time` and `min_over_time`. None when the
+/// window holds no finite sample.
+pub fn gauge_stats(samples: &[Sample], end_ms: i64, window_ms: i64) -> Option<GaugeStats> {
+    let mut it = finite(in_window(samples, end_ms, window_ms));
+    let first = it.next()?.value;
+    let mut stats = GaugeStats {
+        last: first,
+        mean: 0.0,
+        max: first,
+        min: first,
+    };
+    let mut sum = first;
+    let mut n = 1usize;
+    for s in it {
+        stats.last = s.value;
+        stats.max = stats.max.max(s.value);
+        stats.min = stats.min.min(s.value);
+        sum += s.value;
+        n += 1;
+    }
+    stats.mean = sum / n as f64;
+    Some(stats)
+}
+
+/// The last finite value in slice order, ignoring timestamps: the reading of a single scrape
+/// without timestamps.
+pub fn last_value(samples: &[Sample]) -> Option<f64> {
+    samples
+        .iter()
+        .rev()
+        .find(|s| s.value.is_finite())
+        .map(|s| s.value)
+}
+
+const SECOND_MS: i64 = 1000;
+const MINUTE_MS: i64 = 60 * SECOND_MS;
+const HOUR_MS: i64 = 60 * MINUTE_MS;
+const DAY_MS: i64 = 24 * HOUR_MS;
+
+/// Parses a Prometheus duration (`30s`, `5m`, `1h30m`, `250ms`, `2d`, `1w`, `1y` = 365 days)
+/// into milliseconds. Units must appear from largest to smallest, each at most once, as
+/// Prometheus requires; `0` alone is accepted. The error quotes the input.
+pub fn parse_duration(s: &str) -> Result<i64, String> {
+    const UNITS: [(&str, i64); 7] = [
+        ("y", 365 * DAY_MS),
+        ("w", 7 * DAY_MS),
+        ("d", DAY_MS),
+        ("h", HOUR_MS),
+        ("m", MINUTE_MS),
+        ("s", SECOND_MS),
+        ("ms", 1),
+    ];
+    let err = || {
+        format!(
+            "invalid duration `{s}`: expected a Prometheus duration such as `30s`, `5m`, `1h30m` or `250ms`"
+        )
+    };
+    if s == "0" {
+        return Ok(0);
+    }
+    if s.is_empty() {
+        return Err(err());
+    }
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut next_unit = 0;
+    let mut total: i64 = 0;
+    while i < b.len() {
+        let num_start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == num_start {
+            return Err(err());
+        }
+        let n: i64 = s[num_start..i].parse().map_err(|_| err())?;
+        let unit_start = i;
+        while i < b.len() && b[i].is_ascii_alphabetic() {
+            i += 1;
+        }
+        let unit = &s[unit_start..i];
+        let pos = UNITS[next_unit..]
+            .iter()
+            .position(|(u, _)| *u == unit)
+            .ok_or_else(err)?
+            + next_unit;
+        next_unit = pos + 1;
+        total = n
+            .checked_mul(UNITS[pos].1)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(err)?;
+    }
+    Ok(total)
+}
+
+/// Parses a point in time into Unix milliseconds: RFC 3339 (`2026-11-01T00:10:00Z`,
+/// `2026-11-01T02:10:00.5+02:00`; `t` or a space may replace `T`) or Unix seconds
+/// (`1761955800`, `1761955800.5`). Sub-millisecond digits are truncated. The error quotes the
+/// input.
+pub fn parse_time(s: &str) -> Result<i64, String> {
+    let t = s.trim();
+    seconds_to_ms(t).or_else(|| parse_rfc3339(t)).ok_or_else(|| {
+        format!(
+            "invalid time `{s}`: expected RFC 3339 (e.g. `2026-11-01T00:10:00Z`) or Unix seconds (e.g. `1761955800`)"
+        )
+    })
+}
+
+/// Decimal seconds (`1717000000`, `1717000000.123`, `-1.5`, `1.717e9`) to milliseconds,
+/// truncating toward zero like Prometheus' `int64(ts * 1000)`. Plain decimals are converted
+/// exactly (no float rounding surprises at millisecond precision); exponent forms go through
+/// f64. Shared with the OpenMetrics parser, whose timestamps are seconds.
+pub(crate) fn seconds_to_ms(s: &str) -> Option<i64> {
+    let (neg, body) = match s.as_bytes().first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+    let all_digits = |x: &str| x.bytes().all(|c| c.is_ascii_digit());
+    if all_digits(int) && all_digits(frac) {
+        if int.is_empty() && frac.is_empty() {
+            return None;
+        }
+        let mut ms: i64 = 0;
+        for c in int.bytes() {
+            ms = ms.checked_mul(10)?.checked_add(i64::from(c - b'0'))?;
+        }
+        ms = ms.checked_mul(1000)?;
+        let f = frac.as_bytes();
+        for (k, scale) in [100, 10, 1].into_iter().enumerate() {
+            if let Some(&c) = f.get(k) {
+                ms = ms.checked_add(i64::from(c - b'0') * scale)?;
+            }
+        }
+        return Some(if neg { -ms } else { ms });
+    }
+    if !body.bytes().any(|c| c == b'e' || c == b'E')
+        || body
+            .bytes()
+            .any(|c| c.is_ascii_alphabetic() && c != b'e' && c != b'E')
+    {
+        return None;
+    }
+    let v: f64 = s.parse().ok()?;
+    let ms = (v * 1000.0).trunc();
+    (ms.is_finite() && ms.abs() < 9.2e18).then_some(ms as i64)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        _ => 28,
+    }
+}
+
+fn parse_rfc3339(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    let num = |from: usize, len: usize| -> Option<i64> {
+        let digits = b.get(from..from + len)?;
+        let mut v = 0;
+        for &c in digits {
+            if !c.is_ascii_digit() {
+                return None;
+            }
+            v = v * 10 + i64::from(c - b'0');
+        }
+        Some(v)
+    };
+    let sep = |at: usize, allowed: &[u8]| b.get(at).is_some_and(|c| allowed.contains(c));
+    let year = num(0, 4)?;
+    let month = num(5, 2)?;
+    let day = num(8, 2)?;
+    let hour = num(11, 2)?;
+    let minute = num(14, 2)?;
+    let second = num(17, 2)?;
+    if !(sep(4, b"-") && sep(7, b"-") && sep(10, b"Tt ") && sep(13, b":") && sep(16, b":")) {
+        return None;
+    }
+    if !(1..=12).contains(&month)
+        || day < 1
+        || day > days_in_month(year, month)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let mut i = 19;
+    let mut frac_ms = 0;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while b.get(i).is_some_and(|c| c.is_ascii_digit()) {
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        for (k, scale) in [100, 10, 1].into_iter().enumerate() {
+            if start + k < i {
+                frac_ms += i64::from(b[start + k] - b'0') * scale;
+            }
+        }
+    }
+    let offset_s = match b.get(i)? {
+        b'Z' | b'z' => {
+            i += 1;
+            0
+        }
+        sign @ (b'+' | b'-') => {
+            let oh = num(i + 1, 2)?;
+            let om = num(i + 4, 2)?;
+            if !sep(i + 3, b":") || oh > 23 || om > 59 {
+                return None;
+            }
+            i += 6;
+            let off = oh * 3600 + om * 60;
+            if *sign == b'-' {
+                -off
+            } else {
+                off
+            }
+        }
+        _ => return None,
+    };
+    if i != b.len() {
+        return None;
+    }
+    let secs =
+        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset_s;
+    Some(secs * 1000 + frac_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Samples at `(seconds, value)`.
+    fn s(points: &[(i64, f64)]) -> Vec<Sample> {
+        points
+            .iter()
+            .map(|&(t, value)| Sample {
+                t_ms: Some(t * 1000),
+                value,
+            })
+            .collect()
+    }
+
+    fn close(a: Option<f64>, b: f64) {
+        let a = a.unwrap_or_else(|| panic!("expected {b}, got None"));
+        assert!((a - b).abs() < 1e-9, "expected {b}, got {a}");
+    }
+
+    #[test]
+    fn rate_regular_counter() {
+        // Counter +10 every 15 s: 0,10,20,30,40 at t=0,15,30,45,60 s. Window (0,60] leaves out
+        // t=0 (left-open). first=10@15, last=40@60: result 30, sampled 45 s, avg 15 s,
+        // threshold 16.5. to_start 15 < 16.5 stays 15; to_zero = 45*10/30 = 15, not smaller.
+        // to_end 0. increase = 30 * (45+15+0)/45 = 40; rate = 40/60.
+        let c = s(&[(0, 0.0), (15, 10.0), (30, 20.0), (45, 30.0), (60, 40.0)]);
+        close(increase(&c, 60_000, 60_000), 40.0);
+        close(rate(&c, 60_000, 60_000), 40.0 / 60.0);
+    }
+
+    #[test]
+    fn rate_with_counter_reset() {
+        // 5,10,15 then restart: 3,8,13 at t=10..60 s step 10. result = 13-5 + 15 (value before
+        // the drop) = 23. Window (0,60]: to_start 10 < threshold 11; to_zero = 50*5/23 = 10.87,
+        // not smaller; to_end 0. increase = 23 * 60/50 = 27.6; rate = 0.46.
+        let c = s(&[
+            (10, 5.0),
+            (20, 10.0),
+            (30, 15.0),
+            (40, 3.0),
+            (50, 8.0),
+            (60, 13.0),
+        ]);
+        close(increase(&c, 60_000, 60_000), 27.6);
+        close(rate(&c, 60_000, 60_000), 0.46);
+    }
+
+    #[test]
+    fn rate_extrapolates_to_unaligned_edges() {
+        // Window (40,100]. Samples 45..85 step 10 (v 100..140); 105 is outside. result 40,
+        // sampled 40, avg 10, threshold 11. to_start 5 < 11 -> 5 (to_zero 40 is larger);
+        // to_end 15 >= 11 -> avg/2 = 5. increase = 40 * (40+5+5)/40 = 50; rate = 50/60.
+        let c = s(&[
+            (35, 90.0),
+            (45, 100.0),
+            (55, 110.0),
+            (65, 120.0),
+            (75, 130.0),
+            (85, 140.0),
+            (105, 160.0),
+        ]);
+        close(increase(&c, 100_000, 60_000), 50.0);
+        close(rate(&c, 100_000, 60_000), 50.0 / 60.0);
+    }
+
+    #[test]
+    fn rate_does_not_extrapolate_below_zero() {
+        // Same timing, values 1..41: to_zero = 40 * 1/40 = 1 < to_start 5, so start extends
+        // only 1 s. increase = 40 * (40+1+5)/40 = 46.
+        let c = s(&[(45, 1.0), (55, 11.0), (65, 21.0), (75, 31.0), (85, 41.0)]);
+        close(increase(&c, 100_000, 60_000), 46.0);
+    }
+
+    #[test]
+    fn zero_point_rule_applies_after_threshold_rule() {
+        // Series starts late in window (40,100]: samples 70..100, values 8,18,28,38. result 30,
+        // sampled 30, avg 10. to_start 30 >= 11 -> avg/2 = 5; to_zero = 30*8/30 = 8 is not
+        // smaller, so 5 stays (Prometheus' order; applying to_zero first would give 8).
+        // increase = 30 * (30+5+0)/30 = 35.
+        let c = s(&[(70, 8.0), (80, 18.0), (90, 28.0), (100, 38.0)]);
+        close(increase(&c, 100_000, 60_000), 35.0);
+    }
+
+    #[test]
+    fn rate_needs_two_samples() {
+        assert_eq!(rate(&[], 60_000, 60_000), None);
+        assert_eq!(rate(&s(&[(30, 1.0)]), 60_000, 60_000), None);
+        // The sample on the left edge is outside the left-open window.
+        assert_eq!(rate(&s(&[(0, 1.0), (60, 2.0)]), 60_000, 60_000), None);
+        // A sample after the end is outside too.
+        assert_eq!(rate(&s(&[(30, 1.0), (61, 2.0)]), 60_000, 60_000), None);
+        assert_eq!(rate(&s(&[(30, 1.0), (40, 2.0)]), 60_000, 0), None);
+        // Timestamp-less samples never fall in a window.
+        let no_ts = [
+            Sample {
+                t_ms: None,
+                value: 1.0,
+            },
+            Sample {
+                t_ms: None,
+                value: 2.0,
+            },
+        ];
+        assert_eq!(rate(&no_ts, 60_000, 60_000), None);
+    }
+
+    #[test]
+    fn rate_skips_nan_and_inf() {
+        let clean = s(&[(15, 10.0), (30, 20.0), (45, 30.0), (60, 40.0)]);
+        let dirty = s(&[
+            (15, 10.0),
+            (20, f64::NAN),
+            (30, 20.0),
+            (40, f64::INFINITY),
+            (45, 30.0),
+            (60, 40.0),
+        ]);
+        close(
+            rate(&dirty, 60_000, 60_000),
+            rate(&clean, 60_000, 60_000).unwrap(),
+        );
+        let only_one_finite = s(&[(15, f64::NAN), (30, 20.0)]);
+        assert_eq!(rate(&only_one_finite, 60_000, 60_000), None);
+    }
+
+    fn hq(q: f64, b: &[(f64, f64)]) -> Option<f64> {
+        histogram_quantile(q, &mut b.to_vec())
+    }
+
+    const INF: f64 = f64::INFINITY;
+
+    #[test]
+    fn quantile_interpolates_inside_bucket() {
+        // total 40, rank 20 -> bucket (0.1, 0.5] holding counts 10..30: 0.1 + 0.4 * 10/20 = 0.3.
+        let b = [(0.1, 10.0), (0.5, 30.0), (1.0, 40.0), (INF, 40.0)];
+        close(hq(0.5, &b), 0.3);
+        // Input order does not matter.
+        close(
+            hq(0.5, &[(INF, 40.0), (1.0, 40.0), (0.1, 10.0), (0.5, 30.0)]),
+            0.3,
+        );
+        // First bucket starts at 0: rank 25 of 100 in (0, 1] holding 50 -> 0.5.
+        close(hq(0.25, &[(1.0, 50.0), (2.0, 100.0), (INF, 100.0)]), 0.5);
+        // q = 1 lands on the highest bucket with all observations.
+        close(hq(1.0, &b), 1.0);
+    }
+
+    #[test]
+    fn quantile_in_inf_bucket_returns_second_highest_bound() {
+        // rank 90 of 100: only the +Inf bucket reaches it.
+        close(hq(0.9, &[(0.1, 10.0), (0.5, 20.0), (INF, 100.0)]), 0.5);
+    }
+
+    #[test]
+    fn quantile_first_bucket_with_non_positive_bound() {
+        close(hq(0.25, &[(0.0, 50.0), (1.0, 100.0), (INF, 100.0)]), 0.0);
+        close(hq(0.25, &[(-1.0, 50.0), (1.0, 100.0), (INF, 100.0)]), -1.0);
+    }
+
+    #[test]
+    fn quantile_fixes_non_monotonic_and_duplicate_buckets() {
+        // Counts 10, 8, 20 become 10, 10, 20. rank 15 -> bucket (2, 4] holding 10..20:
+        // 2 + 2 * 5/10 = 3 (unfixed it would be 2 + 2 * 7/12).
+        close(
+            hq(0.75, &[(1.0, 10.0), (2.0, 8.0), (4.0, 20.0), (INF, 20.0)]),
+            3.0,
+        );
+        // Duplicate le=1 is summed to 10 of 10: rank 5 -> 0 + 1 * 5/10.
+        close(hq(0.5, &[(1.0, 5.0), (INF, 10.0), (1.0, 5.0)]), 0.5);
+    }
+
+    #[test]
+    fn quantile_not_computable_cases() {
+        assert_eq!(hq(0.5, &[(0.1, 0.0), (INF, 0.0)]), None);
+        assert_eq!(hq(0.5, &[(0.1, 1.0), (1.0, 2.0)]), None);
+        assert_eq!(hq(0.5, &[(INF, 5.0)]), None);
+        assert_eq!(hq(0.5, &[]), None);
+        assert_eq!(hq(f64::NAN, &[(0.1, 1.0), (INF, 2.0)]), None);
+        assert_eq!(hq(0.0, &[(0.1, 0.0), (INF, 2.0)]), None);
+        assert_eq!(hq(1.5, &[(0.1, 1.0), (INF, 2.0)]), Some(INF));
+        assert_eq!(hq(-0.5, &[(0.1, 1.0), (INF, 2.0)]), Some(f64::NEG_INFINITY));
+        // The Inf answers come before any bucket checks, as in Prometheus.
+        assert_eq!(hq(2.0, &[]), Some(INF));
+    }
+
+    #[test]
+    fn gauge_stats_over_window() {
+        // Window (10,60] leaves out t=10; NaN skipped: 5, 3, 9, 2.
+        let g = s(&[
+            (10, 1.0),
+            (20, 5.0),
+            (30, f64::NAN),
+            (40, 3.0),
+            (50, 9.0),
+            (60, 2.0),
+            (70, 100.0),
+        ]);
+        let st = gauge_stats(&g, 60_000, 50_000).unwrap();
+        assert_eq!(
+            st,
+            GaugeStats {
+                last: 2.0,
+                mean: 4.75,
+                max: 9.0,
+                min: 2.0
+            }
+        );
+        assert_eq!(gauge_stats(&g, 5_000, 1_000), None);
+        assert_eq!(gauge_stats(&s(&[(30, f64::NAN)]), 60_000, 60_000), None);
+    }
+
+    #[test]
+    fn last_value_ignores_non_finite() {
+        let v = [
+            Sample {
+                t_ms: None,
+                value: 3.0,
+            },
+            Sample {
+                t_ms: None,
+                value: f64::NAN,
+            },
+        ];
+        assert_eq!(last_value(&v), Some(3.0));
+        assert_eq!(last_value(&[]), None);
+    }
+
+    #[test]
+    fn durations() {
+        let ok = [
+            ("30s", 30_000),
+            ("5m", 300_000),
+            ("1h", 3_600_000),
+            ("1h30m", 5_400_000),
+            ("250ms", 250),
+            ("1m30s250ms", 90_250),
+            ("2d", 172_800_000),
+            ("1w", 604_800_000),
+            ("1y", 31_536_000_000),
+            ("0", 0),
+            ("0s", 0),
+        ];
+        for (input, want) in ok {
+            assert_eq!(parse_duration(input), Ok(want), "{input}");
+        }
+        for bad in [
+            "",
+            "5",
+            "5x",
+            "1m1h",
+            "1h1h",
+            "-5m",
+            "1.5h",
+            "m",
+            "5m ",
+            "99999999999y",
+        ] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains(&format!("`{bad}`")), "{e}");
+        }
+        assert_eq!(
+            parse_duration("5x").unwrap_err(),
+            "invalid duration `5x`: expected a Prometheus duration such as `30s`, `5m`, `1h30m` or `250ms`"
+        );
+    }
+
+    #[test]
+    fn times() {
+        // `date -u -d 2026-11-01T00:10:00Z +%s` = 1793491800.
+        assert_eq!(parse_time("2026-11-01T00:10:00Z"), Ok(1_793_491_800_000));
+        assert_eq!(
+            parse_time("2026-11-01T02:10:00.250+02:00"),
+            Ok(1_793_491_800_250)
+        );
+        assert_eq!(
+            parse_time("2026-10-31T23:40:00.1239-00:30"),
+            Ok(1_793_491_800_123)
+        );
+        assert_eq!(parse_time("1970-01-01T00:00:00Z"), Ok(0));
+        assert_eq!(parse_time("1969-12-31T23:59:59Z"), Ok(-1000));
+        assert_eq!(parse_time("2000-02-29t12:34:56z"), Ok(951_827_696_000));
+        assert_eq!(parse_time("2024-02-29 00:00:00Z"), Ok(1_709_164_800_000));
+        assert_eq!(parse_time("1761955800"), Ok(1_761_955_800_000));
+        assert_eq!(parse_time("1761955800.5"), Ok(1_761_955_800_500));
+        assert_eq!(parse_time("1.7619558e9"), Ok(1_761_955_800_000));
+        for bad in [
+            "2026-13-01T00:00:00Z",
+            "2025-02-29T00:00:00Z",
+            "2026-11-01T24:00:00Z",
+            "2026-11-01T00:00:00",
+            "2026-11-01T00:00:00+0200",
+            "2026-11-01T00:00:00.Z",
+            "2026-11-01",
+            "yesterday",
+            "",
+            "1e",
+            "inf",
+        ] {
+            let e = parse_time(bad).unwrap_err();
+            assert!(e.starts_with(&format!("invalid time `{bad}`")), "{e}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1000))]
+
+        /// Extreme timestamps, windows and values must give None or a number, never a panic.
+        #[test]
+        fn window_functions_never_panic(
+            mut points in proptest::collection::vec(
+                (proptest::prelude::any::<i64>(), proptest::prelude::any::<f64>()),
+                0..20,
+            ),
+            end_ms in proptest::prelude::any::<i64>(),
+            window_ms in proptest::prelude::any::<i64>(),
+            q in proptest::prelude::any::<f64>(),
+        ) {
+            points.sort_by_key(|p| p.0);
+            let samples: Vec<Sample> = points
+                .iter()
+                .map(|&(t, value)| Sample { t_ms: Some(t), value })
+                .collect();
+            let _ = rate(&samples, end_ms, window_ms);
+            let _ = increase(&samples, end_ms, window_ms);
+            let _ = gauge_stats(&samples, end_ms, window_ms);
+            let _ = last_value(&samples);
+            let mut buckets: Vec<(f64, f64)> = points.iter().map(|&(t, v)| (t as f64, v)).collect();
+            buckets.push((f64::INFINITY, 1.0));
+            let _ = histogram_quantile(q, &mut buckets);
+        }
+
+        #[test]
+        fn time_parsers_never_panic(s in "[-+0-9.:eETZtz ]{0,30}") {
+            let _ = parse_time(&s);
+            let _ = parse_duration(&s);
+        }
+    }
+
+    #[test]
+    fn seconds_to_ms_is_exact() {
+        assert_eq!(seconds_to_ms("1717000000.123"), Some(1_717_000_000_123));
+        assert_eq!(seconds_to_ms("1717000000.1239"), Some(1_717_000_000_123));
+        assert_eq!(seconds_to_ms("-1.5"), Some(-1500));
+        assert_eq!(seconds_to_ms(".5"), Some(500));
+        assert_eq!(seconds_to_ms("5."), Some(5000));
+        assert_eq!(seconds_to_ms("."), None);
+        assert_eq!(seconds_to_ms("-"), None);
+        assert_eq!(seconds_to_ms("NaN"), None);
+        assert_eq!(seconds_to_ms("1e400"), None);
+        assert_eq!(seconds_to_ms("99999999999999999999"), None);
+    }
+}
