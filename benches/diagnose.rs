@@ -1,1 +1,86 @@
-fn main() {}
+//! Benchmarks (`cargo bench`): evaluating the full playbook set on one snapshot, and reading and
+//! diagnosing a 10-minute recording of a vLLM replica with 8 GPUs (about 3 MB).
+//!
+//! The recording is generated on first use by `scripts/gen_fixtures.py --bench` into
+//! `target/bench/replica-8gpu.om` (deterministic), so it need not live in git.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use divan::counter::BytesCount;
+use divan::Bencher;
+use llm_doctor::commands::load_rules;
+use llm_doctor::pipeline::{self, Options};
+
+fn main() {
+    divan::main();
+}
+
+fn recording() -> (String, String) {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let path = root.join("target/bench/replica-8gpu.om");
+    if !path.exists() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let status = Command::new("python3")
+            .arg(root.join("scripts/gen_fixtures.py"))
+            .arg("--bench")
+            .arg(&path)
+            .current_dir(&root)
+            .status()
+            .expect("python3 runs the fixture generator");
+        assert!(
+            status.success(),
+            "generating the benchmark recording failed"
+        );
+    }
+    (
+        path.display().to_string(),
+        std::fs::read_to_string(&path).unwrap(),
+    )
+}
+
+fn options() -> Options {
+    Options {
+        engine_args: Some(
+            "vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 8".into(),
+        ),
+        window_ms: 300_000,
+        ..Options::default()
+    }
+}
+
+/// (a) The engine alone: every symptom and cause evaluated and ranked on one snapshot.
+#[divan::bench]
+fn evaluate_playbooks(bencher: Bencher) {
+    let rules = load_rules(None).unwrap();
+    let input = recording();
+    let set = pipeline::parse_inputs(&[input]).unwrap();
+    let prepared = pipeline::prepare(&set, &rules, &options()).unwrap();
+    let snapshot = &prepared[0].snapshot;
+    let slos = rules.playbook.slo_values(&Default::default()).unwrap();
+    bencher
+        .bench(|| llm_doctor_engine::diagnose(&rules.playbook, divan::black_box(snapshot), &slos));
+}
+
+/// (b) End to end without I/O: parse the recording, compute signals, diagnose.
+#[divan::bench(sample_count = 20)]
+fn read_and_diagnose_recording(bencher: Bencher) {
+    let rules = load_rules(None).unwrap();
+    let input = recording();
+    let bytes = input.1.len();
+    let slos = rules.playbook.slo_values(&Default::default()).unwrap();
+    bencher.counter(BytesCount::new(bytes)).bench(|| {
+        let set = pipeline::parse_inputs(std::slice::from_ref(&input)).unwrap();
+        let prepared = pipeline::prepare(&set, &rules, &options()).unwrap();
+        llm_doctor_engine::diagnose(&rules.playbook, &prepared[0].snapshot, &slos)
+    });
+}
+
+/// Parsing alone, to show where (b)'s time goes.
+#[divan::bench(sample_count = 20)]
+fn parse_recording(bencher: Bencher) {
+    let input = recording();
+    bencher
+        .counter(BytesCount::new(input.1.len()))
+        .bench(|| pipeline::parse_inputs(std::slice::from_ref(&input)).unwrap());
+}

@@ -1,1 +1,5 @@
+//! Integration tests: one binary (ripgrep's layout), running the real `llm-doctor` executable.
 
+mod cli;
+mod fixtures;
+mod support;

@@ -126,8 +126,8 @@ pub fn with_unit(name: &str, v: f64) -> String {
     }
 }
 
-/// One evidence item in one line: `kv_cache_usage_ratio 99.5 % (> 95 %)`, or the condition with
-/// the values it read.
+/// One evidence item in one line: `kv_cache_usage_ratio 99.5 % (> 95 %)` for a simple
+/// comparison, else the playbook's note (or the condition) with the known values it read.
 pub fn evidence_line(e: &EvidenceItem) -> String {
     if let (Some(signal), Some(value), Some(op), Some(threshold)) =
         (&e.signal, e.value, e.op, e.threshold)
@@ -145,19 +145,20 @@ pub fn evidence_line(e: &EvidenceItem) -> String {
     let values: Vec<String> = e
         .values
         .iter()
-        .map(|(name, v)| match v {
+        .filter(|(name, _)| !name.starts_with("slo."))
+        .filter_map(|(name, v)| match v {
             llm_doctor_engine::report::ShownValue::Number(n) => {
-                format!("{name} {}", with_unit(name, *n))
+                Some(format!("{name} {}", with_unit(name, *n)))
             }
-            llm_doctor_engine::report::ShownValue::Fact(f) => format!("{name} = {f}"),
-            llm_doctor_engine::report::ShownValue::Missing(_) => format!("{name} unknown"),
+            llm_doctor_engine::report::ShownValue::Fact(f) => Some(format!("{name} = {f}")),
+            llm_doctor_engine::report::ShownValue::Missing(_) => None,
         })
         .collect();
-    let head = e.note.clone().unwrap_or_else(|| e.condition.clone());
-    if values.is_empty() {
-        head
-    } else {
-        format!("{head} [{}]", values.join(", "))
+    match (&e.note, values.is_empty()) {
+        (Some(n), true) => n.clone(),
+        (Some(n), false) => format!("{n}: {}", values.join(", ")),
+        (None, false) => values.join(", "),
+        (None, true) => e.condition.split_whitespace().collect::<Vec<_>>().join(" "),
     }
 }
 

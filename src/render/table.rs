@@ -173,19 +173,26 @@ fn target(out: &mut String, r: &TargetReport, style: Style) {
     }
 
     if !d.unchecked.is_empty() {
-        out.push_str(&format!("{}\n", style.bold("Not checked:")));
+        out.push_str(&format!("{}\n", style.bold("Not checked (data missing):")));
+        let mut hints: Vec<&str> = Vec::new();
         for u in &d.unchecked {
-            let hint = u
-                .hint
-                .as_deref()
-                .map(|h| format!(" — {h}"))
-                .unwrap_or_default();
             out.push_str(&format!(
-                "  {} {} (missing {}){hint}\n",
+                "  {} {} (missing {})\n",
                 u.kind,
                 u.rule,
                 u.missing.join(", ")
             ));
+            for h in u.hint.iter().flat_map(|h| h.split("; ")) {
+                if !hints.contains(&h) {
+                    hints.push(h);
+                }
+            }
+        }
+        if !hints.is_empty() {
+            out.push_str("To check them:\n");
+            for h in hints {
+                out.push_str(&format!("  - {h}\n"));
+            }
         }
         out.push('\n');
     }

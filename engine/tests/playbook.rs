@@ -1,0 +1,424 @@
+//! Playbook loading, validation and evaluation, against a small catalog.
+//!
+//! Error messages are kept as golden files (`tests/diagnostics/playbook_*.txt`); run with
+//! `UPDATE_GOLDEN=1` to rewrite them after an intended change, then review the diff.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use llm_doctor_engine::condition::WindowStats;
+use llm_doctor_engine::playbook::{LoadErrorKind, Source};
+use llm_doctor_engine::report::{Severity, Status};
+use llm_doctor_engine::{
+    diagnose, load, Catalog, FactValue, Playbook, SignalValue, Snapshot, Target,
+};
+
+const CATALOG: &str = r#"
+signals:
+  - {name: ttft_p99_seconds, unit: seconds, group: latency, description: "TTFT p99"}
+  - {name: queue_depth, unit: requests, group: load, description: "waiting"}
+  - {name: kv_cache_usage_ratio, unit: ratio, group: memory, description: "KV used"}
+  - {name: preemptions_per_second, unit: per_second, group: memory, description: "preemptions"}
+  - {name: gpu_utilization_ratio, unit: ratio, group: gpu, description: "GPU busy"}
+facts:
+  - {name: engine, type: string, description: "engine"}
+  - {name: kv_cache_dtype, type: string, description: "KV dtype"}
+"#;
+
+const GOOD: &str = r#"
+slos:
+  - {id: ttft_p99_seconds, default: 1, title: TTFT objective, why: interactive}
+symptoms:
+  - id: high_ttft
+    title: TTFT is high
+    why: users wait
+    when: ttft_p99_seconds > slo.ttft_p99_seconds
+    critical_when: ttft_p99_seconds > 4 * slo.ttft_p99_seconds
+  - id: oom
+    title: memory
+    why: crashes
+    when: kv_cache_usage_ratio >= 98% and preemptions_per_second > 0
+causes:
+  - id: queue_backlog
+    title: queue
+    why: arrivals exceed capacity
+    when: avg_over_time(queue_depth) >= 1
+    evidence:
+      - {when: "max_over_time(queue_depth) >= 10", weight: 1}
+      - {when: "gpu_utilization_ratio >= 70%", weight: 1}
+    explains: [high_ttft]
+    remediations: [scale_out]
+  - id: kv_cache_exhaustion
+    title: kv full
+    why: preemption
+    when: kv_cache_usage_ratio > 95%
+    evidence:
+      - {when: "preemptions_per_second > 0", weight: 4}
+      - {when: "fact.kv_cache_dtype == \"auto\"", weight: 1}
+    leads_to: [queue_backlog]
+    explains: [oom]
+    remediations: [quantize_kv_cache, scale_out]
+  - id: low_demand
+    severity: info
+    title: low demand
+    why: not a fault
+    when: gpu_utilization_ratio < 30% and queue_depth < 1
+    explains: [high_ttft]
+    remediations: [scale_out]
+remediations:
+  - {id: scale_out, title: add replicas, why: capacity, favours: both, tradeoff: costs GPUs, actions: {any: "add replicas"}}
+  - {id: quantize_kv_cache, title: fp8 kv, why: capacity, favours: latency, tradeoff: accuracy, actions: {vllm: "--kv-cache-dtype fp8"}}
+"#;
+
+fn catalog() -> Catalog {
+    Catalog::from_yaml(CATALOG, "catalog.yaml").unwrap()
+}
+
+fn playbook(text: &str) -> Playbook {
+    load(
+        &[Source {
+            name: "rules/test.yaml",
+            text,
+        }],
+        &catalog(),
+    )
+    .unwrap()
+}
+
+fn errors(text: &str) -> (Vec<LoadErrorKind>, String) {
+    match load(
+        &[Source {
+            name: "rules/test.yaml",
+            text,
+        }],
+        &catalog(),
+    ) {
+        Ok(_) => panic!("loaded"),
+        Err(e) => (e.0.iter().map(|x| x.kind).collect(), e.to_string()),
+    }
+}
+
+fn golden(name: &str, actual: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("tests/diagnostics/playbook_{name}.txt"));
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, format!("{actual}\n")).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("missing golden file {}", path.display()));
+    assert_eq!(
+        expected.trim_end(),
+        actual,
+        "golden file {} differs",
+        path.display()
+    );
+}
+
+#[test]
+fn a_good_playbook_loads_with_ancestors() {
+    let pb = playbook(GOOD);
+    let q = pb.cause("queue_backlog").unwrap();
+    let kv = pb.cause("kv_cache_exhaustion").unwrap();
+    assert_eq!(pb.causes[q].ancestors, vec![kv]);
+    assert!(pb.causes[kv].ancestors.is_empty());
+}
+
+#[test]
+fn unknown_fields_are_rejected_with_line_and_column() {
+    let (kinds, msg) = errors("symptoms:\n  - id: x\n    title: t\n    why: w\n    when: queue_depth > 1\n    threshhold: 3\n");
+    assert_eq!(kinds, vec![LoadErrorKind::Yaml]);
+    assert!(msg.contains("unknown field `threshhold`"), "{msg}");
+    golden("unknown_field", &msg);
+}
+
+#[test]
+fn every_condition_error_is_reported_with_its_location() {
+    let text = GOOD
+        .replace(
+            "avg_over_time(queue_depth) >= 1",
+            "avg_over_time(queue_dept) >= 1",
+        )
+        .replace(
+            "preemptions_per_second > 0\", weight: 4",
+            "preemptions_per_secnd > 0\", weight: 4",
+        )
+        .replace(
+            "ttft_p99_seconds > slo.ttft_p99_seconds",
+            "ttft_p99_seconds > slo.ttft_p99",
+        );
+    let (kinds, msg) = errors(&text);
+    assert_eq!(kinds, vec![LoadErrorKind::Condition; 3], "{msg}");
+    assert!(msg.contains("did you mean `queue_depth`?"), "{msg}");
+    golden("conditions", &msg);
+}
+
+#[test]
+fn a_cycle_is_printed_as_a_path() {
+    let text = GOOD.replace("explains: [high_ttft]\n    remediations: [scale_out]\n  - id: kv", "leads_to: [kv_cache_exhaustion]\n    explains: [high_ttft]\n    remediations: [scale_out]\n  - id: kv");
+    let (kinds, msg) = errors(&text);
+    assert_eq!(kinds, vec![LoadErrorKind::Cycle], "{msg}");
+    assert!(
+        msg.contains("[queue_backlog -> kv_cache_exhaustion -> queue_backlog]")
+            || msg.contains("[kv_cache_exhaustion -> queue_backlog -> kv_cache_exhaustion]"),
+        "{msg}"
+    );
+    golden("cycle", &msg);
+}
+
+#[test]
+fn references_missing_words_and_unreachable_causes_are_all_reported() {
+    let text = GOOD
+        .replace(
+            "remediations: [quantize_kv_cache, scale_out]",
+            "remediations: [quantize_kv_cache, scale_outt]",
+        )
+        .replace("    why: not a fault\n", "")
+        .replace("    explains: [oom]\n", "    explains: [omm]\n");
+    let (kinds, msg) = errors(&text);
+    assert!(kinds.contains(&LoadErrorKind::UnknownReference), "{msg}");
+    assert!(kinds.contains(&LoadErrorKind::Incomplete), "{msg}");
+    assert!(msg.contains("did you mean `scale_out`?"), "{msg}");
+    assert!(msg.contains("did you mean `oom`?"), "{msg}");
+    golden("references", &msg);
+
+    let unreachable = GOOD.replace(
+        "    explains: [high_ttft]\n    remediations: [scale_out]\nremediations:",
+        "    remediations: [scale_out]\nremediations:",
+    );
+    let (kinds, msg) = errors(&unreachable);
+    assert_eq!(kinds, vec![LoadErrorKind::Unreachable], "{msg}");
+    assert!(msg.contains("cause `low_demand`"), "{msg}");
+}
+
+#[test]
+fn duplicate_ids_in_one_file_are_errors_but_later_files_override() {
+    let dup = GOOD.replace("  - id: low_demand", "  - id: queue_backlog");
+    let (kinds, _) = errors(&dup);
+    assert!(kinds.contains(&LoadErrorKind::DuplicateId));
+
+    let over = "causes:\n  - id: low_demand\n    severity: info\n    title: overridden\n    why: w\n    when: gpu_utilization_ratio < 10%\n    explains: [high_ttft]\n    remediations: [scale_out]\n";
+    let pb = load(
+        &[
+            Source {
+                name: "a.yaml",
+                text: GOOD,
+            },
+            Source {
+                name: "b.yaml",
+                text: over,
+            },
+        ],
+        &catalog(),
+    )
+    .unwrap();
+    let i = pb.cause("low_demand").unwrap();
+    assert_eq!(pb.causes[i].title, "overridden");
+    assert_eq!(pb.causes.len(), 3);
+}
+
+fn snapshot(cat: &Catalog, values: &[(&str, f64)], stats: Option<(&str, WindowStats)>) -> Snapshot {
+    let mut s = Snapshot::new(
+        cat,
+        Target {
+            engine: Some("vllm".into()),
+            labels: BTreeMap::new(),
+        },
+    );
+    for (n, v) in values {
+        s.set_signal(
+            cat,
+            n,
+            SignalValue {
+                value: *v,
+                stats: None,
+                source: "test".into(),
+            },
+        )
+        .unwrap();
+    }
+    if let Some((n, st)) = stats {
+        s.set_signal(
+            cat,
+            n,
+            SignalValue {
+                value: st.last,
+                stats: Some(st),
+                source: "test".into(),
+            },
+        )
+        .unwrap();
+    }
+    s.set_fact(cat, "engine", FactValue::Str("vllm".into()), "test")
+        .unwrap();
+    s.set_fact(cat, "kv_cache_dtype", FactValue::Str("auto".into()), "test")
+        .unwrap();
+    s
+}
+
+#[test]
+fn root_cause_ranks_first_with_its_chain_and_engine_action() {
+    let cat = catalog();
+    let pb = playbook(GOOD);
+    let slos = pb.slo_values(&BTreeMap::new()).unwrap();
+    let queue = WindowStats {
+        min: 50.0,
+        mean: 100.0,
+        max: 180.0,
+        last: 180.0,
+    };
+    let snap = snapshot(
+        &cat,
+        &[
+            ("ttft_p99_seconds", 40.0),
+            ("kv_cache_usage_ratio", 0.99),
+            ("preemptions_per_second", 0.3),
+            ("gpu_utilization_ratio", 0.9),
+        ],
+        Some(("queue_depth", queue)),
+    );
+    let d = diagnose(&pb, &snap, &slos);
+    assert_eq!(d.status, Status::Critical);
+    let ids: Vec<&str> = d.causes.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, vec!["kv_cache_exhaustion", "queue_backlog"]);
+    assert!(d.causes[0].root && !d.causes[1].root);
+    assert_eq!(
+        d.causes[0].chain,
+        vec!["kv_cache_exhaustion", "queue_backlog", "high_ttft"]
+    );
+    assert_eq!(
+        d.causes[0].remediations[0].action.as_deref(),
+        Some("--kv-cache-dtype fp8")
+    );
+    assert_eq!(
+        d.causes[0].remediations[1].action.as_deref(),
+        Some("add replicas")
+    );
+    let sev: Vec<(&str, Severity)> = d
+        .symptoms
+        .iter()
+        .map(|s| (s.id.as_str(), s.severity))
+        .collect();
+    assert_eq!(
+        sev,
+        vec![
+            ("high_ttft", Severity::Critical),
+            ("oom", Severity::Warning)
+        ]
+    );
+    // The evidence carries values and thresholds.
+    let e = &d.causes[1].evidence[0];
+    assert_eq!(e.condition, "avg_over_time(queue_depth) >= 1");
+    assert_eq!(e.result, Some(true));
+}
+
+#[test]
+fn missing_signals_make_rules_unchecked_not_false_and_lower_confidence() {
+    let cat = catalog();
+    let pb = playbook(GOOD);
+    let slos = pb.slo_values(&BTreeMap::new()).unwrap();
+    // No GPU utilization and no TTFT: high_ttft and low_demand cannot be checked.
+    let mut snap = snapshot(
+        &cat,
+        &[
+            ("kv_cache_usage_ratio", 0.99),
+            ("preemptions_per_second", 0.0),
+        ],
+        Some((
+            "queue_depth",
+            WindowStats {
+                min: 0.0,
+                mean: 5.0,
+                max: 9.0,
+                last: 0.0,
+            },
+        )),
+    );
+    snap.set_hint(&cat, "gpu_utilization_ratio", "scrape dcgm-exporter")
+        .unwrap();
+    let d = diagnose(&pb, &snap, &slos);
+    let unchecked: Vec<&str> = d.unchecked.iter().map(|u| u.rule.as_str()).collect();
+    assert_eq!(unchecked, vec!["low_demand", "high_ttft"]);
+    let low = d.unchecked.iter().find(|u| u.rule == "low_demand").unwrap();
+    assert_eq!(low.missing, vec!["gpu_utilization_ratio"]);
+    assert_eq!(low.hint.as_deref(), Some("scrape dcgm-exporter"));
+    assert_eq!(d.healthy, vec!["oom"]);
+    let q = d.causes.iter().find(|c| c.id == "queue_backlog").unwrap();
+    assert!(q.confidence < 1.0 && q.confidence > 0.0, "{}", q.confidence);
+    assert_eq!(q.unknown.len(), 1);
+}
+
+#[test]
+fn nan_and_infinite_signals_are_absent() {
+    let cat = catalog();
+    let pb = playbook(GOOD);
+    let slos = pb.slo_values(&BTreeMap::new()).unwrap();
+    let snap = snapshot(
+        &cat,
+        &[
+            ("ttft_p99_seconds", f64::NAN),
+            ("kv_cache_usage_ratio", f64::INFINITY),
+            ("gpu_utilization_ratio", 0.5),
+        ],
+        None,
+    );
+    let d = diagnose(&pb, &snap, &slos);
+    assert!(d.symptoms.is_empty());
+    assert!(d.unchecked.iter().any(|u| u.rule == "high_ttft"));
+    assert!(d.unchecked.iter().any(|u| u.rule == "oom"));
+    assert_eq!(d.status, Status::Unknown);
+}
+
+#[test]
+fn info_causes_leave_a_target_healthy_and_slos_can_be_overridden() {
+    let cat = catalog();
+    let pb = playbook(GOOD);
+    let snap = snapshot(
+        &cat,
+        &[
+            ("ttft_p99_seconds", 1.5),
+            ("kv_cache_usage_ratio", 0.1),
+            ("preemptions_per_second", 0.0),
+            ("gpu_utilization_ratio", 0.05),
+            ("queue_depth", 0.0),
+        ],
+        None,
+    );
+    let d = diagnose(
+        &pb,
+        &snap,
+        &pb.slo_values(&BTreeMap::from([("ttft_p99_seconds".to_string(), 2.0)]))
+            .unwrap(),
+    );
+    assert_eq!(d.status, Status::Healthy);
+    assert_eq!(d.causes.len(), 1);
+    assert_eq!(d.causes[0].id, "low_demand");
+    let d = diagnose(&pb, &snap, &pb.slo_values(&BTreeMap::new()).unwrap());
+    assert_eq!(d.status, Status::Degraded);
+    let err = pb
+        .slo_values(&BTreeMap::from([("ttft_p99".to_string(), 2.0)]))
+        .unwrap_err();
+    assert!(err.contains("did you mean `ttft_p99_seconds`?"), "{err}");
+}
+
+#[test]
+fn ranking_is_deterministic() {
+    let cat = catalog();
+    let pb = playbook(GOOD);
+    let slos = pb.slo_values(&BTreeMap::new()).unwrap();
+    let snap = snapshot(
+        &cat,
+        &[
+            ("ttft_p99_seconds", 40.0),
+            ("kv_cache_usage_ratio", 0.99),
+            ("preemptions_per_second", 0.3),
+            ("gpu_utilization_ratio", 0.9),
+            ("queue_depth", 50.0),
+        ],
+        None,
+    );
+    let first = diagnose(&pb, &snap, &slos);
+    for _ in 0..20 {
+        assert_eq!(diagnose(&pb, &snap, &slos), first);
+    }
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs every test on a fresh machine: installs what the tests need, then the Rust test suite
+# (unit, golden, property, CLI and fixture tests) and the playbook fixture tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The fixture generator (checked by a test) needs PyYAML.
+if ! python3 -c 'import yaml' 2>/dev/null; then
+  python3 -m pip install --quiet pyyaml
+fi
+
+cargo test --workspace --all-targets
+cargo run --quiet -- rules check
+cargo run --quiet -- rules test fixtures

@@ -1,0 +1,251 @@
+//! `diagnose`: outputs, exit codes and clear errors for bad input.
+
+use crate::support::{golden, outcome, run, temp_file};
+
+const FIXTURE: &str = "fixtures/kv_cache_exhaustion.om";
+const ARGS: &str = "vllm serve Qwen/Qwen2.5-7B-Instruct --max-num-seqs 256";
+
+#[test]
+fn a_fault_exits_1_with_the_table_view() {
+    let (code, out, err) = outcome(&run(&[
+        "diagnose",
+        FIXTURE,
+        "--engine-args",
+        ARGS,
+        "--format",
+        "table",
+    ]));
+    assert_eq!(code, 1, "{err}");
+    golden("diagnose_kv_cache_exhaustion.txt", &out);
+}
+
+#[test]
+fn json_follows_the_output_contract() {
+    let (code, out, err) = outcome(&run(&[
+        "diagnose",
+        FIXTURE,
+        "--engine-args",
+        ARGS,
+        "--format",
+        "json",
+    ]));
+    assert_eq!(code, 1, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let t = &v["targets"][0];
+    assert_eq!(t["target"]["engine"], "vllm");
+    assert_eq!(
+        t["target"]["labels"]["model_name"],
+        "Qwen/Qwen2.5-7B-Instruct"
+    );
+    assert_eq!(t["status"], "critical");
+    assert_eq!(t["causes"][0]["id"], "kv_cache_exhaustion");
+    assert_eq!(t["causes"][0]["rank"], 1);
+    assert_eq!(t["causes"][0]["chain"][0], "kv_cache_exhaustion");
+    assert!(t["causes"][0]["score"].as_f64().unwrap() > 0.5);
+    assert_eq!(
+        t["causes"][0]["remediations"][0]["action"],
+        "--kv-cache-dtype fp8"
+    );
+    assert!(t["causes"][0]["evidence"][0]["condition"].is_string());
+    assert!(t["symptoms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["id"] == "high_ttft"));
+    assert!(t["unchecked"].is_array());
+    assert!(v["errors"].as_array().unwrap().is_empty());
+    golden("diagnose_kv_cache_exhaustion.json", &out);
+}
+
+#[test]
+fn markdown_output() {
+    let (code, out, _) = outcome(&run(&["diagnose", FIXTURE, "--format", "markdown"]));
+    assert_eq!(code, 1);
+    assert!(
+        out.starts_with("## vllm · Qwen/Qwen2.5-7B-Instruct"),
+        "{out}"
+    );
+    assert!(out.contains("| 1 | `kv_cache_exhaustion` |"), "{out}");
+}
+
+#[test]
+fn a_healthy_replica_exits_0() {
+    let (code, out, err) = outcome(&run(&[
+        "diagnose",
+        "fixtures/healthy_busy.om",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(code, 0, "{err}\n{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["targets"][0]["status"], "healthy");
+    assert!(v["targets"][0]["symptoms"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn at_and_window_select_the_time_frame() {
+    // Early in the recording the KV cache had not filled yet.
+    let early = outcome(&run(&[
+        "diagnose",
+        FIXTURE,
+        "--at",
+        "2026-12-01T00:03:00Z",
+        "--window",
+        "2m",
+        "--format",
+        "json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&early.1).unwrap();
+    assert_eq!(v["targets"][0]["window"]["length_ms"], 120_000);
+    assert_eq!(v["targets"][0]["window"]["end_ms"], 1_796_083_380_000_i64);
+    let unix = outcome(&run(&[
+        "diagnose",
+        FIXTURE,
+        "--at",
+        "1796083380",
+        "--window",
+        "2m",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(early.1, unix.1);
+}
+
+#[test]
+fn engine_args_facts_and_slos_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = temp_file(dir.path(), "args.txt", "VLLM_TRACE_FUNCTION=1 vllm serve Qwen/Qwen2.5-7B-Instruct \\\n  --max-num-seqs=128 --enforce-eager --no-enable-prefix-caching --kv-cache-dtype fp8\n");
+    let at = format!("@{}", args.display());
+    let (_, out, err) = outcome(&run(&[
+        "diagnose",
+        FIXTURE,
+        "--engine-args",
+        &at,
+        "--fact",
+        "streaming=true",
+        "--slo",
+        "ttft_p99_seconds=100",
+        "--format",
+        "json",
+    ]));
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+    let facts = &v["targets"][0]["facts"];
+    assert_eq!(facts["max_num_seqs"], 128.0);
+    assert_eq!(facts["enforce_eager"], true);
+    assert_eq!(facts["enable_prefix_caching"], false);
+    assert_eq!(facts["kv_cache_dtype"], "fp8");
+    assert_eq!(facts["trace_function"], true);
+    assert_eq!(facts["streaming"], true);
+    assert_eq!(facts["model"], "Qwen/Qwen2.5-7B-Instruct");
+    // A 100 s TTFT objective: high_ttft is no longer a symptom.
+    assert!(!v["targets"][0]["symptoms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["id"] == "high_ttft"));
+}
+
+#[test]
+fn lifetime_averages_without_timestamps() {
+    // A single saved /metrics page: strip timestamps and keep the last scrape of each series.
+    let text = std::fs::read_to_string(crate::support::root().join(FIXTURE)).unwrap();
+    let mut last: std::collections::BTreeMap<String, String> = Default::default();
+    let mut order = Vec::new();
+    for line in text.lines() {
+        if line.starts_with('#') {
+            continue;
+        }
+        let (series, rest) = line.rsplit_once(' ').unwrap();
+        let _ = rest;
+        let (key, value) = series.rsplit_once(' ').unwrap();
+        if !last.contains_key(key) {
+            order.push(key.to_string());
+        }
+        last.insert(key.to_string(), value.to_string());
+    }
+    let page: String = order.iter().map(|k| format!("{k} {}\n", last[k])).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let f = temp_file(dir.path(), "metrics.txt", &page);
+    let (code, out, err) = outcome(&run(&["diagnose", f.to_str().unwrap(), "--format", "json"]));
+    assert_eq!(code, 1, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let t = &v["targets"][0];
+    assert_eq!(t["window"]["lifetime"], true);
+    assert!(t["notes"][0].as_str().unwrap().contains("no timestamps"));
+    // Rates are unknown without timestamps, and listed as such.
+    assert!(t["unchecked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|u| u["missing"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m == "preemptions_per_second")));
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str, text: &str| temp_file(dir.path(), name, text).display().to_string();
+    let bad_value = p("bad.om", "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} 12a 1796083200\n# EOF\n");
+    let empty = p("empty.om", "");
+    let unknown = p("unknown.prom", "some_metric 1\n");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec![bad_value.clone()], "bad.om:2:"),
+        (vec![empty], "no samples"),
+        (vec![unknown], "no serving-engine, GPU or host metrics"),
+        (
+            vec!["fixtures/does-not-exist.om".into()],
+            "reading `fixtures/does-not-exist.om`",
+        ),
+        (
+            vec![FIXTURE.into(), "--fact".into(), "max_num_seq=4".into()],
+            "did you mean `max_num_seqs`?",
+        ),
+        (
+            vec![FIXTURE.into(), "--fact".into(), "max_num_seqs=four".into()],
+            "must be a number",
+        ),
+        (
+            vec![FIXTURE.into(), "--slo".into(), "ttft=2".into()],
+            "unknown SLO `ttft`",
+        ),
+        (
+            vec![FIXTURE.into(), "--at".into(), "yesterday".into()],
+            "--at",
+        ),
+        (
+            vec![FIXTURE.into(), "--window".into(), "5 minutes".into()],
+            "--window",
+        ),
+        (
+            vec![
+                FIXTURE.into(),
+                "--engine-args".into(),
+                "python app.py".into(),
+            ],
+            "no serving command found",
+        ),
+        (
+            vec![FIXTURE.into(), "--at".into(), "2020-01-01T00:00:00Z".into()],
+            "before the first sample",
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut all = vec!["diagnose".to_string()];
+        all.extend(args.clone());
+        let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+        let (code, out, err) = outcome(&run(&refs));
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(
+            err.contains(expected),
+            "{args:?}: expected `{expected}` in: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let (_, _, err) = outcome(&run(&["diagnose", &bad_value]));
+    let err = err.replace(dir.path().to_str().unwrap(), "DIR");
+    golden("diagnose_parse_error.txt", &err);
+}

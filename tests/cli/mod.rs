@@ -1,0 +1,4 @@
+//! The command line: exit codes, error messages, output formats.
+
+mod diagnose;
+mod rules;

@@ -1,0 +1,105 @@
+//! `rules check|explain|graph` and `signals`.
+
+use crate::support::{golden, outcome, run, temp_file};
+
+#[test]
+fn shipped_rules_check_clean() {
+    let (code, out, err) = outcome(&run(&["rules", "check"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("ok: 7 symptoms, "), "{out}");
+}
+
+#[test]
+fn a_broken_rules_directory_fails_with_every_error_located() {
+    let dir = tempfile::tempdir().unwrap();
+    temp_file(
+        dir.path(),
+        "extra.yaml",
+        "causes:\n  - id: noisy_neighbour\n    title: t\n    why: w\n    when: queue_dept > 1 and fact.enginee == \"vllm\"\n    explains: [high_ttft]\n    remediations: [scale_outt]\n",
+    );
+    let (code, out, err) = outcome(&run(&["rules", "check", dir.path().to_str().unwrap()]));
+    assert_eq!(code, 2);
+    assert!(out.is_empty());
+    let err = err.replace(dir.path().to_str().unwrap(), "DIR");
+    golden("rules_check_broken.txt", &err);
+}
+
+#[test]
+fn a_rules_directory_overrides_a_shipped_playbook() {
+    let dir = tempfile::tempdir().unwrap();
+    let shipped =
+        std::fs::read_to_string(crate::support::root().join("rules/playbooks/symptoms.yaml"))
+            .unwrap();
+    temp_file(
+        dir.path(),
+        "symptoms.yaml",
+        &shipped.replace("    default: 1\n", "    default: 3\n"),
+    );
+    let (code, out, err) = outcome(&run(&[
+        "rules",
+        "explain",
+        "slo.ttft_p99_seconds",
+        "--rules",
+        dir.path().to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("SLO ttft_p99_seconds = 3 "), "{out}");
+}
+
+#[test]
+fn explain_prints_a_cause_and_suggests_on_typos() {
+    let (code, out, _) = outcome(&run(&["rules", "explain", "kv_cache_exhaustion"]));
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("fires when: kv_cache_usage_ratio > 95%"),
+        "{out}"
+    );
+    assert!(out.contains("quantize_kv_cache"), "{out}");
+    let (code, _, err) = outcome(&run(&["rules", "explain", "kv_cache_exhaustio"]));
+    assert_eq!(code, 2);
+    assert!(err.contains("did you mean `kv_cache_exhaustion`?"), "{err}");
+}
+
+#[test]
+fn graph_in_dot_and_mermaid() {
+    let (code, dot, _) = outcome(&run(&["rules", "graph", "--format", "dot"]));
+    assert_eq!(code, 0);
+    assert!(dot.starts_with("digraph diagnosis {"));
+    assert!(
+        dot.contains("\"kv_cache_exhaustion\" -> \"queue_backlog\";"),
+        "{dot}"
+    );
+    let (code, mm, _) = outcome(&run(&["rules", "graph", "--format", "mermaid"]));
+    assert_eq!(code, 0);
+    assert!(mm.contains("kv_cache_exhaustion --> queue_backlog"), "{mm}");
+}
+
+#[test]
+fn signals_lists_the_catalog() {
+    let (code, out, _) = outcome(&run(&["signals"]));
+    assert_eq!(code, 0);
+    for name in [
+        "ttft_p99_seconds",
+        "kv_cache_usage_ratio",
+        "host_cpu_busiest_core_ratio",
+        "max_num_seqs",
+    ] {
+        assert!(out.contains(name), "{name} missing");
+    }
+    let (code, json, _) = outcome(&run(&["signals", "--format", "json"]));
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(v["signals"].as_array().unwrap().len() >= 50);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let (code, _, err) = outcome(&run(&["diagnose"]));
+    assert_eq!(code, 2);
+    assert!(err.contains("FILES"), "{err}");
+    let (code, _, _) = outcome(&run(&["no-such-command"]));
+    assert_eq!(code, 2);
+    let (code, out, _) = outcome(&run(&["--help"]));
+    assert_eq!(code, 0);
+    assert!(out.contains("diagnose"));
+}
