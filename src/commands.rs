@@ -102,15 +102,7 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
 
     let mut inputs = Vec::new();
     for f in &args.files {
-        let bytes = std::fs::read(f).with_context(|| format!("reading `{}`", f.display()))?;
-        let text = String::from_utf8(bytes).map_err(|e| {
-            anyhow::anyhow!(
-                "`{}` is not UTF-8 text (byte {})",
-                f.display(),
-                e.utf8_error().valid_up_to()
-            )
-        })?;
-        inputs.push((f.display().to_string(), text));
+        inputs.push((f.display().to_string(), read_text(f)?));
     }
     let set = pipeline::parse_inputs(&inputs)?;
     let prepared = pipeline::prepare(
@@ -280,4 +272,25 @@ fn signals(format: Format) -> Result<Outcome> {
         format!("SIGNALS\n{t}\n\nFACTS\n{f}\n")
     };
     Ok(Outcome { stdout, code: 0 })
+}
+
+/// Reads a metrics file as text; gzip-compressed files (`.om.gz`, by magic bytes) are
+/// decompressed, so recordings can be kept small.
+pub fn read_text(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading `{}`", path.display()))?;
+    let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::MultiGzDecoder::new(&bytes[..]), &mut out)
+            .with_context(|| format!("decompressing `{}`", path.display()))?;
+        out
+    } else {
+        bytes
+    };
+    String::from_utf8(bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "`{}` is not UTF-8 text (invalid byte at offset {})",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })
 }

@@ -140,8 +140,7 @@ fn run_inner(path: &Path, rules: &Rules, result: &mut FixtureResult) -> Result<(
     let mut inputs = Vec::new();
     for f in test.input.values() {
         let p = dir.join(f);
-        let t =
-            std::fs::read_to_string(&p).with_context(|| format!("reading `{}`", p.display()))?;
+        let t = crate::commands::read_text(&p)?;
         inputs.push((p.display().to_string(), t));
     }
     let opts = Options {

@@ -12,8 +12,9 @@
 //! outweighs its evidence for (strength < 0) does not fire: it was checked and ruled out.
 //! Unknown evidence lowers the confidence, so a cause seen through fewer signals ranks lower.
 //!
-//! Root causes are fired causes with no fired cause upstream. Ranking: root faults first, then
-//! other fired faults, then informational causes; within each group by
+//! Root causes are fired causes with no fired cause upstream. Ranking: root faults whose chain
+//! reaches a fired symptom first, then root faults that explain no fired symptom, then faults
+//! that follow from another fired cause, then informational causes; within each group by
 //! `score × (0.8 + 0.2 × impact)` (impact 0.5 when unknown), then by id, so the order is
 //! deterministic.
 
@@ -168,10 +169,20 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
         v
     };
     let is_root = |i: usize| !playbook.causes[i].ancestors.iter().any(|&a| is_fired[a]);
-    let group = |i: usize| match (playbook.causes[i].severity, is_root(i)) {
-        (CauseSeverity::Fault, true) => 0,
-        (CauseSeverity::Fault, false) => 1,
-        (CauseSeverity::Info, _) => 2,
+    let chains: Vec<Option<Vec<String>>> = (0..playbook.causes.len())
+        .map(|i| is_fired[i].then(|| chain(playbook, i, &is_fired, &symptom_fired)))
+        .collect();
+    let explains_fired = |i: usize| {
+        chains[i]
+            .as_ref()
+            .and_then(|c| c.last())
+            .is_some_and(|last| playbook.symptom(last).is_some())
+    };
+    let group = |i: usize| match (playbook.causes[i].severity, is_root(i), explains_fired(i)) {
+        (CauseSeverity::Fault, true, true) => 0,
+        (CauseSeverity::Fault, true, false) => 1,
+        (CauseSeverity::Fault, false, _) => 2,
+        (CauseSeverity::Info, _, _) => 3,
     };
     let key = |s: &Scored| s.score * (0.8 + 0.2 * s.impact.unwrap_or(0.5));
     fired.sort_by(|a, b| {
@@ -232,7 +243,7 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
                 confidence: round3(s.confidence),
                 root: is_root(s.index),
                 severity: c.severity,
-                chain: chain(playbook, s.index, &is_fired, &symptom_fired),
+                chain: chains[s.index].clone().unwrap_or_default(),
                 impact: s.impact.map(round3),
                 impact_note: c.impact_note.clone(),
                 evidence,
@@ -347,8 +358,12 @@ fn evidence_item(
 ) -> EvidenceItem {
     let mut values = BTreeMap::new();
     let mut missing = Vec::new();
+    let mut window_stats = BTreeMap::new();
     for &slot in cond.slots() {
         let name = playbook.slot_name(slot);
+        if let Some(st) = env.stats(slot) {
+            window_stats.insert(name.clone(), st);
+        }
         let shown = match slot {
             Slot::Signal(i) => env
                 .snapshot
@@ -403,6 +418,7 @@ fn evidence_item(
         note,
         values,
         missing,
+        window_stats,
     }
 }
 

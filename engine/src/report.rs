@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::condition::WindowStats;
 use crate::playbook::spec::{CauseSeverity, Favours};
 use crate::snapshot::{FactValue, Target, Window};
 
@@ -88,6 +89,9 @@ pub struct EvidenceItem {
     /// Names that were absent.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<String>,
+    /// Window statistics of the gauges the condition reads (min, mean, max, last).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub window_stats: BTreeMap<String, WindowStats>,
 }
 
 /// A fired symptom.

@@ -296,7 +296,7 @@ fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<
                     Err(e) => reasons.push(e),
                 }
             }
-            Err(reasons.join("; "))
+            Err(reasons.join(", or "))
         }
     }
 }

@@ -160,8 +160,9 @@ pub fn fill_signals(
                     provided.insert(name, ());
                 }
                 Err(reason) => {
+                    // A configured hint says what to do; the raw reason only when there is none.
                     let hint = match a.hints.get(name) {
-                        Some(h) => format!("{h} ({}: {reason})", a.name),
+                        Some(h) => h.clone(),
                         None => format!("{}: {reason}", a.name),
                     };
                     let _ = snapshot.set_hint(catalog, name, hint);

@@ -148,7 +148,16 @@ pub fn evidence_line(e: &EvidenceItem) -> String {
         .filter(|(name, _)| !name.starts_with("slo."))
         .filter_map(|(name, v)| match v {
             llm_doctor_engine::report::ShownValue::Number(n) => {
-                Some(format!("{name} {}", with_unit(name, *n)))
+                Some(match e.window_stats.get(name) {
+                    Some(st) if st.min != st.max => format!(
+                        "{name} {} (window min {}, mean {}, max {})",
+                        with_unit(name, *n),
+                        with_unit(name, st.min),
+                        with_unit(name, st.mean),
+                        with_unit(name, st.max)
+                    ),
+                    _ => format!("{name} {}", with_unit(name, *n)),
+                })
             }
             llm_doctor_engine::report::ShownValue::Fact(f) => Some(format!("{name} = {f}")),
             llm_doctor_engine::report::ShownValue::Missing(_) => None,

@@ -2,7 +2,7 @@
 
 use crate::support::{golden, outcome, run, temp_file};
 
-const FIXTURE: &str = "fixtures/kv_cache_exhaustion.om";
+const FIXTURE: &str = "fixtures/kv_cache_exhaustion.om.gz";
 const ARGS: &str = "vllm serve Qwen/Qwen2.5-7B-Instruct --max-num-seqs 256";
 
 #[test]
@@ -72,7 +72,7 @@ fn markdown_output() {
 fn a_healthy_replica_exits_0() {
     let (code, out, err) = outcome(&run(&[
         "diagnose",
-        "fixtures/healthy_busy.om",
+        "fixtures/healthy_busy.om.gz",
         "--format",
         "json",
     ]));
@@ -149,7 +149,7 @@ fn engine_args_facts_and_slos_apply() {
 #[test]
 fn lifetime_averages_without_timestamps() {
     // A single saved /metrics page: strip timestamps and keep the last scrape of each series.
-    let text = std::fs::read_to_string(crate::support::root().join(FIXTURE)).unwrap();
+    let text = llm_doctor::commands::read_text(&crate::support::root().join(FIXTURE)).unwrap();
     let mut last: std::collections::BTreeMap<String, String> = Default::default();
     let mut order = Vec::new();
     for line in text.lines() {

@@ -84,7 +84,7 @@ pub trait Scope {
 }
 
 /// Window statistics of a signal (gauges over a time window).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct WindowStats {
     /// Smallest value in the window.
     pub min: f64,

@@ -1,0 +1,2008 @@
+#!/usr/bin/env python3
+"""Deterministic OpenMetrics fixture generator for llm-doctor.
+
+Writes one OpenMetrics 1.0 recording per scenario of ``fixtures/scenarios.yaml`` to
+``fixtures/<name>.om``: what Prometheus would hold after scraping one vLLM V1 replica
+(job "vllm", ``<host>:8000``), its dcgm-exporter (job "dcgm", ``<host>:9400``) and its
+node_exporter (job "node", ``<host>:9100``) every ``interval_s`` for ``duration_s``. The data is
+built so that the canonical signals of ``rules/signals/{vllm,dcgm,node}.yaml``, computed over the
+**last 5 minutes** with Prometheus semantics (window end = newest sample), come out at the
+scenario's targets.
+
+Requires Python 3.9+ and PyYAML (``pip install pyyaml``; used to read scenarios.yaml and, with
+``--verify``, the adapter rules). Nothing else.
+
+Usage
+    python3 scripts/gen_fixtures.py                 # write every fixtures/<name>.om
+    python3 scripts/gen_fixtures.py --only NAME     # write one
+    python3 scripts/gen_fixtures.py --check         # exit 1 if a committed .om is stale/missing
+    python3 scripts/gen_fixtures.py --verify NAME   # target vs recomputed signal table
+    python3 scripts/gen_fixtures.py --bench OUT.om [--verify bench]   # large benchmark file
+    options: --scenarios FILE, --out DIR (defaults fixtures/scenarios.yaml, fixtures/), --list
+
+--verify parses the written file, evaluates every signal of rules/signals/{vllm,dcgm,node}.yaml
+with Prometheus' algorithms (extrapolated rate, histogram_quantile, left-open 5-minute window
+ending at the newest sample) and prints target | model | computed | status. `model` is the
+generator's own unrounded value over the window. Status: ok; ok* the target is not representable
+with the bucket bounds (nearest reachable value hit); ok# too few observations in the window for
+integer counts to get closer; ok~ a ramped histogram target, matched against the window's mix;
+OFF / MISSING / UNEXPECTED fail (exit 1). Gauge rows also show window min/avg/max, which the
+playbooks read through min/avg/max_over_time. Exit 0 when all rows pass.
+
+Scenario file
+-------------
+::
+
+    defaults:                 # merged under every scenario (scenario keys win; `signals` and
+      duration_s: 600         #   `labels` are merged key by key, `omit` lists are concatenated)
+      interval_s: 15          # scrape interval
+      start: 1796083200       # Unix seconds of the first vLLM scrape (2026-12-01T00:00:00Z)
+      gpus: 1                 # dcgm-exporter GPUs (the vLLM replica uses all of them, TP=gpus)
+      cpus: 4                 # node_exporter CPUs
+      model: Qwen/Qwen2.5-7B-Instruct
+      host: gpu-node-1        # instance = <host>:8000 / :9400 / :9100, dcgm Hostname label
+      max_model_len: 32768    # top of the 1-2-5 token buckets; also cache_config_info
+      num_gpu_blocks: 64782   # cache_config_info label
+      uptime_s: 10800         # how long vLLM ran before the first scrape (counter start values)
+      scrape_offsets_s: {vllm: 0, dcgm: 3, node: 7}   # per-job scrape phase, like Prometheus
+      noise: 1.0              # scales the built-in small jitter of plain-number targets (0 = none)
+      vllm_names: current     # current | legacy (pre-0.9 V1: gpu_cache_usage_perc,
+                              #   gpu_prefix_cache_{queries,hits}, time_per_output_token_seconds
+                              #   instead of the new names) | both (0.9/0.10: old and new side by side)
+      extras: false           # also emit the non-signal families a real server has
+                              #   (request_params_*, inference time, TPOT, prompt_tokens_by_source,
+                              #   sleep state, http_requests, python/process gauges, node_load*,
+                              #   DCGM MEM_COPY/ENC/DEC util, remapped rows). Bigger files.
+      labels: {}              # extra labels put on every series (e.g. {cluster: eu-1})
+      omit: []                # families to leave out, see below
+      signals: {...}          # canonical signal -> target (see below)
+    scenarios:
+      - name: kv_cache_exhaustion     # -> fixtures/kv_cache_exhaustion.om ([A-Za-z0-9_.-]+)
+        description: "..."            # free text, ignored
+        signals: {kv_cache_usage_ratio: 0.99, queue_depth: {from: 5, to: 180}}
+        omit: [DCGM_FI_DEV_CLOCKS_EVENT_REASONS]
+
+Signal targets (every key is a canonical signal name from rules/catalog.yaml):
+
+``3.5``                            constant target
+``{from: a, to: b}``               linear ramp over the whole recording
+``{before: a, after: b, at_s: t}`` step at t seconds after the first scrape
+``{base: a, pulse: b, start_s: s, end_s: e}``  b from s to e seconds, a before and after (a burst)
+``{mean: m, jitter: j}``           constant m, each scrape off by up to +-j (uniform)
+``{min: a, max: b}``               gauge swinging between a and b; both extremes are reached in
+                                   the last 5 minutes, the last scrape is (a+b)/2
+``jitter: j`` may be added to from/to and before/after too (absolute amplitude). Jitter applies
+to gauges and counter rates; histogram targets take from/to/before/after but no jitter.
+Numbers such as ``1.2e8`` are accepted although YAML 1.1 reads them as strings.
+``auto``                           derived from other signals (see AUTO below)
+``null``                           not emitted: the metric families behind the signal are left
+                                   out (see SIGNAL_FAMILIES: siblings sharing a family go with it,
+                                   e.g. ttft_p99_seconds: null removes all three TTFT signals)
+
+What a target means for each kind of signal (this is what --verify compares):
+* gauges (queue_depth, running_requests, kv_cache_usage_ratio, GPU gauges, xid code): the value
+  at the *last* scrape, which is exact (noise is zero there; integer gauges are rounded). Plain
+  numbers get a small built-in jitter elsewhere (DEFAULT_NOISE, scaled by `noise`);
+  ``{mean, jitter}``/``{min, max}`` set it explicitly. Playbooks also read avg/min/max over the
+  window: shape those with jitter or min/max (e.g. avg_over_time(queue_depth) >= 1 is a backlog).
+* rates and ratios of rates (requests/tokens per second, preemptions, prefix hit, truncation,
+  error, spec acceptance, frontend CPU, host CPU shares, PCIe replays, NVLink): the mean of the
+  target over the last 5 minutes; jitter is exactly zero-mean inside the window and integer
+  counters are rounded so the window's increase is off by at most half an event (at 0.2 req/s a
+  0.5% error ratio is 0 of 57 requests: --verify reports such rows as count-limited).
+* histogram quantiles/means: the distribution of the requests finished in the window. Bucket
+  counts come from the CDF (no sampling) of a log-normal whose parameters are solved so that
+  Prometheus' bucket interpolation, not the log-normal itself, gives the target p50/p99. When the
+  buckets make a target unreachable (e.g. a p99 below 0.297 s in the 0.3 s first bucket of the
+  queue/prefill histograms; or ITL p50 0.022 with p99 0.04: p99 in (0.025, 0.05] needs
+  F(0.025) >= 0.975, which puts p50 below 0.018) the nearest reachable value is used, the
+  generator prints a warning and --verify says so. Integer bucket increments inside the window
+  are then chosen (greedy, one observation at a time) so that the file's quantiles match the
+  float model as closely as integers allow. Means come from ``_sum`` and are exact.
+* gpu_power_throttle_ratio / gpu_thermal_throttle_ratio: share of the last-5-minute scrapes with
+  DCGM_FI_DEV_CLOCKS_EVENT_REASONS bit 0x4 / 0x20 set (resolution 1/20 at 15 s). GPU_IDLE
+  (0x1) is also set in a share 1 - 4 * gpu_utilization of scrapes; it is in neither mask.
+* gpu_ecc_uncorrectable_errors: DBE errors that appear inside the window (counter starts at 0).
+  Prometheus extrapolates increase() to the window end, so with the staggered scrape offsets
+  it reads ~1.4% high (3 errors -> 3.04).
+* host CPU: one core (cpu="1") is pegged at host_cpu_busiest_core_ratio, the others share the
+  rest so the mean is host_cpu_utilization_ratio; iowait is split in proportion to busy time
+  (it counts as busy: 1 - idle); jitter of both follows host_cpu_utilization_ratio's.
+* With several GPUs, "avg" signals are the mean over GPUs (per-GPU values differ, zero-sum),
+  "max"/"min" signals are held by GPU 0 and the other GPUs stay below/above it.
+
+AUTO (used when a signal is ``auto``; the built-in defaults use it for these):
+    ttft_mean / itl_mean      = log-normal mean through p50 and p99
+    decode_time_mean          = itl_mean * (output_tokens_mean - 1)
+    e2e_mean                  = ttft_mean + decode_time_mean
+    e2e_p50 / e2e_p99         = ttft_p50 + 0.75 * decode_mean / ttft_p99 + 3 * decode_mean
+    output_tokens_per_second  = requests_per_second * output_tokens_mean
+    prompt_tokens_per_second  = requests_per_second * prompt_tokens_mean
+    running_requests          = requests_per_second * (e2e_mean - queue_time_mean), <= 256
+    iteration_tokens_mean     = (prompt tps * (1 - prefix hit) + output tps) / engine steps/s,
+                                steps/s = min(1, running) / itl_mean
+
+``omit`` entries: a family name as in ``# TYPE`` (``vllm:num_preemptions``), a sample name
+(``vllm:num_preemptions_total``), or a whole job (``vllm``, ``dcgm``, ``node``). Unknown
+entries print a warning. dcgm-exporter fields outside its default CSV that are emitted unless
+omitted: CLOCKS_EVENT_REASONS, ENFORCED_POWER_LIMIT, MAX_SM_CLOCK, ECC_DBE_VOL_TOTAL (omit all
+four for "default counters only"). spec_decode_acceptance_ratio is emitted only when set.
+
+--bench writes the BENCH scenario (8 x H100 TP=8, 70B model, 16 CPUs, 10 min at 15 s, healthy
+busy; ~4.1 MB: eight GPUs' dcgm series alone are ~2.3 MB) from the built-in defaults only, so
+edits to scenarios.yaml do not change it.
+
+Output format: ``# HELP``/``# TYPE`` per family; counters declared without ``_total`` and
+sampled with it (dcgm counters keep their exporter names, which have no ``_total``);
+histograms as ``_bucket{le}`` (vLLM's real default bounds, le spelled as prometheus_client
+does: "1.0"), ``_count``, ``_sum`` grouped per timestamp; labels sorted as Prometheus stores
+them; values in Go's shortest %g form as Prometheus prints them; integer timestamps in seconds;
+``# EOF`` last. Randomness comes from random.Random seeded with zlib.crc32 of the scenario name
+(and a per-series tag), so output is byte-identical across runs. Size: the nine mandatory vLLM
+histograms alone are ~1.3 MB per 10 minutes at 15 s; a default fixture is ~1.7 MB. Halve it
+with interval_s: 30 or duration_s: 300 (both keep >= 10 scrapes in the 5-minute window).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import decimal
+import math
+import os
+import random
+import re
+import sys
+import tempfile
+import zlib
+from pathlib import Path
+
+try:
+    import yaml
+except ImportError:  # pragma: no cover
+    sys.exit("gen_fixtures.py needs PyYAML: pip install pyyaml")
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+SCENARIOS_FILE = FIXTURES / "scenarios.yaml"
+RULES_DIR = ROOT / "rules" / "signals"
+WINDOW_S = 300
+Z99 = 2.3263478740408408  # standard normal 0.99 quantile
+INF = float("inf")
+
+# ----------------------------------------------------------------------------------------------
+# vLLM V1 default bucket bounds (vllm/v1/metrics/loggers.py, reference/engine-metrics.md §1.1)
+TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
+                5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
+ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
+               7.5, 10.0, 20.0, 40.0, 80.0]
+REQ_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
+               60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0]
+ITER_BUCKETS = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+PARAMS_N_BUCKETS = [1, 2, 5, 10, 20]
+
+
+def buckets_125(max_value):
+    """vLLM build_1_2_5_buckets: 1, 2, 5, 10, 20, 50, ... <= max_value."""
+    out, exp = [], 0
+    while True:
+        for m in (1, 2, 5):
+            v = m * 10 ** exp
+            if v > max_value:
+                return out
+            out.append(v)
+        exp += 1
+
+
+# ----------------------------------------------------------------------------------------------
+# Canonical signals: kind, and the families that carry them (for `null`).
+SIGNAL_FAMILIES = {
+    "ttft_p50_seconds": ["vllm:time_to_first_token_seconds"],
+    "ttft_p99_seconds": ["vllm:time_to_first_token_seconds"],
+    "ttft_mean_seconds": ["vllm:time_to_first_token_seconds"],
+    "itl_p50_seconds": ["vllm:inter_token_latency_seconds"],
+    "itl_p99_seconds": ["vllm:inter_token_latency_seconds"],
+    "itl_mean_seconds": ["vllm:inter_token_latency_seconds"],
+    "e2e_p50_seconds": ["vllm:e2e_request_latency_seconds"],
+    "e2e_p99_seconds": ["vllm:e2e_request_latency_seconds"],
+    "e2e_mean_seconds": ["vllm:e2e_request_latency_seconds"],
+    "queue_time_p99_seconds": ["vllm:request_queue_time_seconds"],
+    "queue_time_mean_seconds": ["vllm:request_queue_time_seconds"],
+    "prefill_time_mean_seconds": ["vllm:request_prefill_time_seconds"],
+    "prefill_time_p99_seconds": ["vllm:request_prefill_time_seconds"],
+    "decode_time_mean_seconds": ["vllm:request_decode_time_seconds"],
+    "requests_per_second": ["vllm:request_success"],
+    "output_tokens_per_second": ["vllm:generation_tokens"],
+    "prompt_tokens_per_second": ["vllm:prompt_tokens"],
+    "queue_depth": ["vllm:num_requests_waiting"],
+    "running_requests": ["vllm:num_requests_running"],
+    "prompt_tokens_p99": ["vllm:request_prompt_tokens"],
+    "prompt_tokens_mean": ["vllm:request_prompt_tokens"],
+    "output_tokens_mean": ["vllm:request_generation_tokens"],
+    "iteration_tokens_mean": ["vllm:iteration_tokens_total"],
+    "kv_cache_usage_ratio": ["vllm:kv_cache_usage_perc"],
+    "preemptions_per_second": ["vllm:num_preemptions"],
+    "prefix_cache_hit_ratio": ["vllm:prefix_cache_queries", "vllm:prefix_cache_hits"],
+    "truncation_ratio": None,  # part of vllm:request_success: cannot be removed alone
+    "error_ratio": None,
+    "spec_decode_acceptance_ratio": ["vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
+                                     "vllm:spec_decode_num_accepted_tokens",
+                                     "vllm:spec_decode_num_accepted_tokens_per_pos"],
+    "frontend_cpu_cores": ["process_cpu_seconds"],
+    "gpu_utilization_ratio": ["DCGM_FI_DEV_GPU_UTIL"],
+    "sm_active_ratio": ["DCGM_FI_PROF_GR_ENGINE_ACTIVE"],
+    "tensor_active_ratio": ["DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"],
+    "dram_active_ratio": ["DCGM_FI_PROF_DRAM_ACTIVE"],
+    "gpu_memory_used_ratio": ["DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED"],
+    "gpu_temperature_celsius": ["DCGM_FI_DEV_GPU_TEMP"],
+    "gpu_power_ratio": ["DCGM_FI_DEV_ENFORCED_POWER_LIMIT"],
+    "sm_clock_ratio": ["DCGM_FI_DEV_MAX_SM_CLOCK"],
+    "gpu_power_throttle_ratio": ["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"],
+    "gpu_thermal_throttle_ratio": ["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"],
+    "gpu_xid_error_code": ["DCGM_FI_DEV_XID_ERRORS"],
+    "gpu_ecc_uncorrectable_errors": ["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"],
+    "gpu_row_remap_failure": ["DCGM_FI_DEV_ROW_REMAP_FAILURE"],
+    "pcie_bytes_per_second": ["DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES"],
+    "pcie_replays_per_second": ["DCGM_FI_DEV_PCIE_REPLAY_COUNTER"],
+    "nvlink_bytes_per_second": ["DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"],
+    "host_cpu_utilization_ratio": ["node_cpu_seconds"],
+    "host_cpu_busiest_core_ratio": ["node_cpu_seconds"],
+    "host_cpu_iowait_ratio": ["node_cpu_seconds"],
+    "host_cpu_pressure_ratio": ["node_pressure_cpu_waiting_seconds"],
+}
+
+# How --verify reads each target (see the docstring): gauge = last scrape, rate = window mean,
+# hist = window distribution, share = window share of scrapes, count = events in window.
+SIGNAL_KIND = {s: "hist" for s in SIGNAL_FAMILIES if s.endswith(("_seconds", "_p99", "_mean"))}
+SIGNAL_KIND.update({s: "rate" for s in [
+    "requests_per_second", "output_tokens_per_second", "prompt_tokens_per_second",
+    "preemptions_per_second", "prefix_cache_hit_ratio", "truncation_ratio", "error_ratio",
+    "spec_decode_acceptance_ratio", "frontend_cpu_cores", "pcie_replays_per_second",
+    "nvlink_bytes_per_second", "host_cpu_utilization_ratio", "host_cpu_busiest_core_ratio",
+    "host_cpu_iowait_ratio", "host_cpu_pressure_ratio"]})
+SIGNAL_KIND.update({s: "gauge" for s in [
+    "queue_depth", "running_requests", "kv_cache_usage_ratio", "gpu_utilization_ratio",
+    "sm_active_ratio", "tensor_active_ratio", "dram_active_ratio", "gpu_memory_used_ratio",
+    "gpu_temperature_celsius", "gpu_power_ratio", "sm_clock_ratio", "gpu_xid_error_code",
+    "gpu_row_remap_failure", "pcie_bytes_per_second"]})
+SIGNAL_KIND.update({"gpu_power_throttle_ratio": "share", "gpu_thermal_throttle_ratio": "share",
+                    "gpu_ecc_uncorrectable_errors": "count"})
+
+# Built-in defaults: a healthy, busy H100 running Qwen2.5-7B. scenarios.yaml `defaults` and each
+# scenario override these.
+BUILTIN = {
+    "duration_s": 600, "interval_s": 15, "start": 1796083200, "gpus": 1, "cpus": 4,
+    "model": "Qwen/Qwen2.5-7B-Instruct", "host": "gpu-node-1", "max_model_len": 32768,
+    "num_gpu_blocks": 64782, "uptime_s": 10800,
+    "scrape_offsets_s": {"vllm": 0, "dcgm": 3, "node": 7},
+    "noise": 1.0, "extras": False, "labels": {}, "omit": [], "vllm_names": "current",
+    "signals": {
+        "requests_per_second": 4.0,
+        "ttft_p50_seconds": 0.12, "ttft_p99_seconds": 0.4, "ttft_mean_seconds": "auto",
+        "itl_p50_seconds": 0.017, "itl_p99_seconds": 0.04, "itl_mean_seconds": "auto",
+        "e2e_p50_seconds": "auto", "e2e_p99_seconds": "auto", "e2e_mean_seconds": "auto",
+        "queue_time_p99_seconds": 0.3, "queue_time_mean_seconds": 0.02,
+        "prefill_time_mean_seconds": 0.06, "prefill_time_p99_seconds": 0.3,
+        "decode_time_mean_seconds": "auto",
+        "output_tokens_per_second": "auto", "prompt_tokens_per_second": "auto",
+        "queue_depth": {"mean": 0.3, "jitter": 0.7}, "running_requests": "auto",
+        "prompt_tokens_p99": 6000, "prompt_tokens_mean": 1000, "output_tokens_mean": 250,
+        "iteration_tokens_mean": "auto",
+        "kv_cache_usage_ratio": 0.5, "preemptions_per_second": 0.0,
+        "prefix_cache_hit_ratio": 0.3, "truncation_ratio": 0.02, "error_ratio": 0.005,
+        "spec_decode_acceptance_ratio": None, "frontend_cpu_cores": 0.35,
+        "gpu_utilization_ratio": 0.72, "sm_active_ratio": 0.55, "tensor_active_ratio": 0.22,
+        "dram_active_ratio": 0.45, "gpu_memory_used_ratio": 0.91,
+        "gpu_temperature_celsius": 58, "gpu_power_ratio": 0.62, "sm_clock_ratio": 1.0,
+        "gpu_power_throttle_ratio": 0.0, "gpu_thermal_throttle_ratio": 0.0,
+        "gpu_xid_error_code": 0, "gpu_ecc_uncorrectable_errors": 0, "gpu_row_remap_failure": 0,
+        "pcie_bytes_per_second": 1.2e8, "pcie_replays_per_second": 0.0,
+        "nvlink_bytes_per_second": 0.0,
+        "host_cpu_utilization_ratio": 0.18, "host_cpu_busiest_core_ratio": 0.45,
+        "host_cpu_iowait_ratio": 0.004, "host_cpu_pressure_ratio": 0.02,
+    },
+}
+
+# Relative amplitude of the built-in jitter for plain-number targets (times `noise`).
+DEFAULT_NOISE = {
+    "requests_per_second": 0.08, "output_tokens_per_second": 0.08, "prompt_tokens_per_second": 0.1,
+    "preemptions_per_second": 0.2, "frontend_cpu_cores": 0.1, "running_requests": 0.1,
+    "kv_cache_usage_ratio": 0.05, "gpu_utilization_ratio": 0.04, "sm_active_ratio": 0.05,
+    "tensor_active_ratio": 0.06, "dram_active_ratio": 0.05, "gpu_power_ratio": 0.04,
+    "pcie_bytes_per_second": 0.2, "nvlink_bytes_per_second": 0.1,
+    "host_cpu_utilization_ratio": 0.06, "host_cpu_iowait_ratio": 0.2,
+    "host_cpu_pressure_ratio": 0.2, "pcie_replays_per_second": 0.2,
+}
+ABS_NOISE = {"gpu_temperature_celsius": 1.0}
+
+# The large benchmark scenario (--bench): 8 x H100, TP=8, a 70B model, healthy and busy. 8 GPUs
+# alone make ~3.5 MB at 10 min / 15 s; 16 CPUs and no extras give ~4.1 MB (64 CPUs + extras: ~7 MB).
+BENCH = {
+    "name": "bench", "gpus": 8, "cpus": 16, "extras": False, "host": "gpu-node-8x",
+    "model": "meta-llama/Llama-3.3-70B-Instruct", "max_model_len": 131072, "num_gpu_blocks": 40960,
+    "signals": {"requests_per_second": 12, "nvlink_bytes_per_second": 4.0e10,
+                "gpu_utilization_ratio": 0.78, "host_cpu_utilization_ratio": 0.12,
+                "itl_p50_seconds": 0.03, "itl_p99_seconds": 0.055,
+                "ttft_p50_seconds": 0.2, "ttft_p99_seconds": 0.7},
+}
+
+JOBS = ("vllm", "dcgm", "node")
+
+# vLLM names before 0.9 (reference/engine-metrics.md §1.3); `vllm_names: legacy|both`.
+LEGACY_NAMES = {
+    "vllm:kv_cache_usage_perc": "vllm:gpu_cache_usage_perc",
+    "vllm:prefix_cache_queries": "vllm:gpu_prefix_cache_queries",
+    "vllm:prefix_cache_hits": "vllm:gpu_prefix_cache_hits",
+    "vllm:inter_token_latency_seconds": "vllm:time_per_output_token_seconds",
+}
+
+
+def signal_families(sig):
+    return SIGNAL_FAMILIES[sig] or ["vllm:request_success"]
+
+
+def signal_job(sig):
+    f = signal_families(sig)[0]
+    return "dcgm" if f.startswith("DCGM_") else "node" if f.startswith("node_") else "vllm"
+
+
+# ----------------------------------------------------------------------------------------------
+# Number formatting
+
+def fmt_go(v):
+    """A float as Go's strconv.FormatFloat(v, 'g', -1, 64), which Prometheus uses."""
+    v = float(v)
+    if v != v:
+        return "NaN"
+    if v == INF:
+        return "+Inf"
+    if v == -INF:
+        return "-Inf"
+    if v == 0:
+        return "0"
+    if v == int(v) and abs(v) < 1e6:
+        return str(int(v))
+    sign, digits, exp = decimal.Decimal(repr(v)).normalize().as_tuple()
+    ds = "".join(map(str, digits))
+    dp = len(ds) + exp  # position of the decimal point from the first digit
+    e10 = dp - 1
+    s = "-" if sign else ""
+    if e10 < -4 or e10 >= 6:
+        m = ds[0] + ("." + ds[1:] if len(ds) > 1 else "")
+        return f"{s}{m}e{'-' if e10 < 0 else '+'}{abs(e10):02d}"
+    if dp <= 0:
+        return f"{s}0.{'0' * -dp}{ds}"
+    if dp >= len(ds):
+        return s + ds + "0" * (dp - len(ds))
+    return f"{s}{ds[:dp]}.{ds[dp:]}"
+
+
+def fmt_le_py(b):
+    """A bucket bound as prometheus_client spells it (floatToGoString): 1 -> "1.0"."""
+    d = float(b)
+    s = repr(d)
+    dot = s.find(".")
+    if d > 0 and dot > 6:
+        mantissa = f"{s[0]}.{s[1:dot]}{s[dot + 1:]}".rstrip("0.")
+        return f"{mantissa}e+0{dot - 1}"
+    return s
+
+
+def esc(v):
+    return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def label_text(labels):
+    return "{" + ",".join(f'{k}="{esc(v)}"' for k, v in sorted(labels.items())) + "}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Log-normal helpers and bucket-aware fitting
+
+def ln_cdf(x, mu, s):
+    if x <= 0:
+        return 0.0
+    return 0.5 * math.erfc(-(math.log(x) - mu) / (s * math.sqrt(2)))
+
+
+def interp_quantile(q, bounds, cum):
+    """Prometheus bucketQuantile over finite bounds with cumulative fractions (total 1 = +Inf)."""
+    total = 1.0
+    rank = q * total
+    for i, (b, c) in enumerate(zip(bounds, cum)):
+        if c >= rank:
+            lo = bounds[i - 1] if i else 0.0
+            lc = cum[i - 1] if i else 0.0
+            if c - lc <= 0:
+                return b
+            return lo + (b - lo) * (rank - lc) / (c - lc)
+    return bounds[-1]
+
+
+def ln_mean(p50, p99):
+    s = math.log(p99 / p50) / Z99 if p99 > p50 else 0.05
+    return p50 * math.exp(s * s / 2)
+
+
+_FIT_CACHE = {}
+
+
+def fit_hist(bounds, p50=None, p99=None, mean=None, sigma=0.8, point=None):
+    """Cumulative fractions at `bounds` and the mean for a histogram with these targets.
+
+    Returns (fractions, mean, reachable) where reachable maps 'p50'/'p99' to the value Prometheus'
+    interpolation gives for the fractions (differs from the target only when buckets forbid it).
+    """
+    key = (tuple(bounds), _r(p50), _r(p99), _r(mean), sigma, point)
+    if key in _FIT_CACHE:
+        return _FIT_CACHE[key]
+    if point is not None:
+        fr = [1.0 if b >= point else 0.0 for b in bounds]
+        res = (fr, float(point), {})
+        _FIT_CACHE[key] = res
+        return res
+    if p50 is not None and p99 is not None and p99 <= p50:
+        raise ValueError(f"p99 ({p99}) must exceed p50 ({p50})")
+    # 1. naive log-normal
+    s0 = sigma
+    if p50 is not None and p99 is not None:
+        mu0, s0 = math.log(p50), math.log(p99 / p50) / Z99
+    elif p99 is not None and mean is not None:
+        d = Z99 * Z99 - 2 * math.log(p99 / mean) if p99 > mean else None
+        if d is None:
+            s0 = 0.05
+        elif d < 0:
+            s0 = Z99
+        else:
+            s0 = Z99 - math.sqrt(d)
+        s0 = max(s0, 0.05)
+        mu0 = math.log(mean) - s0 * s0 / 2
+    elif p50 is not None and mean is not None:
+        s0 = math.sqrt(2 * math.log(mean / p50)) if mean > p50 * 1.0001 else 0.05
+        mu0 = math.log(p50)
+    elif p50 is not None:
+        mu0 = math.log(p50)
+    elif p99 is not None:
+        mu0 = math.log(p99) - Z99 * s0
+    elif mean is not None:
+        mu0 = math.log(mean) - s0 * s0 / 2
+    else:
+        raise ValueError("histogram without targets")
+    if mean is None:
+        mean = math.exp(mu0 + s0 * s0 / 2)
+
+    def fr(mu, s):
+        return [round(ln_cdf(b, mu, s), 12) for b in bounds]
+
+    def q_of(q, mu, s):
+        return interp_quantile(q, bounds, fr(mu, s))
+
+    def solve_mu(q, target, s):
+        lo, hi = math.log(target) - 12 * s - 3, math.log(target) + 12 * s + 3
+        for _ in range(55):
+            mid = (lo + hi) / 2
+            if q_of(q, mid, s) < target:
+                lo = mid
+            else:
+                hi = mid
+        return (lo + hi) / 2
+
+    mu, s = mu0, s0
+    if p50 is not None and p99 is not None:
+        def err(sv):
+            m = solve_mu(0.5, p50, sv)
+            return q_of(0.99, m, sv) - p99, m
+
+        grid = [s0 * 2 ** (i / 4) for i in range(-16, 9)]
+        errs = [err(g) for g in grid]
+        best = min(range(len(grid)), key=lambda i: (abs(errs[i][0]), abs(math.log(grid[i] / s0))))
+        s, mu = grid[best], errs[best][1]
+        # refine by bisection on a sign change next to the best grid point
+        for i in (best - 1, best):
+            if 0 <= i < len(grid) - 1 and errs[i][0] * errs[i + 1][0] < 0:
+                lo, hi = grid[i], grid[i + 1]
+                elo = errs[i][0]
+                for _ in range(40):
+                    mid = (lo + hi) / 2
+                    e, m = err(mid)
+                    if (e < 0) == (elo < 0):
+                        lo, elo = mid, e
+                    else:
+                        hi = mid
+                s = (lo + hi) / 2
+                mu = err(s)[1]
+                break
+    elif p50 is not None:
+        mu = solve_mu(0.5, p50, s0)
+    elif p99 is not None:
+        mu = solve_mu(0.99, p99, s0)
+    fractions = fr(mu, s)
+    reach = {}
+    if p50 is not None:
+        reach["p50"] = interp_quantile(0.5, bounds, fractions)
+    if p99 is not None:
+        reach["p99"] = interp_quantile(0.99, bounds, fractions)
+    res = (fractions, mean, reach)
+    _FIT_CACHE[key] = res
+    return res
+
+
+def _r(x):
+    return None if x is None else float(f"{x:.9g}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Target specifications
+
+class Spec:
+    """One signal's target over the recording."""
+
+    KEYS = {"from", "to", "before", "after", "at_s", "mean", "jitter", "min", "max", "value",
+            "pulse", "base", "start_s", "end_s"}
+
+    def __init__(self, name, raw, duration):
+        self.name, self.raw, self.duration = name, raw, duration
+        self.amp = None  # absolute jitter amplitude; None = built-in relative noise
+        self.extremes = False
+        self.dynamic = False
+        if isinstance(raw, bool):
+            raw = float(raw)
+        if isinstance(raw, str):  # YAML 1.1 reads 1.2e8 (no sign, no dot) as a string
+            try:
+                raw = float(raw)
+            except ValueError:
+                pass
+        if isinstance(raw, (int, float)):
+            self.kind, self.a = "const", float(raw)
+        elif isinstance(raw, dict):
+            unknown = set(raw) - self.KEYS
+            if unknown:
+                raise ValueError(f"signal {name}: unknown keys {sorted(unknown)}")
+            if "jitter" in raw:
+                self.amp = float(raw["jitter"])
+            if "from" in raw or "to" in raw:
+                self.kind, self.a, self.b = "ramp", float(raw["from"]), float(raw["to"])
+                self.dynamic = self.a != self.b
+            elif "before" in raw or "after" in raw:
+                self.kind, self.a, self.b = "step", float(raw["before"]), float(raw["after"])
+                self.at = float(raw["at_s"])
+                self.dynamic = self.a != self.b
+            elif "pulse" in raw:
+                self.kind, self.a, self.b = "pulse", float(raw["base"]), float(raw["pulse"])
+                self.start, self.end = float(raw["start_s"]), float(raw["end_s"])
+                self.dynamic = True
+            elif "min" in raw or "max" in raw:
+                lo, hi = float(raw["min"]), float(raw["max"])
+                self.kind, self.a = "const", (lo + hi) / 2
+                self.amp, self.extremes = (hi - lo) / 2, True
+            elif "mean" in raw or "value" in raw:
+                self.kind, self.a = "const", float(raw.get("mean", raw.get("value")))
+            else:
+                raise ValueError(f"signal {name}: cannot read {raw!r}")
+        else:
+            raise ValueError(f"signal {name}: cannot read {raw!r}")
+
+    def base(self, tau):
+        if self.kind == "const":
+            return self.a
+        if self.kind == "ramp":
+            f = min(max(tau / self.duration, 0.0), 1.0) if self.duration else 1.0
+            return self.a + (self.b - self.a) * f
+        if self.kind == "pulse":
+            return self.b if self.start <= tau < self.end else self.a
+        return self.a if tau < self.at else self.b
+
+
+AUTO = {
+    "ttft_mean_seconds": lambda v, t: ln_mean(v("ttft_p50_seconds", t), v("ttft_p99_seconds", t)),
+    "itl_mean_seconds": lambda v, t: ln_mean(v("itl_p50_seconds", t), v("itl_p99_seconds", t)),
+    "decode_time_mean_seconds": lambda v, t: v("itl_mean_seconds", t) * max(v("output_tokens_mean", t) - 1, 0.0),
+    "e2e_mean_seconds": lambda v, t: v("ttft_mean_seconds", t) + v("decode_time_mean_seconds", t),
+    "e2e_p50_seconds": lambda v, t: v("ttft_p50_seconds", t) + 0.75 * v("decode_time_mean_seconds", t),
+    "e2e_p99_seconds": lambda v, t: v("ttft_p99_seconds", t) + 3.0 * v("decode_time_mean_seconds", t),
+    "output_tokens_per_second": lambda v, t: v("requests_per_second", t) * v("output_tokens_mean", t),
+    "prompt_tokens_per_second": lambda v, t: v("requests_per_second", t) * v("prompt_tokens_mean", t),
+    "running_requests": lambda v, t: min(256.0, v("requests_per_second", t) * max(v("e2e_mean_seconds", t) - v("queue_time_mean_seconds", t), 0.0)),
+    "iteration_tokens_mean": lambda v, t: max(1.0, (v("prompt_tokens_per_second", t) * (1 - v("prefix_cache_hit_ratio", t)) + v("output_tokens_per_second", t)) / steps_per_second(v, t)),
+}
+
+
+def steps_per_second(v, t):
+    return max(min(1.0, v("running_requests", t)), 0.01) / v("itl_mean_seconds", t)
+
+
+class Scenario:
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.name = cfg["name"]
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.name):
+            raise ValueError(f"bad scenario name {self.name!r}")
+        self.duration = int(cfg["duration_s"])
+        self.interval = int(cfg["interval_s"])
+        self.start = int(cfg["start"])
+        self.specs = {}
+        self.nulls = set()
+        for sig, raw in cfg["signals"].items():
+            if sig not in SIGNAL_FAMILIES:
+                raise ValueError(f"scenario {self.name}: unknown signal {sig!r}")
+            if raw is None:
+                self.nulls.add(sig)
+            elif raw == "auto":
+                if sig not in AUTO:
+                    raise ValueError(f"scenario {self.name}: {sig} cannot be auto")
+                self.specs[sig] = "auto"
+            else:
+                self.specs[sig] = Spec(sig, raw, self.duration)
+        self.builtin = {k: (Spec(k, r, self.duration) if r not in (None, "auto") else r)
+                        for k, r in BUILTIN["signals"].items()}
+        omit = set()
+        for sig in self.nulls:
+            fams = SIGNAL_FAMILIES[sig]
+            if fams is None:
+                raise ValueError(f"scenario {self.name}: {sig} cannot be null on its own "
+                                 f"(set requests_per_second: null or omit vllm:request_success)")
+            omit.update(fams)
+        for o in cfg.get("omit") or []:
+            omit.add(o)
+            if o.endswith("_total"):  # a counter's sample name stands for its family
+                omit.add(o[:-6])
+        self.omit = omit
+        self.n = self.duration // self.interval + 1
+        self._cache = {}
+
+    def rng(self, tag):
+        return random.Random(zlib.crc32(f"{self.name}/{tag}".encode()))
+
+    def emitted(self, family):
+        return family not in self.omit
+
+    def val(self, sig, tau):
+        key = (sig, tau)
+        c = self._cache.get(key)
+        if c is not None:
+            return c
+        spec = self.specs.get(sig)
+        if spec is None:  # null or missing: fall back to the built-in for derivations
+            spec = self.builtin.get(sig)
+        if spec is None:
+            raise ValueError(f"signal {sig} has no value")
+        r = AUTO[sig](self.val, tau) if spec == "auto" else spec.base(tau)
+        self._cache[key] = r
+        return r
+
+    def spec(self, sig):
+        return self.specs.get(sig)
+
+    def amp(self, sig, tau):
+        sp = self.specs.get(sig)
+        if isinstance(sp, Spec) and sp.amp is not None:
+            return sp.amp
+        noise = float(self.cfg.get("noise", 1.0))
+        if sig in ABS_NOISE:
+            return ABS_NOISE[sig] * noise
+        return DEFAULT_NOISE.get(sig, 0.0) * noise * abs(self.val(sig, tau))
+
+    def dynamic(self, sig, seen=None):
+        """Whether the target changes over the recording (directly or through AUTO inputs)."""
+        sp = self.specs.get(sig, self.builtin.get(sig))
+        if isinstance(sp, Spec):
+            return sp.dynamic
+        if sp == "auto":
+            probe = [self.val(sig, t) for t in (0.0, self.duration / 2, float(self.duration))]
+            return max(probe) - min(probe) > 1e-12 * max(1.0, abs(probe[0]))
+        return False
+
+
+# ----------------------------------------------------------------------------------------------
+# Time grid and noise
+
+class Grid:
+    def __init__(self, sc, job):
+        self.sc = sc
+        off = int(sc.cfg["scrape_offsets_s"].get(job, 0))
+        self.n = sc.n
+        self.iv = sc.interval
+        self.times = [sc.start + off + k * sc.interval for k in range(self.n)]
+        self.tau = [k * sc.interval + off for k in range(self.n)]  # seconds since recording start
+        in_window = sum(1 for k in range(self.n) if self.times[-1] - self.times[k] < WINDOW_S)
+        self.w_samples = in_window
+        self.w_intervals = max(in_window - 1, 0)
+
+    def mid(self, k):
+        """Recording time at the middle of interval k (between samples k-1 and k)."""
+        return self.tau[k] - self.iv / 2
+
+
+def wround(xs, ws):
+    """Round a cumulative float series to integers so that the increase from sample `ws` (the
+    first sample of the verification window) to the end is the rounded true increase (error
+    <= 0.5 instead of <= 1). Stays monotone."""
+    out = [math.floor(x + 0.5) for x in xs[:ws + 1]]
+    b = out[-1] if out else 0
+    x0 = xs[ws] if ws >= 0 else 0.0
+    out += [b + math.floor(x - x0 + 0.5) for x in xs[ws + 1:]]
+    return out
+
+
+def gauge_noise(rng, n, extremes=False):
+    u = [rng.uniform(-1, 1) for _ in range(n)]
+    u[-1] = 0.0
+    if extremes and n >= 10:
+        u[n - 4], u[n - 9] = 1.0, -1.0
+    return u
+
+
+def rate_noise(rng, n_intervals, w, amps=None):
+    """Uniform noise per interval in [-1, 1] whose amplitude-weighted sum is zero inside the last
+    `w` intervals (and, separately, before them), so that sum(amps[i] * u[i]) adds nothing to
+    the window's increase."""
+    u = [rng.uniform(-1, 1) for _ in range(n_intervals)]
+    a = amps if amps is not None else [1.0] * n_intervals
+    for lo, hi in ((0, n_intervals - w), (n_intervals - w, n_intervals)):
+        aa = sum(x * x for x in a[lo:hi])
+        if hi - lo > 0 and aa > 0:
+            proj = sum(x * y for x, y in zip(a[lo:hi], u[lo:hi])) / aa
+            for i in range(lo, hi):
+                u[i] -= proj * a[i]
+    peak = max([abs(x) for x in u] + [1.0])
+    return [x / peak for x in u]
+
+
+# ----------------------------------------------------------------------------------------------
+# Families
+
+class Family:
+    def __init__(self, name, typ, help_text):
+        self.name, self.typ, self.help = name, typ, help_text
+        self.series = []  # (sample_name, labels, times, values)
+        self.hists = []   # (labels, times, bounds_le_strings, bucket_rows, counts, sums)
+
+    def add(self, sample_name, labels, times, values):
+        self.series.append((sample_name, labels, times, values))
+
+    def render(self, out):
+        out.append(f"# HELP {self.name} {self.help}\n")
+        out.append(f"# TYPE {self.name} {self.typ}\n")
+        for sample_name, labels, times, values in self.series:
+            pre = sample_name + label_text(labels) + " "
+            for t, v in zip(times, values):
+                out.append(f"{pre}{fmt_go(v)} {t}\n")
+        for labels, times, les, rows, counts, sums in self.hists:
+            items = sorted(labels.items())
+            before = ",".join(f'{k}="{esc(v)}"' for k, v in items if k < "le")
+            after = ",".join(f'{k}="{esc(v)}"' for k, v in items if k > "le")
+            bprefix = [f"{self.name}_bucket{{{before + ',' if before else ''}le=\"{le}\"{',' + after if after else ''}}} "
+                       for le in les]
+            lt = label_text(labels)
+            cpre, spre = f"{self.name}_count{lt} ", f"{self.name}_sum{lt} "
+            for k, t in enumerate(times):
+                for i, p in enumerate(bprefix):
+                    out.append(f"{p}{fmt_go(rows[k][i])} {t}\n")
+                out.append(f"{cpre}{fmt_go(counts[k])} {t}\n")
+                out.append(f"{spre}{fmt_go(sums[k])} {t}\n")
+
+
+class Builder:
+    """Builds all families of a scenario, plus the model's own window values for --verify."""
+
+    def __init__(self, sc):
+        self.sc = sc
+        self.cfg = sc.cfg
+        self.families = []
+        self.model = {}     # signal -> value the (unrounded) model gives over the window
+        self.reach = {}     # signal -> reachable value (bucket-limited quantiles)
+        self.intq = {}      # signal -> (quantile of the integer window counts, observations)
+        self.known = set()  # every family name the builder knows (emitted or not)
+        self.extra = dict(self.cfg.get("labels") or {})
+        self.host = self.cfg["host"]
+
+    def fam(self, name, typ, help_text):
+        self.known.add(name)
+        f = Family(name, typ, help_text)
+        if self.sc.emitted(name):
+            self.families.append(f)
+        return f
+
+    # -- counters --------------------------------------------------------------------------
+    def counter_series(self, g, rate_fn, amp_fn, tag, start_fn=None, integer=False, decimals=None):
+        """Cumulative values of a counter whose per-second rate is rate_fn(tau)."""
+        sc = self.sc
+        rates = [rate_fn(g.mid(k)) for k in range(1, g.n)]
+        amps = [min(amp_fn(g.mid(k)) if amp_fn else 0.0, r) for k, r in zip(range(1, g.n), rates)]
+        u = rate_noise(sc.rng(tag), g.n - 1, g.w_intervals, amps)
+        x0 = start_fn() if start_fn else self.cfg["uptime_s"] * rate_fn(0.0)
+        vals_f = [x0]
+        for k in range(1, g.n):
+            vals_f.append(vals_f[-1] + max(rates[k - 1] + amps[k - 1] * u[k - 1], 0.0) * g.iv)
+        if integer:
+            return wround(vals_f, g.n - 1 - g.w_intervals), vals_f
+        if decimals is not None:
+            return [round(v, decimals) for v in vals_f], vals_f
+        return vals_f, vals_f
+
+    def window_rate(self, g, vals):
+        w = g.w_intervals
+        return (vals[-1] - vals[-1 - w]) / (w * g.iv) if w else float("nan")
+
+    # -- gauges ----------------------------------------------------------------------------
+    def gauge_values(self, g, sig, tag, scale=1.0, offset=0.0, lo=None, hi=None, integer=False,
+                     digits=None, fn=None):
+        sc = self.sc
+        sp = sc.spec(sig)
+        extremes = isinstance(sp, Spec) and sp.extremes
+        u = gauge_noise(sc.rng(tag), g.n, extremes)
+        out = []
+        for k in range(g.n):
+            tau = g.tau[k]
+            base = fn(tau) if fn else sc.val(sig, tau)
+            v = (base + sc.amp(sig, tau) * u[k]) * scale + offset
+            if lo is not None:
+                v = max(lo, v)
+            if hi is not None:
+                v = min(hi, v)
+            if integer:
+                v = math.floor(v + 0.5)
+            elif digits is not None:
+                v = round(v, digits)
+            out.append(v)
+        return out
+
+    # -- histograms ------------------------------------------------------------------------
+    def histogram(self, fam, labels, g, bounds, les, counts_int, fit_fn, init_count, signals=None):
+        """Adds a histogram series. counts_int = cumulative observation counts per scrape;
+        fit_fn(tau) -> (fractions at bounds, mean). Bucket counts follow the expected (float)
+        cumulative counts; inside the verification window the integer bucket increments are
+        chosen so that Prometheus' quantiles of the window match the float model."""
+        nb = len(bounds)
+        n, w = g.n, g.w_intervals
+        ws = n - 1 - w
+        fr0, mean0 = fit_fn(0.0)[:2]
+        e = [init_count * f for f in fr0]
+        s = init_count * mean0
+        E, sums = [], []
+        win_s = 0.0
+        for k in range(n):
+            if k > 0:
+                n_k = counts_int[k] - counts_int[k - 1]
+                if n_k:
+                    fr, mean = fit_fn(g.mid(k))[:2]
+                    e = [x + n_k * f for x, f in zip(e, fr)]
+                    s += n_k * mean
+                    if k > ws:
+                        win_s += n_k * mean
+            E.append(e)
+            sums.append(round(s, 6))
+        rows = [[min(math.floor(x + 0.5), counts_int[k]) for x in E[k]] for k in range(ws + 1)]
+        base = rows[ws]
+        N = counts_int[-1] - counts_int[ws]
+        exp_inc = [E[-1][i] - E[ws][i] for i in range(nb)]
+        # model: the window's float distribution
+        tq = []
+        if N > 0:
+            cum = [x / N for x in exp_inc]
+            for q, sig in (signals or {}).items():
+                if sig is None:
+                    continue
+                if q == "mean":
+                    self.model[sig] = win_s / N
+                else:
+                    qq = 0.5 if q == "p50" else 0.99
+                    m = interp_quantile(qq, bounds, cum)
+                    self.model[sig] = m
+                    tq.append((qq, m))
+        D = optimise_increments(bounds, exp_inc, N, tq)
+        for q, sig in (signals or {}).items():
+            if sig is not None and q != "mean" and N > 0:
+                self.intq[sig] = (prom_q_counts(0.5 if q == "p50" else 0.99, bounds, D, N), N)
+        for k in range(ws + 1, n):
+            nk = counts_int[k] - counts_int[ws]
+            row, run = [], 0
+            for i in range(nb):
+                den = exp_inc[i]
+                p = (E[k][i] - E[ws][i]) / den if den > 1e-12 else (nk / N if N else 0.0)
+                run = max(run, math.floor(D[i] * min(max(p, 0.0), 1.0) + 0.5))
+                row.append(base[i] + min(run, nk))
+            rows.append(row)
+        rows = [r + [counts_int[k]] for k, r in enumerate(rows)]
+        fam.hists.append((labels, g.times, les + ["+Inf"], rows, list(counts_int), sums))
+
+    # ======================================================================================
+    def build(self):
+        for job in JOBS:
+            if job in self.sc.omit:
+                continue
+            getattr(self, f"build_{job}")()
+        mode = self.cfg.get("vllm_names", "current")
+        if mode not in ("current", "legacy", "both"):
+            raise ValueError(f"scenario {self.sc.name}: vllm_names must be current, legacy or both")
+        if mode != "current":
+            out = []
+            for f in self.families:
+                old = LEGACY_NAMES.get(f.name)
+                if old is None:
+                    out.append(f)
+                    continue
+                g = Family(old, f.typ, "DEPRECATED: " + f.help if mode == "both" else f.help)
+                g.series = [(sn.replace(f.name, old, 1), lab, t, v) for sn, lab, t, v in f.series]
+                g.hists = f.hists
+                out += [f, g] if mode == "both" else [g]
+            self.families = out
+        return self.families
+
+    # -- vLLM ------------------------------------------------------------------------------
+    def build_vllm(self):
+        sc, cfg = self.sc, self.cfg
+        g = Grid(sc, "vllm")
+        v = sc.val
+        base = {"model_name": cfg["model"], "engine": "0", "job": "vllm",
+                "instance": f"{self.host}:8000", **self.extra}
+        proc = {"job": "vllm", "instance": f"{self.host}:8000", **self.extra}
+        uptime = cfg["uptime_s"]
+        extras = cfg.get("extras")
+
+        # finished requests, split by reason (cumulative integers)
+        rps = lambda t: v("requests_per_second", t)
+        rps_amp = lambda t: sc.amp("requests_per_second", t)
+        _, tot_f = self.counter_series(g, rps, rps_amp, "rps")
+        # split using the same noisy totals
+        abort_f = [0.0] * g.n
+        length_f = [0.0] * g.n
+        abort_f[0] = tot_f[0] * v("error_ratio", 0.0)
+        length_f[0] = tot_f[0] * v("truncation_ratio", 0.0)
+        for k in range(1, g.n):
+            d = tot_f[k] - tot_f[k - 1]
+            abort_f[k] = abort_f[k - 1] + d * v("error_ratio", g.mid(k))
+            length_f[k] = length_f[k - 1] + d * v("truncation_ratio", g.mid(k))
+        rnd = lambda xs: wround(xs, g.n - 1 - g.w_intervals)
+        abort, length, tot_i = rnd(abort_f), rnd(length_f), rnd(tot_f)
+        stop = []
+        for k in range(g.n):
+            s_ = tot_i[k] - abort[k] - length[k]
+            stop.append(max(s_, stop[-1] if stop else 0))
+        fin = [a + b + c for a, b, c in zip(stop, length, abort)]
+        self.model["requests_per_second"] = self.window_rate(g, tot_f)
+        self.model["error_ratio"] = (abort_f[-1] - abort_f[-1 - g.w_intervals]) / (tot_f[-1] - tot_f[-1 - g.w_intervals])
+        self.model["truncation_ratio"] = (length_f[-1] - length_f[-1 - g.w_intervals]) / (tot_f[-1] - tot_f[-1 - g.w_intervals])
+
+        f = self.fam("vllm:request_success", "counter", "Count of successfully processed requests.")
+        for reason, vals in (("abort", abort), ("length", length), ("stop", stop)):
+            f.add("vllm:request_success_total", {**base, "finished_reason": reason}, g.times, vals)
+
+        # tokens
+        gen_i, gen_f = self.counter_series(g, lambda t: v("output_tokens_per_second", t),
+                                           lambda t: sc.amp("output_tokens_per_second", t), "gen", integer=True)
+        self.model["output_tokens_per_second"] = self.window_rate(g, gen_f)
+        prm_i, prm_f = self.counter_series(g, lambda t: v("prompt_tokens_per_second", t),
+                                           lambda t: sc.amp("prompt_tokens_per_second", t), "prompt", integer=True)
+        self.model["prompt_tokens_per_second"] = self.window_rate(g, prm_f)
+        hit = lambda t: v("prefix_cache_hit_ratio", t)
+        hits_f = [prm_f[0] * hit(0.0)]
+        for k in range(1, g.n):
+            hits_f.append(hits_f[-1] + (prm_f[k] - prm_f[k - 1]) * hit(g.mid(k)))
+        hits_i = rnd(hits_f)
+        w = g.w_intervals
+        self.model["prefix_cache_hit_ratio"] = (hits_f[-1] - hits_f[-1 - w]) / max(prm_f[-1] - prm_f[-1 - w], 1e-9)
+
+        f = self.fam("vllm:prompt_tokens", "counter", "Number of prefill tokens processed.")
+        f.add("vllm:prompt_tokens_total", base, g.times, prm_i)
+        f = self.fam("vllm:generation_tokens", "counter", "Number of generation tokens processed.")
+        f.add("vllm:generation_tokens_total", base, g.times, gen_i)
+        f = self.fam("vllm:prefix_cache_queries", "counter", "Prefix cache queries, in terms of number of queried tokens.")
+        f.add("vllm:prefix_cache_queries_total", base, g.times, prm_i)
+        f = self.fam("vllm:prefix_cache_hits", "counter", "Prefix cache hits, in terms of number of cached tokens.")
+        f.add("vllm:prefix_cache_hits_total", base, g.times, hits_i)
+        if extras:
+            f = self.fam("vllm:prompt_tokens_by_source", "counter", "Number of prompt tokens by source.")
+            f.add("vllm:prompt_tokens_by_source_total", {**base, "source": "external_kv_transfer"}, g.times, [0] * g.n)
+            f.add("vllm:prompt_tokens_by_source_total", {**base, "source": "local_cache_hit"}, g.times, hits_i)
+            f.add("vllm:prompt_tokens_by_source_total", {**base, "source": "local_compute"}, g.times,
+                  [a - b for a, b in zip(prm_i, hits_i)])
+            f = self.fam("vllm:prompt_tokens_cached", "counter", "Number of cached prompt tokens (local + external).")
+            f.add("vllm:prompt_tokens_cached_total", base, g.times, hits_i)
+
+        # preemptions
+        pre_i, pre_f = self.counter_series(g, lambda t: v("preemptions_per_second", t),
+                                           lambda t: sc.amp("preemptions_per_second", t), "preempt", integer=True)
+        self.model["preemptions_per_second"] = self.window_rate(g, pre_f)
+        f = self.fam("vllm:num_preemptions", "counter", "Cumulative number of preemption from the engine.")
+        f.add("vllm:num_preemptions_total", base, g.times, pre_i)
+
+        # gauges
+        f = self.fam("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.")
+        f.add("vllm:num_requests_running", base, g.times,
+              self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
+        f = self.fam("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.")
+        f.add("vllm:num_requests_waiting", base, g.times,
+              self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
+        blocks = int(cfg["num_gpu_blocks"])
+        kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
+        f = self.fam("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.")
+        f.add("vllm:kv_cache_usage_perc", base, g.times, [math.floor(x * blocks + 0.5) / blocks for x in kv])
+
+        f = self.fam("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
+        mml = int(cfg["max_model_len"])
+        info = {
+            "block_size": "16", "cache_dtype": "auto", "calculate_kv_scales": "False",
+            "cpu_kvcache_space_bytes": "None", "cpu_offload_gb": "0", "enable_prefix_caching": "True",
+            "engine": "0", "gpu_memory_utilization": "0.9", "is_attention_free": "False",
+            "kv_cache_memory_bytes": "None", "kv_offloading_backend": "native", "kv_offloading_size": "None",
+            "kv_sharing_fast_prefill": "False", "mamba_cache_dtype": "auto", "mamba_page_size_padded": "None",
+            "mamba_ssm_cache_dtype": "auto", "num_cpu_blocks": "None", "num_gpu_blocks": str(blocks),
+            "num_gpu_blocks_override": "None", "prefix_caching_hash_algo": "sha256", "sliding_window": "None",
+            "swap_space": "4", "job": "vllm", "instance": f"{self.host}:8000", **self.extra,
+        }
+        f.add("vllm:cache_config_info", info, g.times, [1] * g.n)
+        if extras:
+            f = self.fam("vllm:engine_sleep_state", "gauge",
+                         "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
+                         "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.")
+            for st, val in (("awake", 1), ("discard_all", 0), ("weights_offloaded", 0)):
+                f.add("vllm:engine_sleep_state", {**base, "sleep_state": st}, g.times, [val] * g.n)
+
+        # histograms
+        fin0 = fin[0]
+        tok_b = buckets_125(mml)
+
+        def hist(name, help_text, bounds, count_int, p50=None, p99=None, mean=None, sigma=0.8,
+                 mean_fn=None, point=None, init=None):
+            fam = self.fam(name, "histogram", help_text)
+            le = [fmt_le_py(b) for b in bounds]
+
+            def fit_fn(tau):
+                return fit_hist(bounds,
+                                v(p50, tau) if p50 else None,
+                                v(p99, tau) if p99 else None,
+                                mean_fn(tau) if mean_fn else (v(mean, tau) if mean else None),
+                                sigma, point)
+            self.histogram(fam, base, g, bounds, le, count_int, fit_fn,
+                           count_int[0] if init is None else init,
+                           {"p50": p50, "p99": p99, "mean": mean})
+            fr, mn, reach = fit_fn(g.tau[-1])
+            for q, sig in (("p50", p50), ("p99", p99)):
+                if sig and q in reach:
+                    self.reach[sig] = reach[q]
+
+        hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS,
+             fin, "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds")
+        itl_cnt = [max(a - b, 0) for a, b in zip(gen_i, fin)]
+        for k in range(1, g.n):
+            itl_cnt[k] = max(itl_cnt[k], itl_cnt[k - 1])
+        hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS,
+             itl_cnt, "itl_p50_seconds", "itl_p99_seconds", "itl_mean_seconds")
+        hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", REQ_BUCKETS,
+             fin, "e2e_p50_seconds", "e2e_p99_seconds", "e2e_mean_seconds")
+        hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", REQ_BUCKETS,
+             fin, None, "queue_time_p99_seconds", "queue_time_mean_seconds", sigma=1.0)
+        hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", REQ_BUCKETS,
+             fin, None, "prefill_time_p99_seconds", "prefill_time_mean_seconds")
+        hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", REQ_BUCKETS,
+             fin, None, None, "decode_time_mean_seconds")
+        hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tok_b,
+             fin, None, "prompt_tokens_p99", "prompt_tokens_mean", sigma=1.0)
+        hist("vllm:request_generation_tokens", "Number of generation tokens processed.", tok_b,
+             fin, None, None, "output_tokens_mean")
+        steps_i, _ = self.counter_series(g, lambda t: steps_per_second(v, t), None, "steps", integer=True)
+        hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", ITER_BUCKETS,
+             steps_i, None, None, "iteration_tokens_mean", sigma=0.9)
+        if extras:
+            hist("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+                 REQ_BUCKETS, fin, mean_fn=lambda t: v("prefill_time_mean_seconds", t) + v("decode_time_mean_seconds", t))
+            hist("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",
+                 ITL_BUCKETS, fin, mean_fn=lambda t: v("itl_mean_seconds", t), sigma=0.2)
+            hist("vllm:request_prefill_kv_computed_tokens",
+                 "Histogram of new KV tokens computed during prefill (excluding cached tokens).", tok_b, fin,
+                 mean_fn=lambda t: v("prompt_tokens_mean", t) * (1 - v("prefix_cache_hit_ratio", t)), sigma=1.1)
+            hist("vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.",
+                 tok_b, fin, mean_fn=lambda t: v("output_tokens_mean", t))
+            hist("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", tok_b, fin,
+                 mean_fn=lambda t: 2048.0, sigma=0.3)
+            hist("vllm:request_params_n", "Histogram of the n request parameter.", PARAMS_N_BUCKETS, fin, point=1)
+
+        # speculative decoding (only when a target is set)
+        acc_spec = sc.spec("spec_decode_acceptance_ratio")
+        if acc_spec is not None:
+            k_spec = 3
+            acc = lambda t: v("spec_decode_acceptance_ratio", t)
+            drafts_rate = lambda t: v("output_tokens_per_second", t) / (1 + k_spec * acc(t))
+            d_i, d_f = self.counter_series(g, drafts_rate, None, "drafts", integer=True)
+            dt_f = [x * k_spec for x in d_f]
+            acc_f = [dt_f[0] * acc(0.0)]
+            for k in range(1, g.n):
+                acc_f.append(acc_f[-1] + (dt_f[k] - dt_f[k - 1]) * acc(g.mid(k)))
+            self.model["spec_decode_acceptance_ratio"] = (acc_f[-1] - acc_f[-1 - w]) / (dt_f[-1] - dt_f[-1 - w])
+            f = self.fam("vllm:spec_decode_num_drafts", "counter", "Number of spec decoding drafts.")
+            f.add("vllm:spec_decode_num_drafts_total", base, g.times, d_i)
+            f = self.fam("vllm:spec_decode_num_draft_tokens", "counter", "Number of draft tokens.")
+            f.add("vllm:spec_decode_num_draft_tokens_total", base, g.times, rnd(dt_f))
+            f = self.fam("vllm:spec_decode_num_accepted_tokens", "counter", "Number of accepted tokens.")
+            acc_i = rnd(acc_f)
+            f.add("vllm:spec_decode_num_accepted_tokens_total", base, g.times, acc_i)
+            f = self.fam("vllm:spec_decode_num_accepted_tokens_per_pos", "counter", "Accepted tokens per draft position.")
+            weights = [0.5, 0.3, 0.2]
+            parts = [rnd([x * wt for x in acc_f]) for wt in weights[:-1]]
+            parts.append([a - sum(p[k] for p in parts) for k, a in enumerate(acc_i)])
+            for pos, vals in enumerate(parts):
+                f.add("vllm:spec_decode_num_accepted_tokens_per_pos_total", {**base, "position": str(pos)}, g.times, vals)
+
+        # API-server process
+        cpu_vals, cpu_f = self.counter_series(
+            g, lambda t: v("frontend_cpu_cores", t), lambda t: sc.amp("frontend_cpu_cores", t), "proc_cpu",
+            decimals=2)
+        self.model["frontend_cpu_cores"] = self.window_rate(g, cpu_f)
+        f = self.fam("process_cpu_seconds", "counter", "Total user and system CPU time spent in seconds.")
+        f.add("process_cpu_seconds_total", proc, g.times, cpu_vals)
+        if extras:
+            start_time = sc.start - uptime + 0.37
+            for name, help_text, val in (
+                ("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", [start_time] * g.n),
+                ("process_resident_memory_bytes", "Resident memory size in bytes.",
+                 [6.41e9 + 1.2e6 * (k % 7) for k in range(g.n)]),
+                ("process_virtual_memory_bytes", "Virtual memory size in bytes.", [1.0317e11] * g.n),
+                ("process_open_fds", "Number of open file descriptors.", [143 + (k % 3) for k in range(g.n)]),
+                ("process_max_fds", "Maximum number of open file descriptors.", [1048576] * g.n),
+            ):
+                f = self.fam(name, "gauge", help_text)
+                f.add(name, proc, g.times, val)
+            f = self.fam("python_info", "gauge", "Python platform information")
+            f.add("python_info", {**proc, "implementation": "CPython", "major": "3", "minor": "12",
+                                  "patchlevel": "11", "version": "3.12.11"}, g.times, [1] * g.n)
+            f = self.fam("http_requests", "counter", "Total number of requests by method, status and handler.")
+            scrapes0 = uptime // sc.interval
+            f.add("http_requests_total", {**proc, "handler": "/health", "method": "GET", "status": "2xx"},
+                  g.times, [scrapes0 // 2 + k for k in range(g.n)])
+            f.add("http_requests_total", {**proc, "handler": "/metrics", "method": "GET", "status": "2xx"},
+                  g.times, [scrapes0 + k for k in range(g.n)])
+            f.add("http_requests_total", {**proc, "handler": "/v1/chat/completions", "method": "POST", "status": "2xx"},
+                  g.times, fin)
+
+    # -- dcgm-exporter ---------------------------------------------------------------------
+    def build_dcgm(self):
+        sc, cfg = self.sc, self.cfg
+        g = Grid(sc, "dcgm")
+        v = sc.val
+        ngpu = int(cfg["gpus"])
+        total_mib, reserved_mib = 81559, 511
+        max_sm, mem_clock, plimit = 1980, 2619, 700.0
+        bus = ["00000000:18:00.0", "00000000:2A:00.0", "00000000:3A:00.0", "00000000:5D:00.0",
+               "00000000:9A:00.0", "00000000:AB:00.0", "00000000:BA:00.0", "00000000:DB:00.0"]
+        gl = []
+        for i in range(ngpu):
+            h = f"{zlib.crc32(f'{self.host}/{i}'.encode()):08x}{zlib.crc32(f'{i}/{self.host}'.encode()):08x}"
+            h += f"{zlib.crc32(f'{self.host}-{i}-x'.encode()):08x}{zlib.crc32(f'x-{i}-{self.host}'.encode()):08x}"
+            uuid = f"GPU-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+            gl.append({"gpu": str(i), "UUID": uuid, "pci_bus_id": bus[i] if i < len(bus) else f"00000000:{0xE0 + i:02X}:00.0",
+                       "device": f"nvidia{i}", "modelName": "NVIDIA H100 80GB HBM3", "Hostname": self.host,
+                       "DCGM_FI_DRIVER_VERSION": "570.133.20", "job": "dcgm", "instance": f"{self.host}:9400",
+                       **self.extra})
+        extras = cfg.get("extras")
+
+        def zero_sum(i, step):
+            """Per-GPU offset for 'avg' signals: zero-sum over GPUs."""
+            if ngpu == 1:
+                return 0.0
+            pat = [0, 1, -1, 2, -2, 1, -1, 0]
+            offs = [pat[j % len(pat)] for j in range(ngpu)]
+            offs[-1] -= sum(offs)
+            return offs[i] * step
+
+        def lower(i, frac):
+            """Per-GPU factor for 'max' signals: GPU 0 holds the target, others are lower."""
+            return 1.0 if i == 0 else 1.0 - frac * (1 + (i % 3))
+
+        fams = {}
+
+        def fam(name, typ, help_text):
+            if name not in fams:
+                fams[name] = self.fam(name, typ, help_text)
+            return fams[name]
+
+        # keep the family order of dcgm-exporter's output (default-counters.csv order, added fields last)
+        order = [
+            ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
+            ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
+            ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),
+            ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+            ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+            ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ)."),
+            ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries."),
+            ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+            ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
+            ("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %)."),
+            ("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %)."),
+            ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+            ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
+            ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
+            ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB)."),
+            ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "Total number of NVLink bandwidth counters for all lanes."),
+            ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for uncorrectable errors"),
+            ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for correctable errors"),
+            ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
+            ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
+            ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
+            ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Ratio of cycles the device memory interface is active sending or receiving data."),
+            ("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second."),
+            ("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second."),
+            ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "gauge", "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*)."),
+            ("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "gauge", "Effective power limit that the driver enforces after taking into account all limiters (in W)."),
+            ("DCGM_FI_DEV_MAX_SM_CLOCK", "gauge", "Maximum supported SM clock for the device (in MHz)."),
+            ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
+        ]
+        extra_only = {"DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL",
+                      "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"}
+        for name, typ, help_text in order:
+            if name in extra_only and not extras:
+                continue
+            fam(name, typ, help_text)
+
+        def put(name, labels, vals):
+            if name in fams:
+                fams[name].add(name, labels, g.times, vals)
+
+        host_uptime = 1036800 + zlib.crc32(self.host.encode()) % 86400
+        w = g.w_intervals
+        util_model, pcie_model, nvl_model = [], [], []
+        for i, lab in enumerate(gl):
+            tg = f"gpu{i}"
+            util = self.gauge_values(g, "gpu_utilization_ratio", tg + "util", scale=100,
+                                     offset=zero_sum(i, 1.0), lo=0, hi=100, integer=True)
+            put("DCGM_FI_DEV_GPU_UTIL", lab, util)
+            for sig, fname in (("sm_active_ratio", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"),
+                               ("tensor_active_ratio", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"),
+                               ("dram_active_ratio", "DCGM_FI_PROF_DRAM_ACTIVE")):
+                put(fname, lab, self.gauge_values(g, sig, tg + sig, offset=zero_sum(i, 0.01), lo=0.0, hi=1.0, digits=6))
+            if extras:
+                put("DCGM_FI_DEV_MEM_COPY_UTIL", lab,
+                    self.gauge_values(g, "dram_active_ratio", tg + "memcopy", scale=80, lo=0, hi=100, integer=True))
+                put("DCGM_FI_DEV_ENC_UTIL", lab, [0] * g.n)
+                put("DCGM_FI_DEV_DEC_UTIL", lab, [0] * g.n)
+                put("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", lab, [0] * g.n)
+                put("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", lab, [0] * g.n)
+            # memory (vLLM preallocates: constant unless the target moves)
+            used = [math.floor(x * total_mib + 0.5) for x in
+                    self.gauge_values(g, "gpu_memory_used_ratio", tg + "fb", lo=0.0, hi=(total_mib - reserved_mib) / total_mib,
+                                      fn=lambda t, i=i: v("gpu_memory_used_ratio", t) * lower(i, 0.002))]
+            put("DCGM_FI_DEV_FB_USED", lab, used)
+            put("DCGM_FI_DEV_FB_FREE", lab, [total_mib - reserved_mib - u for u in used])
+            put("DCGM_FI_DEV_FB_RESERVED", lab, [reserved_mib] * g.n)
+            temp = self.gauge_values(g, "gpu_temperature_celsius", tg + "temp", offset=-(i % 3) if i else 0, integer=True)
+            put("DCGM_FI_DEV_GPU_TEMP", lab, temp)
+            put("DCGM_FI_DEV_MEMORY_TEMP", lab, [t + 6 for t in temp])
+            power = self.gauge_values(g, "gpu_power_ratio", tg + "power", scale=plimit * lower(i, 0.015), lo=20.0,
+                                      hi=plimit * 1.02, digits=3)
+            put("DCGM_FI_DEV_POWER_USAGE", lab, power)
+            put("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", lab, [plimit] * g.n)
+            energy = [math.floor(host_uptime * power[0] * 1000)]
+            for k in range(1, g.n):
+                energy.append(energy[-1] + math.floor((power[k - 1] + power[k]) / 2 * g.iv * 1000 + 0.5))
+            put("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", lab, energy)
+            clk = self.gauge_values(g, "sm_clock_ratio", tg + "clk", scale=max_sm, offset=(15 * (i % 3) if i else 0),
+                                    lo=210, hi=max_sm, integer=True)
+            put("DCGM_FI_DEV_SM_CLOCK", lab, clk)
+            put("DCGM_FI_DEV_MAX_SM_CLOCK", lab, [max_sm] * g.n)
+            put("DCGM_FI_DEV_MEM_CLOCK", lab, [mem_clock] * g.n)
+            # clock-event reasons: power cap 0x4 / sw thermal 0x20 in the target share of scrapes
+            share = 1.0 if i == 0 else 0.5
+            pw = bit_pattern(g, lambda t: v("gpu_power_throttle_ratio", t) * share)
+            th = bit_pattern(g, lambda t: v("gpu_thermal_throttle_ratio", t) * share)
+            idle = bit_pattern(g, lambda t: max(0.0, 1.0 - 4 * v("gpu_utilization_ratio", t)))
+            put("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", lab,
+                [(0x4 if a else 0) | (0x20 if b else 0) | (0x1 if c else 0) for a, b, c in zip(pw, th, idle)])
+            put("DCGM_FI_DEV_XID_ERRORS", lab,
+                [int(round(v("gpu_xid_error_code", t))) if i == 0 else 0 for t in g.tau])
+            put("DCGM_FI_DEV_ROW_REMAP_FAILURE", lab,
+                [int(round(v("gpu_row_remap_failure", t))) if i == 0 else 0 for t in g.tau])
+            ecc = [0] * g.n
+            if i == 0:
+                nerr = int(round(v("gpu_ecc_uncorrectable_errors", g.tau[-1])))
+                if nerr > 0:
+                    at = max(g.n - 8, g.n - g.w_samples + 1, 1)
+                    for k in range(at, g.n):
+                        ecc[k] = nerr
+            put("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", lab, ecc)
+            # PCIe throughput gauges (bytes/s), 40% TX / 60% RX
+            pcie = self.gauge_values(g, "pcie_bytes_per_second", tg + "pcie", scale=lower(i, 0.1), lo=0.0)
+            put("DCGM_FI_PROF_PCIE_TX_BYTES", lab, [math.floor(x * 0.4 + 0.5) for x in pcie])
+            put("DCGM_FI_PROF_PCIE_RX_BYTES", lab, [math.floor(x + 0.5) - math.floor(x * 0.4 + 0.5) for x in pcie])
+            rep_i, rep_f = self.counter_series(g, lambda t: v("pcie_replays_per_second", t),
+                                               lambda t: sc.amp("pcie_replays_per_second", t), tg + "replay",
+                                               integer=True, start_fn=lambda: 0.0)
+            put("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", lab, rep_i if i == 0 else [0] * g.n)
+            if i == 0:
+                self.model["pcie_replays_per_second"] = self.window_rate(g, rep_f)
+            nv_i, nv_f = self.counter_series(g, lambda t, i=i: v("nvlink_bytes_per_second", t) * lower(i, 0.05),
+                                             lambda t: sc.amp("nvlink_bytes_per_second", t) * 0.5, tg + "nvlink",
+                                             integer=True, start_fn=lambda: host_uptime * v("nvlink_bytes_per_second", 0.0) * 0.8)
+            put("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", lab, nv_i)
+            nvl_model.append(self.window_rate(g, nv_f))
+        self.model["nvlink_bytes_per_second"] = max(nvl_model)
+
+    # -- node_exporter ---------------------------------------------------------------------
+    def build_node(self):
+        sc, cfg = self.sc, self.cfg
+        g = Grid(sc, "node")
+        v = sc.val
+        ncpu = int(cfg["cpus"])
+        lab = {"job": "node", "instance": f"{self.host}:9100", **self.extra}
+        host_uptime = 1036800 + zlib.crc32(self.host.encode()) % 86400
+        pegged = 1 if ncpu > 1 else 0
+        modes = ("idle", "iowait", "irq", "nice", "softirq", "steal", "system", "user")
+        split = {"user": 0.78, "system": 0.17, "softirq": 0.03, "irq": 0.01, "nice": 0.01, "steal": 0.0}
+        # zero-sum spread over the non-pegged cores
+        others = [c for c in range(ncpu) if c != pegged]
+        spread = [((c * 7919) % 13) / 6.0 - 1.0 for c in others]
+        if spread:
+            m = sum(spread) / len(spread)
+            spread = [s - m for s in spread]
+            pk = max([abs(s) for s in spread] + [1e-9])
+            spread = [s / pk for s in spread]
+        spread_of = dict(zip(others, spread))
+
+        def busy(c, t):
+            u, b = v("host_cpu_utilization_ratio", t), v("host_cpu_busiest_core_ratio", t)
+            if ncpu == 1:
+                return u
+            o = max(0.0, min((ncpu * u - b) / (ncpu - 1), b))
+            if c == pegged:
+                return b
+            a = min(0.35 * o, (b - o) * 0.9, 1 - o)
+            return o + a * spread_of[c]
+
+        def avg_busy(t):
+            return sum(busy(c, t) for c in range(ncpu)) / ncpu
+
+        fam = self.fam("node_cpu_seconds", "counter", "Seconds the CPUs spent in each mode.")
+        idle_model = []
+        iow_model = []
+        rng = sc.rng("cpu")
+        def jitter(c, t):
+            b = busy(c, t)
+            rel = sc.amp("host_cpu_utilization_ratio", t) / max(v("host_cpu_utilization_ratio", t), 1e-9)
+            return min(rel * b, 1 - b, b * 0.5)
+
+        for c in range(ncpu):
+            u_noise = rate_noise(rng, g.n - 1, g.w_intervals, [jitter(c, g.mid(k)) for k in range(1, g.n)])
+            per_mode = {m: [host_uptime * 0.0] for m in modes}
+            # starting values: the host has been up for ~12 days at roughly the same load
+            b0 = busy(c, 0.0)
+            w0 = min(v("host_cpu_iowait_ratio", 0.0), avg_busy(0.0)) * b0 / max(avg_busy(0.0), 1e-9)
+            per_mode["idle"][0] = host_uptime * (1 - b0)
+            per_mode["iowait"][0] = host_uptime * w0
+            for m, s in split.items():
+                per_mode[m][0] = host_uptime * (b0 - w0) * s
+            for k in range(1, g.n):
+                t = g.mid(k)
+                b = busy(c, t)
+                bk = b + jitter(c, t) * u_noise[k - 1]
+                # iowait counts as busy (1 - idle): give each core a share proportional to its
+                # busy time, so the average is the target and no core has more iowait than busy
+                wk = min(v("host_cpu_iowait_ratio", t), avg_busy(t)) * bk / max(avg_busy(t), 1e-9)
+                per_mode["idle"].append(per_mode["idle"][-1] + (1 - bk) * g.iv)
+                per_mode["iowait"].append(per_mode["iowait"][-1] + wk * g.iv)
+                for m, s in split.items():
+                    per_mode[m].append(per_mode[m][-1] + (bk - wk) * s * g.iv)
+            w = g.w_intervals
+            idle_model.append((per_mode["idle"][-1] - per_mode["idle"][-1 - w]) / (w * g.iv))
+            iow_model.append((per_mode["iowait"][-1] - per_mode["iowait"][-1 - w]) / (w * g.iv))
+            for m in modes:
+                fam.add("node_cpu_seconds_total", {**lab, "cpu": str(c), "mode": m}, g.times,
+                        [round(x, 2) for x in per_mode[m]])
+        self.model["host_cpu_utilization_ratio"] = 1 - sum(idle_model) / ncpu
+        self.model["host_cpu_busiest_core_ratio"] = 1 - min(idle_model)
+        self.model["host_cpu_iowait_ratio"] = sum(iow_model) / ncpu
+        # PSI counters are microseconds in /proc, exported as seconds: 6 decimals
+        psi_vals, psi_f = self.counter_series(g, lambda t: v("host_cpu_pressure_ratio", t),
+                                              lambda t: sc.amp("host_cpu_pressure_ratio", t), "psi",
+                                              start_fn=lambda: host_uptime * v("host_cpu_pressure_ratio", 0.0),
+                                              decimals=6)
+        self.model["host_cpu_pressure_ratio"] = self.window_rate(g, psi_f)
+        f = self.fam("node_pressure_cpu_waiting_seconds", "counter", "Total time in seconds that processes have waited for CPU time")
+        f.add("node_pressure_cpu_waiting_seconds_total", lab, g.times, psi_vals)
+        if cfg.get("extras"):
+            u = v("host_cpu_utilization_ratio", g.tau[-1]) * ncpu
+            for name, mult in (("node_load1", 1.0), ("node_load5", 0.97), ("node_load15", 0.95)):
+                f = self.fam(name, "gauge", f"{name[5:]}m load average.")
+                f.add(name, lab, g.times, [round(u * mult * (1 + 0.05 * math.sin(k / 3)), 2) for k in range(g.n)])
+            f = self.fam("node_boot_time_seconds", "gauge", "Node boot time, in unixtime.")
+            f.add("node_boot_time_seconds", lab, g.times, [sc.start - host_uptime] * g.n)
+            for name, val in (("node_memory_MemTotal_bytes", 2.163e12), ("node_memory_MemAvailable_bytes", 1.874e12)):
+                f = self.fam(name, "gauge", f"Memory information field {name[12:]}.")
+                f.add(name, lab, g.times, [val - (0 if "Total" in name else 1.3e7 * (k % 5)) for k in range(g.n)])
+
+
+def prom_q_counts(q, bounds, D, N):
+    """histogram_quantile over finite cumulative counts D (and +Inf = N)."""
+    rank = q * N
+    for i, c in enumerate(D):
+        if c >= rank:
+            lo = bounds[i - 1] if i else 0.0
+            lc = D[i - 1] if i else 0
+            return b_interp(lo, bounds[i], rank - lc, c - lc)
+    return bounds[-1]
+
+
+def b_interp(lo, hi, r, c):
+    return hi if c <= 0 else lo + (hi - lo) * r / c
+
+
+def optimise_increments(bounds, exp_inc, N, tq):
+    """Integer cumulative window increments per bucket (monotone, <= N) close to exp_inc whose
+    interpolated quantiles match the targets tq [(q, value)]: rounding, then a greedy search
+    moving single observations between neighbouring buckets."""
+    nb = len(bounds)
+    D = []
+    for x in exp_inc:
+        D.append(min(max(math.floor(x + 0.5), D[-1] if D else 0), N))
+    if not tq or N <= 0:
+        return D
+
+    def cost(D):
+        return sum(abs(prom_q_counts(q, bounds, D, N) - m) / m for q, m in tq if m > 0)
+
+    cur = cost(D)
+    for _ in range(400):
+        if cur < 5e-4:
+            break
+        best = None
+        for i in range(nb):
+            lo = D[i - 1] if i else 0
+            hi = D[i + 1] if i < nb - 1 else N
+            for d in (-1, 1):
+                v = D[i] + d
+                if lo <= v <= hi:
+                    D[i] = v
+                    c = cost(D)
+                    D[i] = v - d
+                    if c < cur - 1e-12 and (best is None or c < best[0]):
+                        best = (c, i, d)
+        if best is None:
+            break
+        cur, i, d = best
+        D[i] += d
+    return D
+
+
+def bit_pattern(g, share_fn):
+    """Which scrapes have a bit set so that the last k scrapes hold round(sum of shares) hits."""
+    bits = [False] * g.n
+    acc = 0.0
+    prev = 0
+    for j in range(g.n):
+        k = g.n - 1 - j
+        acc += min(max(share_fn(g.tau[k]), 0.0), 1.0)
+        cnt = math.floor(acc + 0.5)
+        bits[k] = cnt > prev
+        prev = cnt
+    return bits
+
+
+# ----------------------------------------------------------------------------------------------
+# Scenario loading and writing
+
+def merge(base, over):
+    out = dict(base)
+    for k, val in (over or {}).items():
+        if k in ("signals", "labels", "scrape_offsets_s") and isinstance(val, dict):
+            out[k] = {**(out.get(k) or {}), **val}
+        elif k == "omit":
+            out[k] = list(out.get(k) or []) + list(val or [])
+        else:
+            out[k] = val
+    return out
+
+
+def load_scenarios(path=SCENARIOS_FILE):
+    with open(path, encoding="utf-8") as fh:
+        doc = yaml.safe_load(fh) or {}
+    unknown = set(doc) - {"defaults", "scenarios"}
+    if unknown:
+        raise ValueError(f"{path}: unknown top-level keys {sorted(unknown)}")
+    defaults = merge(BUILTIN, doc.get("defaults") or {})
+    out = []
+    names = set()
+    for s in doc.get("scenarios") or []:
+        cfg = merge(defaults, {k: x for k, x in s.items() if k != "description"})
+        if cfg["name"] in names:
+            raise ValueError(f"duplicate scenario {cfg['name']}")
+        names.add(cfg["name"])
+        out.append(cfg)
+    return out
+
+
+KNOWN_KEYS = set(BUILTIN) | {"name"}
+
+
+def render(cfg):
+    unknown = set(cfg) - KNOWN_KEYS
+    if unknown:
+        raise ValueError(f"scenario {cfg.get('name')}: unknown keys {sorted(unknown)}")
+    sc = Scenario(cfg)
+    b = Builder(sc)
+    fams = b.build()
+    out = []
+    for f in fams:
+        if f.series or f.hists:
+            f.render(out)
+    out.append("# EOF\n")
+    return "".join(out), sc, b
+
+
+def unreachable(sc, b):
+    """Warnings for quantile targets the bucket layout cannot represent, and unknown omits."""
+    out = []
+    for o in sorted(sc.cfg.get("omit") or []):
+        if o not in JOBS and o not in b.known and o[:-6] not in b.known and not o.startswith("vllm:spec_decode"):
+            out.append(f"warning: {sc.name}: omit entry {o!r} matches no family")
+    for sig, r in sorted(b.reach.items()):
+        t = sc.val(sig, float(sc.duration))
+        if abs(r - t) > 0.02 * abs(t):
+            out.append(f"warning: {sc.name}: {sig} = {t:g} cannot be represented with vLLM's bucket "
+                       f"bounds together with the histogram's other targets; the recording reads ~{r:.4g}")
+    return out
+
+
+def write(cfg, directory, warn=False):
+    text, sc, b = render(cfg)
+    if warn:
+        for line in unreachable(sc, b):
+            print(line, file=sys.stderr)
+    # Compressed (mtime 0, so the bytes depend only on the text): recordings are ~15x smaller.
+    path = Path(directory) / f"{cfg['name']}.om.gz"
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
+    os.replace(tmp, path)
+    return path, len(text)
+
+
+def bench_cfg():
+    return merge(BUILTIN, BENCH)
+
+
+# ----------------------------------------------------------------------------------------------
+# Verifier: parse an OpenMetrics file and recompute the adapters' signals (Prometheus semantics)
+
+SAMPLE_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)(?:\s+(\S+))?\s*$')
+
+
+def parse_labels(s):
+    labels, i, n = {}, 1, len(s)
+    while i < n - 1:
+        j = s.index("=", i)
+        key = s[i:j].strip().lstrip(",").strip()
+        assert s[j + 1] == '"', s
+        k = j + 2
+        val = []
+        while s[k] != '"':
+            if s[k] == "\\":
+                nxt = s[k + 1]
+                val.append({"n": "\n", "\\": "\\", '"': '"'}.get(nxt, "\\" + nxt))
+                k += 2
+            else:
+                val.append(s[k])
+                k += 1
+        labels[key] = "".join(val)
+        i = k + 1
+        while i < n and s[i] in ", ":
+            i += 1
+    return labels
+
+
+def parse_om(path):
+    series = {}
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip() or line.startswith("#"):
+                continue
+            m = SAMPLE_RE.match(line)
+            if not m:
+                raise ValueError(f"cannot parse {line!r}")
+            name, lt, val, ts = m.groups()
+            labels = parse_labels(lt) if lt else {}
+            key = (name, tuple(sorted(labels.items())))
+            v = float(val.replace("Inf", "inf"))
+            series.setdefault(key, []).append((int(round(float(ts) * 1000)), v))
+    return series
+
+
+def prom_rate(samples, end, win, is_rate=True):
+    start = end - win
+    s = [x for x in samples if start < x[0] <= end and math.isfinite(x[1])]
+    if len(s) < 2:
+        return None
+    resets = 0.0
+    for a, b in zip(s, s[1:]):
+        if b[1] < a[1]:
+            resets += a[1]
+    first, last = s[0], s[-1]
+    sampled = (last[0] - first[0]) / 1000
+    result = last[1] - first[1] + resets
+    to_start = (first[0] - start) / 1000
+    to_end = (end - last[0]) / 1000
+    avg = sampled / (len(s) - 1)
+    if to_start >= avg * 1.1:
+        to_start = avg / 2
+    if result > 0 and first[1] >= 0:
+        to_zero = sampled * (first[1] / result)
+        if to_zero < to_start:
+            to_start = to_zero
+    if to_end >= avg * 1.1:
+        to_end = avg / 2
+    factor = (sampled + to_start + to_end) / sampled
+    if is_rate:
+        factor /= win / 1000
+    return result * factor
+
+
+def prom_quantile(q, buckets):
+    buckets = sorted(buckets)
+    merged = []
+    for le, c in buckets:
+        if merged and merged[-1][0] == le:
+            merged[-1][1] += c
+        else:
+            merged.append([le, c])
+    mx = -INF
+    for b in merged:
+        b[1] = max(b[1], mx)
+        mx = b[1]
+    if len(merged) < 2 or merged[-1][0] != INF or merged[-1][1] == 0:
+        return None
+    total = merged[-1][1]
+    rank = q * total
+    idx = next((i for i, (_, c) in enumerate(merged[:-1]) if c >= rank), len(merged) - 1)
+    if idx == len(merged) - 1:
+        return merged[-2][0]
+    end, count = merged[idx]
+    start = 0.0
+    if idx > 0:
+        start = merged[idx - 1][0]
+        count -= merged[idx - 1][1]
+        rank -= merged[idx - 1][1]
+    return start + (end - start) * (rank / count)
+
+
+class Evaluator:
+    def __init__(self, series, window_s=WINDOW_S):
+        self.by_name = {}
+        for (name, labels), samples in series.items():
+            self.by_name.setdefault(name, []).append((dict(labels), samples))
+        self.end = max(s[-1][0] for s in series.values())
+        self.win = window_s * 1000
+        self.stat = "last"  # gauge statistic: last, mean, min, max (like the Rust Stat)
+
+    def select(self, sel, suffix=""):
+        names = sel["metric"] if isinstance(sel["metric"], list) else [sel["metric"]]
+        for n in names:
+            found = self.by_name.get(n + suffix)
+            if found:
+                def ok(lab):
+                    for k, vals in (sel.get("where") or {}).items():
+                        vals = vals if isinstance(vals, list) else [vals]
+                        if lab.get(k) not in [str(x) for x in vals]:
+                            return False
+                    for k, vals in (sel.get("where_not") or {}).items():
+                        vals = vals if isinstance(vals, list) else [vals]
+                        if lab.get(k) in [str(x) for x in vals]:
+                            return False
+                    return True
+                return [(lab, s) for lab, s in found if ok(lab)], n
+        return None, None
+
+    @staticmethod
+    def key(lab):
+        return tuple(sorted((k, v) for k, v in lab.items() if k != "le"))
+
+    def ev(self, e):
+        (op, arg), = e.items()
+        if op in ("gauge", "rate", "increase", "bit_share"):
+            found, _ = self.select(arg)
+            if not found:
+                return None
+            out = {}
+            for lab, s in found:
+                w = [x for x in s if self.end - self.win < x[0] <= self.end and math.isfinite(x[1])]
+                if op == "gauge":
+                    vals = [x[1] for x in w]
+                    val = None if not vals else {"last": vals[-1], "mean": sum(vals) / len(vals),
+                                                 "min": min(vals), "max": max(vals)}[self.stat]
+                elif op == "bit_share":
+                    val = (sum(1 for x in w if int(x[1]) & int(arg["mask"])) / len(w)) if w else None
+                else:
+                    val = prom_rate(s, self.end, self.win, op == "rate")
+                if val is not None:
+                    out[self.key(lab)] = val
+            return out or None
+        if op == "quantile":
+            found, _ = self.select(arg, "_bucket")
+            if not found:
+                return None
+            b = []
+            for lab, s in found:
+                r = prom_rate(s, self.end, self.win)
+                if r is not None:
+                    b.append((INF if lab["le"] == "+Inf" else float(lab["le"]), r))
+            v = prom_quantile(float(arg["q"]), b)
+            return None if v is None else {(): v}
+        if op == "hist_mean":
+            s = self.ev({"sum": {"rate": {**arg, "metric": self._first(arg, "_sum")}}})
+            c = self.ev({"sum": {"rate": {**arg, "metric": self._first(arg, "_count")}}})
+            if not s or not c or c[()] <= 0:
+                return None
+            return {(): s[()] / c[()]}
+        if op in ("sum", "max", "min", "avg", "count"):
+            x = self.ev(arg)
+            if not x:
+                return None
+            vals = list(x.values())
+            return {(): {"sum": sum, "max": max, "min": min, "avg": lambda v: sum(v) / len(v),
+                         "count": len}[op](vals)}
+        if op == "scale":
+            x = self.ev(arg[0])
+            return x and {k: v * float(arg[1]) for k, v in x.items()}
+        if op == "percent_to_ratio":
+            x = self.ev(arg)
+            if x and any(v > 1 for v in x.values()):
+                x = {k: v / 100 for k, v in x.items()}
+            return x
+        if op == "const":
+            return {(): float(arg)}
+        if op in ("div", "sub", "add"):
+            parts = [self.ev(a) for a in arg]
+            if any(p is None for p in parts):
+                return None
+            acc = parts[0]
+            for p in parts[1:]:
+                acc = self.binary(acc, p, op)
+                if acc is None:
+                    return None
+            return acc
+        if op == "first":
+            for a in arg:
+                x = self.ev(a)
+                if x:
+                    return x
+            return None
+        raise ValueError(f"unknown op {op}")
+
+    def _first(self, sel, suffix):
+        names = sel["metric"] if isinstance(sel["metric"], list) else [sel["metric"]]
+        for n in names:
+            if self.by_name.get(n + suffix):
+                return n + suffix
+        return names[0] + suffix
+
+    @staticmethod
+    def binary(a, b, op):
+        f = {"div": lambda x, y: x / y if y != 0 else None, "sub": lambda x, y: x - y,
+             "add": lambda x, y: x + y}[op]
+        out = {}
+        if len(b) == 1 and () in b:
+            for k, x in a.items():
+                r = f(x, b[()])
+                if r is not None:
+                    out[k] = r
+        elif len(a) == 1 and () in a:
+            for k, y in b.items():
+                r = f(a[()], y)
+                if r is not None:
+                    out[k] = r
+        else:
+            for k, x in a.items():
+                if k in b:
+                    r = f(x, b[k])
+                    if r is not None:
+                        out[k] = r
+        return out or None
+
+
+def reads_gauge(e):
+    (op, arg), = e.items()
+    if op == "gauge":
+        return True
+    if op in ("sum", "max", "min", "avg", "count", "percent_to_ratio"):
+        return reads_gauge(arg)
+    if op == "scale":
+        return reads_gauge(arg[0])
+    if op in ("div", "sub", "add", "first"):
+        return any(reads_gauge(a) for a in arg)
+    return False
+
+
+def compute_signals(path):
+    """Signal -> value, and for gauge signals -> (min, mean, max) over the window."""
+    ev = Evaluator(parse_om(path))
+    out, stats = {}, {}
+    for fname in ("vllm.yaml", "dcgm.yaml", "node.yaml"):
+        with open(RULES_DIR / fname, encoding="utf-8") as fh:
+            spec = yaml.safe_load(fh)
+        for sig, expr in (spec.get("signals") or {}).items():
+            if sig in out:
+                continue
+            ev.stat = "last"
+            r = ev.ev(expr)
+            out[sig] = None if not r else (r[()] if () in r else sum(r.values()))
+            if r and reads_gauge(expr):
+                st = []
+                for stat in ("min", "mean", "max"):
+                    ev.stat = stat
+                    x = ev.ev(expr)
+                    st.append(None if not x else (x[()] if () in x else sum(x.values())))
+                stats[sig] = st
+            ev.stat = "last"
+    return out, stats
+
+
+def targets(sc, b):
+    """What each signal should come out at (per SIGNAL_KIND), from the scenario."""
+    out = {}
+    grids = {j: Grid(sc, j) for j in JOBS}
+    for sig, kind in SIGNAL_KIND.items():
+        if sig in sc.nulls or (sig == "spec_decode_acceptance_ratio" and sc.spec(sig) is None):
+            continue
+        if signal_job(sig) in sc.omit or any(f in sc.omit for f in signal_families(sig)):
+            continue
+        g = grids[signal_job(sig)]
+        w = g.w_intervals
+        end_tau = float(g.tau[-1])
+        mids = [g.mid(k) for k in range(g.n - w, g.n)]
+        if kind in ("rate", "share"):
+            if sig == "prefix_cache_hit_ratio":  # token-weighted
+                num = sum(sc.val("prompt_tokens_per_second", t) * sc.val(sig, t) for t in mids)
+                out[sig] = num / sum(sc.val("prompt_tokens_per_second", t) for t in mids)
+            elif sig in ("truncation_ratio", "error_ratio"):
+                num = sum(sc.val("requests_per_second", t) * sc.val(sig, t) for t in mids)
+                out[sig] = num / sum(sc.val("requests_per_second", t) for t in mids)
+            elif kind == "share":
+                pts = g.tau[g.n - 1 - w:]
+                out[sig] = sum(min(max(sc.val(sig, t), 0), 1) for t in pts) / len(pts)
+            else:
+                out[sig] = sum(sc.val(sig, t) for t in mids) / len(mids)
+        else:
+            out[sig] = sc.val(sig, end_tau)
+    if "gpu_xid_error_code" in out:
+        out["gpu_xid_error_code"] = round(out["gpu_xid_error_code"])
+    if "dcgm" not in sc.omit and "DCGM_FI_DEV_GPU_UTIL" not in sc.omit:
+        out["gpu_count"] = float(sc.cfg["gpus"])
+    return out
+
+
+def verify(cfg, path):
+    _, sc, b = render(cfg)
+    got, stats = compute_signals(path)
+    tgt = targets(sc, b)
+    rows = []
+    bad = 0
+    names = [s for s in SIGNAL_KIND] + ["gpu_count"]
+    for sig in names:
+        t = tgt.get(sig)
+        c = got.get(sig)
+        if t is None and c is None:
+            continue
+        kind = SIGNAL_KIND.get(sig, "gauge")
+        dyn = sc.dynamic(sig) if sig in SIGNAL_FAMILIES else False
+        note = ""
+        if t is None:
+            status = "UNEXPECTED"
+            bad += 1
+        elif c is None:
+            status = "MISSING"
+            bad += 1
+        else:
+            reach = b.reach.get(sig)
+            rel = 0.06 if kind == "hist" else 0.03
+            share_res = 0.5 / Grid(sc, signal_job(sig)).w_samples + 1e-9 if kind == "share" else 0.0
+            tol = max(rel * abs(t), share_res, 1e-3 if t < 1.5 else 0.0)
+            if kind == "gauge" and sig in ("queue_depth", "running_requests", "gpu_temperature_celsius"):
+                tol = max(tol, 0.5)
+            # integer counts: one event more or less in the window
+            win_s = Grid(sc, "vllm").w_intervals * sc.interval
+            n_req = (b.model.get("requests_per_second") or 0) * win_s
+            count_tol = {"error_ratio": 1 / max(n_req, 1), "truncation_ratio": 1 / max(n_req, 1),
+                         "preemptions_per_second": 1 / win_s, "pcie_replays_per_second": 1 / win_s}.get(sig, 0)
+            if tol < abs(c - t) <= count_tol:
+                note = f"count-limited: {n_req:.0f} requests in the window"
+            tol = max(tol, count_tol)
+            if abs(c - t) <= tol:
+                status = "ok"
+            elif reach is not None and abs(c - reach) <= max(rel * abs(reach), 1e-3):
+                status = "ok*"
+                note = f"bucket-limited: nearest reachable {reach:.4g}"
+            elif sig in b.intq and abs(c - b.intq[sig][0]) <= 1e-6 * max(1.0, abs(c)) and b.intq[sig][1] < 300:
+                status = "ok#"
+                note = (f"count-limited: {b.intq[sig][1]} observations in the window; "
+                        f"integer counts cannot get closer")
+            elif dyn and kind == "hist" and sig in b.model and abs(c - b.model[sig]) <= max(rel * abs(b.model[sig]), 1e-3):
+                status = "ok~"
+                note = f"ramped: window mix of the model = {b.model[sig]:.4g}"
+            else:
+                status = "OFF"
+                bad += 1
+        if dyn and not note:
+            note = "ramped/stepped target"
+        if sig in stats and c is not None and (sig in ("queue_depth", "running_requests", "kv_cache_usage_ratio")
+                                               or stats[sig][0] != stats[sig][2]):
+            mn, av, mx = stats[sig]
+            note = (note + "  " if note else "") + f"window min/avg/max {mn:.4g}/{av:.4g}/{mx:.4g}"
+        rows.append((sig, t, b.model.get(sig), c, status, note))
+    fmt = lambda x: "-" if x is None else f"{x:.5g}"
+    print(f"scenario {cfg['name']}  file {path}  (window: last {WINDOW_S}s before the newest sample)")
+    print(f"{'signal':32} {'target':>11} {'model':>11} {'computed':>11}  status")
+    for sig, t, m, c, st, note in rows:
+        print(f"{sig:32} {fmt(t):>11} {fmt(m):>11} {fmt(c):>11}  {st}{'  ' + note if note else ''}")
+    return bad
+
+
+# ----------------------------------------------------------------------------------------------
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scenarios", default=str(SCENARIOS_FILE), help="scenario file")
+    ap.add_argument("--out", default=str(FIXTURES), help="output directory")
+    ap.add_argument("--only", metavar="NAME", help="write only this scenario")
+    ap.add_argument("--check", action="store_true", help="fail if committed fixtures are stale")
+    ap.add_argument("--verify", metavar="NAME", help="recompute signals from NAME's file and compare ('bench' for --bench)")
+    ap.add_argument("--file", help="file to verify (default: <out>/<NAME>.om, or the --bench file)")
+    ap.add_argument("--bench", metavar="OUT.om", help="write the large benchmark recording")
+    ap.add_argument("--list", action="store_true", help="list scenario names")
+    args = ap.parse_args(argv)
+
+    if args.bench:
+        path = Path(args.bench)
+        cfg = bench_cfg()
+        text, _, _ = render(cfg)
+        with open(path, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        print(f"wrote {path} ({len(text):,} bytes, {text.count(chr(10)):,} lines)")
+        if args.verify == "bench":
+            return 1 if verify(cfg, path) else 0
+        return 0
+
+    scenarios = load_scenarios(Path(args.scenarios))
+    if args.list:
+        for s in scenarios:
+            print(s["name"])
+        return 0
+    if args.verify:
+        if args.verify == "bench":
+            cfg = bench_cfg()
+            path = Path(args.file) if args.file else None
+            if path is None:
+                sys.exit("--verify bench needs --file or --bench")
+        else:
+            match = [s for s in scenarios if s["name"] == args.verify]
+            if not match:
+                sys.exit(f"no scenario {args.verify!r}")
+            cfg = match[0]
+            path = Path(args.file) if args.file else Path(args.out) / f"{cfg['name']}.om.gz"
+        return 1 if verify(cfg, path) else 0
+    if args.check:
+        stale = []
+        with tempfile.TemporaryDirectory() as tmp:
+            for cfg in scenarios:
+                new, _ = write(cfg, tmp)
+                old = Path(args.out) / new.name
+                if not old.exists():
+                    stale.append(f"missing: {old}")
+                elif gzip.decompress(old.read_bytes()) != gzip.decompress(new.read_bytes()):
+                    stale.append(f"stale: {old}")
+        if stale:
+            print("\n".join(stale))
+            print("regenerate with: python3 scripts/gen_fixtures.py")
+            return 1
+        print(f"ok: {len(scenarios)} fixtures up to date")
+        return 0
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    todo = [s for s in scenarios if not args.only or s["name"] == args.only]
+    if args.only and not todo:
+        sys.exit(f"no scenario {args.only!r}")
+    for cfg in todo:
+        path, size = write(cfg, out, warn=True)
+        print(f"wrote {path} ({size:,} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
