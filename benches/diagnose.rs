@@ -62,6 +62,32 @@ fn evaluate_playbooks(bencher: Bencher) {
         .bench(|| llm_doctor_engine::diagnose(&rules.playbook, divan::black_box(snapshot), &slos));
 }
 
+/// (a') The same on an incident: the kv_cache_exhaustion fixture, where causes fire and the
+/// report carries evidence, chains and remediations.
+#[divan::bench]
+fn evaluate_playbooks_incident(bencher: Bencher) {
+    let rules = load_rules(None).unwrap();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let path = root.join("fixtures/kv_cache_exhaustion.om.gz");
+    let text = llm_doctor::commands::read_text(&path).unwrap();
+    let set = pipeline::parse_inputs(&[(path.display().to_string(), text)]).unwrap();
+    let prepared = pipeline::prepare(
+        &set,
+        &rules,
+        &Options {
+            window_ms: 300_000,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let snapshot = &prepared[0].snapshot;
+    let slos = rules.playbook.slo_values(&Default::default()).unwrap();
+    let d = llm_doctor_engine::diagnose(&rules.playbook, snapshot, &slos);
+    assert_eq!(d.causes[0].id, "kv_cache_exhaustion");
+    bencher
+        .bench(|| llm_doctor_engine::diagnose(&rules.playbook, divan::black_box(snapshot), &slos));
+}
+
 /// (b) End to end without I/O: parse the recording, compute signals, diagnose.
 #[divan::bench(sample_count = 20)]
 fn read_and_diagnose_recording(bencher: Bencher) {

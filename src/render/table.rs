@@ -105,6 +105,8 @@ fn target(out: &mut String, r: &TargetReport, style: Style) {
     if d.causes.is_empty() {
         if d.status == Status::Healthy {
             out.push_str("No problem found.\n\n");
+        } else if !d.symptoms.is_empty() {
+            out.push_str("No cause found among the rules that could be checked; see what could not be checked below.\n\n");
         }
     } else {
         let mut t = new_table();
