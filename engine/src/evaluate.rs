@@ -412,7 +412,8 @@ fn evidence_item(
         value,
         op,
         threshold,
-        condition: cond.source().to_string(),
+        // Folded YAML keeps line breaks; one line reads better in every output.
+        condition: cond.source().split_whitespace().collect::<Vec<_>>().join(" "),
         result,
         weight,
         note,
