@@ -7,14 +7,19 @@
 //! (`render`).
 
 pub mod adapter;
+pub mod api_json;
 pub mod cli;
 pub mod commands;
 pub mod engine_args;
 pub mod exposition;
 pub mod fixtures;
+pub mod openmetrics;
 pub mod pipeline;
 pub mod render;
 pub mod rules;
+pub mod scrape;
+pub mod series;
+pub mod snapshot_file;
 pub mod series;
 pub mod targets;
 pub mod window;

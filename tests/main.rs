@@ -2,4 +2,6 @@
 
 mod cli;
 mod fixtures;
+mod inputs;
+mod scrape;
 mod support;

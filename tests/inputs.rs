@@ -1,0 +1,1 @@
+//! API JSON and snapshot-file inputs (filled in by their implementer).

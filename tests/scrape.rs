@@ -1,0 +1,1 @@
+//! Live scrape and recording (filled in by their implementer).
