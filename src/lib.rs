@@ -20,6 +20,5 @@ pub mod rules;
 pub mod scrape;
 pub mod series;
 pub mod snapshot_file;
-pub mod series;
 pub mod targets;
 pub mod window;
