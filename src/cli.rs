@@ -79,6 +79,12 @@ pub struct DiagnoseArgs {
     /// A directory of playbooks (and `signals/` adapters) that add to or override the shipped ones.
     #[arg(long)]
     pub rules: Option<PathBuf>,
+    /// Only diagnose targets whose labels match these PromQL matchers, e.g. 'model_name="x",pod=~"vllm-.*"'.
+    #[arg(long)]
+    pub selector: Option<String>,
+    /// Read the metrics as this engine's (vllm, sglang, tgi, trtllm, llamacpp) when names alone mislead.
+    #[arg(long)]
+    pub engine: Option<String>,
 }
 
 /// `rules` subcommands.

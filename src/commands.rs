@@ -114,6 +114,13 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
             signals,
             at_ms,
             window_ms,
+            selector: args
+                .selector
+                .as_deref()
+                .map(crate::selector::Selector::parse)
+                .transpose()
+                .map_err(anyhow::Error::msg)?,
+            engine: args.engine.clone(),
         },
     )?;
     let targets: Vec<TargetReport> = prepared
@@ -123,6 +130,14 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
             notes: p.notes,
         })
         .collect();
+    let mut targets = targets;
+    // Worst first, so a fleet's problems lead.
+    targets.sort_by(|a, b| {
+        b.diagnosis
+            .status
+            .cmp(&a.diagnosis.status)
+            .then_with(|| a.diagnosis.target.labels.cmp(&b.diagnosis.target.labels))
+    });
     let report = Report {
         targets,
         errors: Vec::new(),

@@ -9,7 +9,7 @@ use crate::adapter::{AdapterSpec, Adapters};
 /// Facts read from a command line, as text to be typed by the catalog.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommandLineFacts {
-    /// The engine adapter whose command matched.
+    /// The engine whose command matched.
     pub engine: String,
     /// (fact, value as text), in command-line order; later ones win.
     pub facts: Vec<(String, String)>,
@@ -175,6 +175,10 @@ pub fn parse(
             });
             continue;
         }
+        if let Some(f) = cl.inverted.get(flag) {
+            facts.push((f.clone(), "false".into()));
+            continue;
+        }
         if let Some(f) = cl.presence.get(flag) {
             facts.push((f.clone(), "true".into()));
             if inline.is_none() && words.get(i).is_some_and(|n| !n.starts_with('-')) {
@@ -235,7 +239,7 @@ pub fn parse(
         facts.insert(0, ("model".into(), m));
     }
     Ok(CommandLineFacts {
-        engine: adapter.name.clone(),
+        engine: adapter.engine_name().to_string(),
         facts,
     })
 }

@@ -49,7 +49,30 @@ pub struct FixtureTest {
     /// Window length.
     #[serde(default)]
     pub window: Option<String>,
-    /// Expectations.
+    /// `--engine`.
+    #[serde(default)]
+    pub engine: Option<String>,
+    /// `--selector`.
+    #[serde(default)]
+    pub selector: Option<String>,
+    /// Expectations for a single-target input.
+    #[serde(default)]
+    pub expect: Option<Expect>,
+    /// Expectations per target of a fleet, each picked by a selector that must match exactly one.
+    #[serde(default)]
+    pub targets: Vec<TargetExpect>,
+    /// How many targets the input must yield (fleets).
+    #[serde(default)]
+    pub target_count: Option<usize>,
+}
+
+/// Expectations for one target of a fleet.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetExpect {
+    /// PromQL matchers on the target's identity labels, e.g. `pod="vllm-2"`.
+    pub selector: String,
+    /// What that target must (and must not) produce.
     pub expect: Expect,
 }
 
@@ -159,6 +182,13 @@ fn run_inner(path: &Path, rules: &Rules, result: &mut FixtureResult) -> Result<(
             .map_err(anyhow::Error::msg)?,
         window_ms: crate::window::parse_duration(test.window.as_deref().unwrap_or("5m"))
             .map_err(anyhow::Error::msg)?,
+        selector: test
+            .selector
+            .as_deref()
+            .map(crate::selector::Selector::parse)
+            .transpose()
+            .map_err(anyhow::Error::msg)?,
+        engine: test.engine.clone(),
     };
     let set = pipeline::parse_inputs(&inputs)?;
     let prepared = pipeline::prepare(&set, rules, &opts)?;
@@ -166,23 +196,66 @@ fn run_inner(path: &Path, rules: &Rules, result: &mut FixtureResult) -> Result<(
         .playbook
         .slo_values(&test.slos)
         .map_err(anyhow::Error::msg)?;
-    anyhow::ensure!(
-        prepared.len() == 1,
-        "expected one target, found {}",
-        prepared.len()
-    );
-    let d = llm_doctor_engine::diagnose(&rules.playbook, &prepared[0].snapshot, &slos);
-    let report = TargetReport {
-        diagnosis: d,
-        notes: prepared[0].notes.clone(),
-    };
-    result.failures = check(&test.expect, &report);
-    result.causes = report
-        .diagnosis
-        .causes
+    let reports: Vec<TargetReport> = prepared
         .iter()
-        .map(|c| c.id.clone())
+        .map(|p| TargetReport {
+            diagnosis: llm_doctor_engine::diagnose(&rules.playbook, &p.snapshot, &slos),
+            notes: p.notes.clone(),
+        })
         .collect();
+    if let Some(n) = test.target_count {
+        if reports.len() != n {
+            result
+                .failures
+                .push(format!("expected {n} targets, found {}", reports.len()));
+        }
+    }
+    if let Some(expect) = &test.expect {
+        anyhow::ensure!(
+            reports.len() == 1,
+            "`expect` needs exactly one target, found {}: use `targets` with selectors",
+            reports.len()
+        );
+        result.failures.extend(check(expect, &reports[0]));
+        result.causes = reports[0]
+            .diagnosis
+            .causes
+            .iter()
+            .map(|c| c.id.clone())
+            .collect();
+    }
+    for t in &test.targets {
+        let sel = crate::selector::Selector::parse(&t.selector).map_err(anyhow::Error::msg)?;
+        let hits: Vec<&TargetReport> = reports
+            .iter()
+            .filter(|r| sel.matches(&r.diagnosis.target.labels))
+            .collect();
+        match hits.as_slice() {
+            [r] => {
+                for f in check(&t.expect, r) {
+                    result.failures.push(format!("{}: {f}", t.selector));
+                }
+                result.causes.push(format!(
+                    "{}: {}",
+                    t.selector,
+                    r.diagnosis
+                        .causes
+                        .first()
+                        .map(|c| c.id.as_str())
+                        .unwrap_or("-")
+                ));
+            }
+            _ => result.failures.push(format!(
+                "selector {} matches {} targets, not one",
+                t.selector,
+                hits.len()
+            )),
+        }
+    }
+    anyhow::ensure!(
+        test.expect.is_some() || !test.targets.is_empty(),
+        "a fixture test needs `expect` or `targets`"
+    );
     result.test = Some(test);
     Ok(())
 }

@@ -18,6 +18,7 @@ pub mod pipeline;
 pub mod render;
 pub mod rules;
 pub mod scrape;
+pub mod selector;
 pub mod series;
 pub mod snapshot_file;
 pub mod targets;

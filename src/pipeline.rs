@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Context, Result};
 use llm_doctor_engine::{FactValue, SignalValue, Snapshot, Window};
 
-use crate::adapter::eval::Frame;
+use crate::adapter::eval::{Frame, Stat, TargetSeries};
+use crate::adapter::spec::{Expr, Selector};
 use crate::adapter::{fill_signals, AdapterSpec, TargetInput};
 use crate::engine_args;
 use crate::exposition;
@@ -29,6 +30,10 @@ pub struct Options {
     pub at_ms: Option<i64>,
     /// Window length (ms).
     pub window_ms: i64,
+    /// Only targets whose identity labels match.
+    pub selector: Option<crate::selector::Selector>,
+    /// Read the metrics as this engine's only (`--engine`), when names alone mislead.
+    pub engine: Option<String>,
 }
 
 /// A snapshot with notes about how it was assembled.
@@ -40,13 +45,55 @@ pub struct Prepared {
     pub notes: Vec<String>,
 }
 
+/// Keeps only the engine adapters of `engine` (GPU and host adapters stay).
+fn restrict_to_engine(
+    adapters: &crate::adapter::Adapters,
+    engine: &str,
+) -> Result<crate::adapter::Adapters> {
+    let engines: Vec<&str> = adapters.engines().map(|a| a.engine_name()).collect();
+    if !engines.contains(&engine) {
+        let hint = llm_doctor_engine::suggest::did_you_mean(engine, engines.iter().copied())
+            .map(|s| format!(" (did you mean `{s}`?)"))
+            .unwrap_or_default();
+        bail!(
+            "--engine: unknown engine `{engine}`{hint}; engines: {}",
+            dedup(engines).join(", ")
+        );
+    }
+    let mut out = adapters.clone();
+    out.list
+        .retain(|a| a.kind != crate::adapter::AdapterKind::Engine || a.engine_name() == engine);
+    Ok(out)
+}
+
+fn dedup(mut v: Vec<&str>) -> Vec<&str> {
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
 /// Reads and merges exposition files. `(name, text)` pairs keep this free of file I/O.
 pub fn parse_inputs(inputs: &[(String, String)]) -> Result<SeriesSet> {
     let mut set: Option<SeriesSet> = None;
     for (name, text) in inputs {
-        let parsed = exposition::parse(text, name).map_err(anyhow::Error::new)?;
+        let mut parsed = exposition::parse(text, name).map_err(anyhow::Error::new)?;
         if parsed.series.is_empty() {
             bail!("{name}: no samples (an empty file, or only comments)");
+        }
+        // Pages saved with curl carry no target labels: with several files, each file is a
+        // target of its own, named after the file, so replicas are not mixed up.
+        if inputs.len() > 1
+            && parsed
+                .series
+                .iter()
+                .all(|s| s.labels.get("instance").is_none() && s.labels.get("pod").is_none())
+        {
+            for s in &mut parsed.series {
+                let mut pairs = s.labels.0.clone();
+                pairs.push(("instance".to_string(), name.clone()));
+                s.labels = crate::series::Labels::new(pairs);
+            }
+            parsed.normalize();
         }
         match &mut set {
             None => set = Some(parsed),
@@ -65,7 +112,11 @@ pub fn prepare(set: &SeriesSet, rules: &Rules, opts: &Options) -> Result<Vec<Pre
         ),
         None => None,
     };
-    let targets = crate::targets::split(set, &rules.adapters);
+    let adapters = match &opts.engine {
+        Some(e) => restrict_to_engine(&rules.adapters, e)?,
+        None => rules.adapters.clone(),
+    };
+    let mut targets = crate::targets::split(set, &adapters);
     if targets.is_empty() {
         let prefixes: Vec<String> = rules
             .adapters
@@ -77,6 +128,39 @@ pub fn prepare(set: &SeriesSet, rules: &Rules, opts: &Options) -> Result<Vec<Pre
             "no serving-engine, GPU or host metrics found in the input (recognised prefixes: {})",
             prefixes.join(", ")
         );
+    }
+
+    if let Some(e) = &opts.engine {
+        if !targets.iter().any(|t| t.engine.is_some()) {
+            let found: Vec<&str> = rules
+                .adapters
+                .engines()
+                .filter(|a| {
+                    set.series.iter().any(|s| {
+                        rules
+                            .adapters
+                            .owner(&s.name)
+                            .is_some_and(|o| o.name == a.name)
+                    })
+                })
+                .map(|a| a.engine_name())
+                .collect();
+            bail!(
+                "--engine {e}: no {e} metrics in the input{}",
+                if found.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (found {})", dedup(found).join(", "))
+                }
+            );
+        }
+    }
+    if let Some(sel) = &opts.selector {
+        let before = targets.len();
+        targets.retain(|t| sel.matches(&t.target.labels));
+        if targets.is_empty() {
+            bail!("--selector matches none of the {before} targets in the input");
+        }
     }
 
     let frame = if set.has_timestamps {
@@ -142,14 +226,19 @@ fn prepare_target(
 
     let engine = input.engine.as_deref().and_then(|e| rules.adapters.get(e));
     if let Some(engine) = engine {
-        apply_engine_facts(&mut snapshot, rules, engine, input, &mut notes)?;
+        apply_engine_facts(&mut snapshot, rules, engine, input, frame, &mut notes)?;
     }
     if let Some(cl) = command_line {
-        if input.engine.as_deref().is_some_and(|e| e != cl.engine) {
+        if snapshot
+            .target
+            .engine
+            .as_deref()
+            .is_some_and(|e| e != cl.engine)
+        {
             notes.push(format!(
                 "--engine-args describe a {} server but the metrics are from {}; flags applied anyway",
                 cl.engine,
-                input.engine.as_deref().unwrap_or("?")
+                snapshot.target.engine.as_deref().unwrap_or("?")
             ));
         }
         for (fact, value) in &cl.facts {
@@ -210,13 +299,26 @@ fn apply_engine_facts(
     rules: &Rules,
     engine: &AdapterSpec,
     input: &TargetInput<'_>,
+    frame: Frame,
     notes: &mut Vec<String>,
 ) -> Result<()> {
     let catalog = &rules.catalog;
+    if let Some(v) = engine
+        .versions
+        .iter()
+        .find(|v| input.series.iter().any(|s| s.name == v.metric))
+    {
+        snapshot.set_fact(
+            catalog,
+            "engine_version",
+            FactValue::Str(v.version.clone()),
+            format!("metric {}", v.metric),
+        )?;
+    }
     snapshot.set_fact(
         catalog,
         "engine",
-        FactValue::Str(engine.name.clone()),
+        FactValue::Str(engine.engine_name().to_string()),
         "detected from metric names",
     )?;
     for (fact, value) in &engine.defaults {
@@ -251,6 +353,18 @@ fn apply_engine_facts(
             }
         }
     }
+    let ts = TargetSeries::new(input.series.iter().copied());
+    for (fact, selector) in &engine.gauge_facts {
+        let expr = Expr::Max(Box::new(Expr::Gauge(selector.clone())));
+        if let Ok(v) = crate::adapter::eval::eval_signal(&expr, &ts, frame, Stat::Last) {
+            snapshot.set_fact(
+                catalog,
+                fact,
+                FactValue::Number(v),
+                format!("metric {}", describe_selector(selector)),
+            )?;
+        }
+    }
     for (label, fact) in &engine.label_facts {
         let mut values: BTreeMap<&str, ()> = BTreeMap::new();
         for s in &input.series {
@@ -265,4 +379,18 @@ fn apply_engine_facts(
         }
     }
     Ok(())
+}
+
+fn describe_selector(s: &Selector) -> String {
+    let name = s.metric.values().first().copied().unwrap_or("").to_string();
+    let labels: Vec<String> = s
+        .matchers
+        .iter()
+        .map(|(k, v)| format!("{k}=\"{}\"", v.values().join("|")))
+        .collect();
+    if labels.is_empty() {
+        name
+    } else {
+        format!("{name}{{{}}}", labels.join(","))
+    }
 }

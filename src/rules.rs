@@ -12,51 +12,36 @@ use llm_doctor_engine::{Catalog, Playbook};
 
 use crate::adapter::Adapters;
 
+/// A shipped rules file: its path (as shown in errors) and its text, embedded at build time.
+macro_rules! embed {
+    ($path:literal) => {
+        ($path, include_str!(concat!("../", $path)))
+    };
+}
+
 /// The catalog as shipped.
-pub const CATALOG: (&str, &str) = ("rules/catalog.yaml", include_str!("../rules/catalog.yaml"));
+pub const CATALOG: (&str, &str) = embed!("rules/catalog.yaml");
 
 /// Playbooks as shipped.
 pub const PLAYBOOKS: &[(&str, &str)] = &[
-    (
-        "rules/playbooks/symptoms.yaml",
-        include_str!("../rules/playbooks/symptoms.yaml"),
-    ),
-    (
-        "rules/playbooks/scheduling.yaml",
-        include_str!("../rules/playbooks/scheduling.yaml"),
-    ),
-    (
-        "rules/playbooks/memory.yaml",
-        include_str!("../rules/playbooks/memory.yaml"),
-    ),
-    (
-        "rules/playbooks/throughput.yaml",
-        include_str!("../rules/playbooks/throughput.yaml"),
-    ),
-    (
-        "rules/playbooks/gpu.yaml",
-        include_str!("../rules/playbooks/gpu.yaml"),
-    ),
-    (
-        "rules/playbooks/remediations.yaml",
-        include_str!("../rules/playbooks/remediations.yaml"),
-    ),
+    embed!("rules/playbooks/symptoms.yaml"),
+    embed!("rules/playbooks/scheduling.yaml"),
+    embed!("rules/playbooks/memory.yaml"),
+    embed!("rules/playbooks/throughput.yaml"),
+    embed!("rules/playbooks/gpu.yaml"),
+    embed!("rules/playbooks/remediations.yaml"),
 ];
 
-/// Adapters as shipped.
+/// Adapters as shipped: engines, then GPU and host exporters.
 pub const ADAPTERS: &[(&str, &str)] = &[
-    (
-        "rules/signals/vllm.yaml",
-        include_str!("../rules/signals/vllm.yaml"),
-    ),
-    (
-        "rules/signals/dcgm.yaml",
-        include_str!("../rules/signals/dcgm.yaml"),
-    ),
-    (
-        "rules/signals/node.yaml",
-        include_str!("../rules/signals/node.yaml"),
-    ),
+    embed!("rules/signals/vllm.yaml"),
+    embed!("rules/signals/sglang.yaml"),
+    embed!("rules/signals/tgi.yaml"),
+    embed!("rules/signals/triton.yaml"),
+    embed!("rules/signals/trtllm_serve.yaml"),
+    embed!("rules/signals/llamacpp.yaml"),
+    embed!("rules/signals/dcgm.yaml"),
+    embed!("rules/signals/node.yaml"),
 ];
 
 /// Everything loaded and validated.

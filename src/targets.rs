@@ -15,7 +15,7 @@ use crate::adapter::{AdapterKind, Adapters, TargetInput};
 use crate::series::{Series, SeriesSet};
 
 /// Labels that identify a replica in reports.
-const IDENTITY_LABELS: &[&str] = &["namespace", "pod", "instance", "model_name", "job"];
+const IDENTITY_LABELS: &[&str] = &["namespace", "pod", "instance", "model_name", "model", "job"];
 
 fn host_of(instance: &str) -> &str {
     // `host:port`, `[v6]:port`, or a bare host.
@@ -82,7 +82,7 @@ pub fn split<'a>(set: &'a SeriesSet, adapters: &Adapters) -> Vec<TargetInput<'a>
             }
             TargetInput {
                 target: Target {
-                    engine: Some(engine.clone()),
+                    engine: adapters.get(&engine).map(|a| a.engine_name().to_string()),
                     labels,
                 },
                 engine: Some(engine.clone()),

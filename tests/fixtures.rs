@@ -28,12 +28,15 @@ fn every_cause_ranks_first_somewhere_and_has_a_near_miss() {
             path.display()
         );
         let t: llm_doctor::fixtures::FixtureTest = serde_yaml::from_str(&text).unwrap();
-        if let Some(c) = &t.expect.top_cause {
-            first.insert(c.clone());
-        }
-        near_miss.extend(t.expect.absent_causes.iter().cloned());
-        if t.expect.no_symptoms {
-            healthy += 1;
+        let expects = t.expect.iter().chain(t.targets.iter().map(|x| &x.expect));
+        for e in expects {
+            if let Some(c) = &e.top_cause {
+                first.insert(c.clone());
+            }
+            near_miss.extend(e.absent_causes.iter().cloned());
+            if e.no_symptoms {
+                healthy += 1;
+            }
         }
     }
     let all: BTreeSet<String> = rules.playbook.causes.iter().map(|c| c.id.clone()).collect();

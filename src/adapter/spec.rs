@@ -26,6 +26,10 @@ pub enum AdapterKind {
 pub struct AdapterSpec {
     /// Adapter name, e.g. `vllm`, `dcgm`, `node`.
     pub name: String,
+    /// The engine it describes (`vllm`, `sglang`, `tgi`, `trtllm`, `llamacpp`); default: the name.
+    /// Triton with the TensorRT-LLM backend and trtllm-serve are two adapters of engine `trtllm`.
+    #[serde(default)]
+    pub engine: Option<String>,
     /// Engine, host or GPU.
     pub kind: AdapterKind,
     /// What it reads, in plain words.
@@ -38,6 +42,12 @@ pub struct AdapterSpec {
     /// Facts read from info metrics' labels.
     #[serde(default)]
     pub info_facts: Vec<InfoFacts>,
+    /// Facts read from a gauge's value (e.g. the maximum batch size Triton reports).
+    #[serde(default)]
+    pub gauge_facts: BTreeMap<String, Selector>,
+    /// Versions recognised by the presence of a metric name, newest first.
+    #[serde(default)]
+    pub versions: Vec<VersionHint>,
     /// Facts taken from a label of the engine's series (e.g. `model` from `model_name`).
     #[serde(default)]
     pub label_facts: BTreeMap<String, String>,
@@ -51,6 +61,16 @@ pub struct AdapterSpec {
     /// Serve command line: how flags map onto facts.
     #[serde(default)]
     pub command_line: Option<CommandLineSpec>,
+}
+
+/// A version recognised by a metric that only it exports.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VersionHint {
+    /// The sample name that identifies it.
+    pub metric: String,
+    /// The version range, in words (`V1, 0.9 or newer`).
+    pub version: String,
 }
 
 /// Facts from the labels of an info metric such as `vllm:cache_config_info`.
@@ -71,6 +91,9 @@ pub struct CommandLineSpec {
     pub commands: Vec<String>,
     /// Flag (with leading dashes; aliases allowed) → fact. Boolean facts become switches with `--no-` twins.
     pub flags: BTreeMap<String, String>,
+    /// Switch whose presence sets a boolean fact to false (e.g. SGLang's `--disable-radix-cache`).
+    #[serde(default)]
+    pub inverted: BTreeMap<String, String>,
     /// Flag whose presence alone sets a boolean fact to true (e.g. `--speculative-config`).
     #[serde(default)]
     pub presence: BTreeMap<String, String>,
@@ -93,6 +116,13 @@ pub enum OneOrMany {
     One(String),
     /// Any of these.
     Many(Vec<String>),
+}
+
+impl AdapterSpec {
+    /// The engine this adapter describes.
+    pub fn engine_name(&self) -> &str {
+        self.engine.as_deref().unwrap_or(&self.name)
+    }
 }
 
 impl OneOrMany {
