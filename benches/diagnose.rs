@@ -16,27 +16,29 @@ fn main() {
     divan::main();
 }
 
-fn recording() -> (String, String) {
+/// A generated input under target/bench, made once by the fixture generator with `args`.
+fn generated(file: &str, args: &[&str]) -> (String, String) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let path = root.join("target/bench/replica-8gpu.om");
+    let path = root.join("target/bench").join(file);
     if !path.exists() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let status = Command::new("python3")
             .arg(root.join("scripts/gen_fixtures.py"))
-            .arg("--bench")
+            .args(args)
             .arg(&path)
             .current_dir(&root)
             .status()
             .expect("python3 runs the fixture generator");
-        assert!(
-            status.success(),
-            "generating the benchmark recording failed"
-        );
+        assert!(status.success(), "generating {file} failed");
     }
     (
         path.display().to_string(),
         std::fs::read_to_string(&path).unwrap(),
     )
+}
+
+fn recording() -> (String, String) {
+    generated("replica-8gpu.om", &["--bench"])
 }
 
 fn options() -> Options {
@@ -109,4 +111,26 @@ fn parse_recording(bencher: Bencher) {
     bencher
         .counter(BytesCount::new(input.1.len()))
         .bench(|| pipeline::parse_inputs(std::slice::from_ref(&input)).unwrap());
+}
+
+/// A fleet: one file with 100 vLLM replicas (each with its GPU and host), every one diagnosed.
+#[divan::bench(sample_count = 10)]
+fn read_and_diagnose_fleet_100(bencher: Bencher) {
+    let rules = load_rules(None).unwrap();
+    let input = generated("fleet-100.om", &["--fleet-bench", "100"]);
+    let bytes = input.1.len();
+    let slos = rules.playbook.slo_values(&Default::default()).unwrap();
+    let opts = Options {
+        window_ms: 300_000,
+        ..Options::default()
+    };
+    bencher.counter(BytesCount::new(bytes)).bench(|| {
+        let set = pipeline::parse_inputs(std::slice::from_ref(&input)).unwrap();
+        let prepared = pipeline::prepare(&set, &rules, &opts).unwrap();
+        assert_eq!(prepared.len(), 100);
+        prepared
+            .iter()
+            .map(|p| llm_doctor_engine::diagnose(&rules.playbook, &p.snapshot, &slos))
+            .collect::<Vec<_>>()
+    });
 }

@@ -1,1 +1,693 @@
-//! placeholder
+//! Prometheus HTTP API answers saved to a file (`curl .../api/v1/query_range > answer.json`).
+//!
+//! `/api/v1/query` and `/api/v1/query_range` answer with
+//! `{"status": "success", "data": {"resultType": "matrix", "result": [...]}}`; VictoriaMetrics,
+//! Thanos and Mimir answer in the same shape (VictoriaMetrics adds `"isPartial"`). This module
+//! turns such an answer into the same [`SeriesSet`] the exposition parser produces, so the rest
+//! of the pipeline cannot tell a saved query from a recorded `/metrics` page.
+//!
+//! What it accepts and why:
+//! - `matrix` (`values: [[ts, "v"], ...]`) and `vector` (`value: [ts, "v"]`) results whose series
+//!   carry `__name__`. Only raw series can be mapped onto the adapters' metric names, so a result
+//!   without a name (the answer to `rate(x[5m])` or `sum by (pod) (x)`) is an error that says
+//!   which query to save instead; so are `scalar` and `string` results.
+//! - Timestamps are float seconds. They are converted to milliseconds from their shortest
+//!   decimal form (the digits the server wrote), not by multiplying the float, so
+//!   `1761955800.123` becomes `...123` ms and never `...122`. Sub-millisecond digits are
+//!   truncated, as Prometheus does.
+//! - Values are strings; `NaN`, `+Inf` and `-Inf` are kept (the windowing layer skips them).
+//!   Plain JSON numbers are accepted too.
+//! - `"status": "error"` answers become an error quoting `errorType` and `error`.
+//! - `warnings` and `infos` (Prometheus) and `"isPartial": true` (VictoriaMetrics) keep the data
+//!   and are returned as warnings by [`parse_with_warnings`]: a partial answer may lack series.
+//! - Native-histogram samples (`histogram`/`histograms`) are skipped with a warning.
+//!
+//! The API carries no metric types, so they are inferred from names (see [`infer_families`]):
+//! `_total` is a counter, `_bucket` with `le` a histogram (with its `_sum` and `_count`),
+//! `_sum`/`_count` beside `quantile` series (or as a pair without buckets) a summary, anything
+//! else a gauge. Inferred types are guesses: when this set is merged with an exposition file
+//! that declares types, the declared ones should be preferred by the caller.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::de::{self, Deserializer, IgnoredAny, Visitor};
+use serde::Deserialize;
+
+use crate::series::{Labels, MetricType, Sample, Series, SeriesSet};
+
+/// The query to save when an answer is not raw series.
+pub const RAW_SERIES_HINT: &str = "llm-doctor needs raw series: query e.g. \
+`{__name__=~\"vllm:.*|DCGM_.*|node_cpu_seconds_total\"}[15m]` with /api/v1/query (a matrix of \
+raw samples) and save that answer";
+
+/// Why an API answer could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiJsonError {
+    /// Not JSON, or JSON of the wrong shape; serde_json's message has the line and column.
+    #[error("{file}: not a Prometheus API answer: {source}")]
+    Json {
+        /// The file.
+        file: String,
+        /// The parser's error, with line and column.
+        source: serde_json::Error,
+    },
+    /// The server answered `"status": "error"`.
+    #[error("{file}: the query failed on the server ({error_type}): {error}")]
+    Server {
+        /// The file.
+        file: String,
+        /// `errorType`, e.g. `bad_data`, `timeout`.
+        error_type: String,
+        /// `error`, the server's message.
+        error: String,
+    },
+    /// A scalar or string result: there is no series to map onto metrics.
+    #[error("{file}: the answer is a {kind}, which cannot be mapped to metrics (it has no metric name or labels); {RAW_SERIES_HINT}")]
+    NotSeries {
+        /// The file.
+        file: String,
+        /// `scalar` or `string`.
+        kind: &'static str,
+    },
+    /// Series without `__name__`: the answer to an expression, not raw series.
+    #[error("{file}: {count} of the answer's series {verb} no metric name (`__name__`), e.g. `{example}`: this is the result of an expression such as `rate(x[5m])`, not raw series; {RAW_SERIES_HINT}", verb = if *.count == 1 { "has" } else { "have" })]
+    NoName {
+        /// The file.
+        file: String,
+        /// How many series lack a name.
+        count: usize,
+        /// The labels of the first one.
+        example: String,
+    },
+    /// Well-formed JSON whose content cannot be used (bad status, timestamp, no series).
+    #[error("{file}: {message}")]
+    Invalid {
+        /// The file.
+        file: String,
+        /// What is wrong, quoting the input.
+        message: String,
+    },
+}
+
+/// A parsed answer with what the server said about it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Parsed {
+    /// The series, with inferred family types.
+    pub set: SeriesSet,
+    /// Server warnings and infos, partial answers and skipped samples, each prefixed with the
+    /// file name. The data is usable, but the reader should see these.
+    pub warnings: Vec<String>,
+    /// True when the server flagged the answer as partial (VictoriaMetrics `isPartial`).
+    pub partial: bool,
+}
+
+/// Cheap content check: a JSON object with `"status"` and `"data"`, `"resultType"` or
+/// `"errorType"` near its start.
+pub fn looks_like(text: &str) -> bool {
+    let t = text.trim_start_matches('\u{feff}').trim_start();
+    if !t.starts_with('{') {
+        return false;
+    }
+    let head = head(t, 4096);
+    head.contains("\"status\"")
+        && (head.contains("\"data\"")
+            || head.contains("\"resultType\"")
+            || head.contains("\"errorType\""))
+}
+
+/// The first `max` bytes of `s`, cut at a char boundary.
+fn head(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Parses a saved `/api/v1/query` or `/api/v1/query_range` answer into series, dropping the
+/// warnings (see [`parse_with_warnings`] to keep them).
+pub fn parse(text: &str, file: &str) -> Result<SeriesSet, ApiJsonError> {
+    parse_with_warnings(text, file).map(|p| p.set)
+}
+
+/// Parses a saved API answer, returning the series and the server's warnings.
+pub fn parse_with_warnings(text: &str, file: &str) -> Result<Parsed, ApiJsonError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let answer: Answer = serde_json::from_str(text).map_err(|source| ApiJsonError::Json {
+        file: file.to_string(),
+        source,
+    })?;
+    let invalid = |message: String| ApiJsonError::Invalid {
+        file: file.to_string(),
+        message,
+    };
+    match answer.status.as_str() {
+        "success" => {}
+        "error" => {
+            return Err(ApiJsonError::Server {
+                file: file.to_string(),
+                error_type: answer.error_type.unwrap_or_else(|| "unknown".to_string()),
+                error: answer
+                    .error
+                    .unwrap_or_else(|| "(no message given)".to_string()),
+            })
+        }
+        other => {
+            return Err(invalid(format!(
+                "unexpected `status` `{other}` (expected `success` or `error`)"
+            )))
+        }
+    }
+    let mut warnings = Vec::new();
+    if answer.is_partial {
+        warnings.push(format!(
+            "{file}: the server marked the answer as partial (isPartial: true): some storage nodes did not answer, so series or samples may be missing"
+        ));
+    }
+    for w in &answer.warnings {
+        warnings.push(format!("{file}: server warning: {w}"));
+    }
+    for i in &answer.infos {
+        warnings.push(format!("{file}: server info: {i}"));
+    }
+    let data = answer
+        .data
+        .ok_or_else(|| invalid("`status` is `success` but there is no `data`".to_string()))?;
+    let items = match data {
+        Data::Matrix(items) | Data::Vector(items) => items,
+        Data::Scalar(_) => {
+            return Err(ApiJsonError::NotSeries {
+                file: file.to_string(),
+                kind: "scalar",
+            })
+        }
+        Data::String(_) => {
+            return Err(ApiJsonError::NotSeries {
+                file: file.to_string(),
+                kind: "string",
+            })
+        }
+    };
+    if items.is_empty() {
+        return Err(invalid(format!(
+            "the answer holds no series (the query matched nothing); {RAW_SERIES_HINT}"
+        )));
+    }
+
+    let mut unnamed: Vec<&Item> = Vec::new();
+    let mut native_skipped = 0usize;
+    let mut series = Vec::with_capacity(items.len());
+    for item in &items {
+        let Some(name) = item.metric.get("__name__").filter(|n| !n.is_empty()) else {
+            unnamed.push(item);
+            continue;
+        };
+        if item.has_native {
+            native_skipped += 1;
+        }
+        // Prometheus treats an empty label value as the label being absent.
+        let labels = Labels::new(
+            item.metric
+                .iter()
+                .filter(|(k, v)| k.as_str() != "__name__" && !v.is_empty())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        );
+        let mut samples = Vec::with_capacity(item.values.len() + 1);
+        for p in item.values.iter().chain(item.value.iter()) {
+            let t_ms = seconds_to_ms(p.0).ok_or_else(|| {
+                invalid(format!(
+                    "timestamp `{}` of `{name}{labels}` is out of range",
+                    p.0
+                ))
+            })?;
+            samples.push(Sample {
+                t_ms: Some(t_ms),
+                value: p.1 .0,
+            });
+        }
+        if samples.is_empty() && item.has_native {
+            continue;
+        }
+        series.push(Series {
+            name: name.clone(),
+            labels,
+            samples,
+        });
+    }
+    if let Some(first) = unnamed.first() {
+        let example = Labels::new(
+            first
+                .metric
+                .iter()
+                .filter(|(k, _)| k.as_str() != "__name__")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        )
+        .to_string();
+        return Err(ApiJsonError::NoName {
+            file: file.to_string(),
+            count: unnamed.len(),
+            example: if example.is_empty() {
+                "{}".to_string()
+            } else {
+                example
+            },
+        });
+    }
+    if native_skipped > 0 {
+        warnings.push(format!(
+            "{file}: native-histogram samples of {native_skipped} series were skipped (only classic `_bucket` series are read)"
+        ));
+    }
+    let mut set = SeriesSet {
+        series,
+        ..Default::default()
+    };
+    set.normalize();
+    set.families = infer_families(&set);
+    Ok(Parsed {
+        set,
+        warnings,
+        partial: answer.is_partial,
+    })
+}
+
+/// Float seconds to milliseconds through the float's shortest decimal form (the digits the
+/// server wrote, for any timestamp with at most 17 significant digits), truncating below a
+/// millisecond like Prometheus.
+fn seconds_to_ms(secs: f64) -> Option<i64> {
+    if !secs.is_finite() {
+        return None;
+    }
+    // `{}` on f64 prints the shortest round-tripping decimal, never an exponent.
+    crate::window::seconds_to_ms(&format!("{secs}"))
+}
+
+/// Infers family types from sample names, since API answers carry none:
+/// - `x_bucket` series with an `le` label make `x` a histogram (owning `x_sum`, `x_count`);
+/// - series named `x` with a `quantile` label, or an `x_sum` + `x_count` pair without buckets,
+///   make `x` a summary;
+/// - `*_total` is a counter (declared under its full name, as the text format does);
+/// - everything else is a gauge (including `_created` and `_info` series).
+pub fn infer_families(set: &SeriesSet) -> BTreeMap<String, MetricType> {
+    let names: BTreeSet<&str> = set.series.iter().map(|s| s.name.as_str()).collect();
+    let mut histograms: BTreeSet<&str> = BTreeSet::new();
+    let mut summaries: BTreeSet<&str> = BTreeSet::new();
+    for s in &set.series {
+        if let Some(base) = s.name.strip_suffix("_bucket") {
+            if s.labels.get("le").is_some() {
+                histograms.insert(base);
+            }
+        }
+        if s.labels.get("quantile").is_some() {
+            summaries.insert(s.name.as_str());
+        }
+    }
+    for name in &names {
+        if let Some(base) = name.strip_suffix("_sum") {
+            if !histograms.contains(base) && names.contains(format!("{base}_count").as_str()) {
+                summaries.insert(base);
+            }
+        }
+    }
+    let mut families = BTreeMap::new();
+    for name in names {
+        let part_of = |bases: &BTreeSet<&str>| {
+            ["_bucket", "_sum", "_count", "_created"]
+                .iter()
+                .any(|suffix| {
+                    name.strip_suffix(suffix)
+                        .is_some_and(|base| bases.contains(base))
+                })
+        };
+        if part_of(&histograms) {
+            continue;
+        }
+        if summaries.contains(name) || part_of(&summaries) {
+            continue;
+        }
+        let ty = if name.ends_with("_total") {
+            MetricType::Counter
+        } else {
+            MetricType::Gauge
+        };
+        families.insert(name.to_string(), ty);
+    }
+    for base in histograms {
+        families.insert(base.to_string(), MetricType::Histogram);
+    }
+    for base in summaries {
+        families
+            .entry(base.to_string())
+            .or_insert(MetricType::Summary);
+    }
+    families
+}
+
+// ----- the answer as JSON -----
+
+#[derive(Deserialize)]
+struct Answer {
+    status: String,
+    #[serde(default)]
+    data: Option<Data>,
+    #[serde(default, rename = "errorType")]
+    error_type: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    warnings: Vec<String>,
+    #[serde(default)]
+    infos: Vec<String>,
+    #[serde(default, rename = "isPartial")]
+    is_partial: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "resultType", content = "result", rename_all = "lowercase")]
+enum Data {
+    Matrix(Vec<Item>),
+    Vector(Vec<Item>),
+    Scalar(IgnoredAny),
+    String(IgnoredAny),
+}
+
+struct Item {
+    metric: BTreeMap<String, String>,
+    values: Vec<Point>,
+    value: Option<Point>,
+    has_native: bool,
+}
+
+impl<'de> Deserialize<'de> for Item {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Written out so that native-histogram fields are noticed while other unknown fields
+        // (a future server's additions) are ignored.
+        #[derive(Deserialize)]
+        struct Raw {
+            #[serde(default)]
+            metric: BTreeMap<String, String>,
+            #[serde(default)]
+            values: Vec<Point>,
+            #[serde(default)]
+            value: Option<Point>,
+            #[serde(default)]
+            histogram: Option<IgnoredAny>,
+            #[serde(default)]
+            histograms: Option<IgnoredAny>,
+        }
+        let raw = Raw::deserialize(d)?;
+        Ok(Item {
+            metric: raw.metric,
+            values: raw.values,
+            value: raw.value,
+            has_native: raw.histogram.is_some() || raw.histograms.is_some(),
+        })
+    }
+}
+
+/// `[unix_seconds, "value"]`.
+#[derive(Deserialize)]
+struct Point(f64, SampleValue);
+
+/// A sample value: a string as Prometheus writes it (`"1.5"`, `"NaN"`, `"+Inf"`), or a number.
+struct SampleValue(f64);
+
+impl<'de> Deserialize<'de> for SampleValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = SampleValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a sample value such as \"1.5\", \"NaN\" or \"+Inf\"")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<SampleValue, E> {
+                parse_value(s)
+                    .map(SampleValue)
+                    .ok_or_else(|| E::custom(format!("invalid sample value `{s}`: expected a number such as \"1.5\", \"NaN\", \"+Inf\" or \"-Inf\"")))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<SampleValue, E> {
+                Ok(SampleValue(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<SampleValue, E> {
+                Ok(SampleValue(v as f64))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<SampleValue, E> {
+                Ok(SampleValue(v as f64))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Go's `strconv.ParseFloat` spellings as Prometheus writes them: decimals, exponents, `NaN`,
+/// `+Inf`, `-Inf` (case-insensitive, `Inf`/`Infinity` with optional sign).
+fn parse_value(s: &str) -> Option<f64> {
+    let t = s.trim();
+    let unsigned = t.trim_start_matches(['+', '-']);
+    if unsigned.is_empty() || t.len() - unsigned.len() > 1 {
+        return None;
+    }
+    // Rust's parser accepts the same words as Go's ("nan", "inf", "infinity", any case).
+    t.parse::<f64>().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matrix(results: &str) -> String {
+        format!(r#"{{"status":"success","data":{{"resultType":"matrix","result":[{results}]}}}}"#)
+    }
+
+    #[test]
+    fn detects_api_answers_by_content() {
+        assert!(looks_like(&matrix("")));
+        assert!(looks_like(
+            " \n{\"status\":\"error\",\"errorType\":\"bad_data\",\"error\":\"x\"}"
+        ));
+        assert!(!looks_like("# TYPE x counter\nx_total 1\n"));
+        assert!(!looks_like("{\"llm_doctor\": \"snapshot/v1\"}"));
+        assert!(!looks_like(""));
+    }
+
+    #[test]
+    fn matrix_series_with_exact_millisecond_timestamps() {
+        let text = matrix(
+            r#"{"metric":{"__name__":"vllm:num_requests_waiting","pod":"p","model_name":"m","empty":""},
+                "values":[[1761955800.123,"1"],[1761955815,"NaN"],[1761955830.5,"+Inf"],[1761955845.001,"-Inf"]]}"#,
+        );
+        let set = parse(&text, "a.json").unwrap();
+        assert_eq!(set.series.len(), 1);
+        let s = &set.series[0];
+        assert_eq!(s.name, "vllm:num_requests_waiting");
+        assert_eq!(s.labels.to_string(), r#"{model_name="m",pod="p"}"#);
+        let ts: Vec<i64> = s.samples.iter().map(|x| x.t_ms.unwrap()).collect();
+        assert_eq!(
+            ts,
+            [1761955800123, 1761955815000, 1761955830500, 1761955845001]
+        );
+        assert_eq!(s.samples[0].value, 1.0);
+        assert!(s.samples[1].value.is_nan());
+        assert_eq!(s.samples[2].value, f64::INFINITY);
+        assert_eq!(s.samples[3].value, f64::NEG_INFINITY);
+        assert!(set.has_timestamps);
+        assert_eq!(set.families["vllm:num_requests_waiting"], MetricType::Gauge);
+    }
+
+    #[test]
+    fn timestamp_conversion_is_exact_for_millisecond_values() {
+        for ms in [
+            0i64,
+            1,
+            999,
+            1_761_955_800_123,
+            1_761_955_800_001,
+            4_102_444_799_999,
+        ] {
+            let secs: f64 = format!("{}.{:03}", ms / 1000, ms % 1000).parse().unwrap();
+            assert_eq!(seconds_to_ms(secs), Some(ms), "{secs}");
+        }
+        assert_eq!(seconds_to_ms(1.5e9), Some(1_500_000_000_000));
+        assert_eq!(seconds_to_ms(f64::NAN), None);
+        assert_eq!(seconds_to_ms(1e300), None);
+    }
+
+    #[test]
+    fn timestamps_read_from_json_text_are_exact() {
+        // A cheap LCG: many millisecond timestamps across several decades.
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..20_000 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let ms = (x >> 20) as i64 % 4_000_000_000_000;
+            let text = format!("{}.{:03}", ms / 1000, ms % 1000);
+            let secs: f64 = serde_json::from_str(&text).unwrap();
+            assert_eq!(seconds_to_ms(secs), Some(ms), "{text}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, failure_persistence: None, ..Default::default() })]
+        #[test]
+        fn never_panics(text in "\\PC{0,200}") {
+            let _ = parse(&text, "p.json");
+        }
+
+        #[test]
+        fn never_panics_on_answer_like_text(cut in 0usize..400, junk in "[\\[\\]{}\",:0-9a-zA-Z_. +-]{0,12}") {
+            let base = matrix(r#"{"metric":{"__name__":"x","a":"b"},"values":[[1.5,"1"],[2,"NaN"]]}"#);
+            let cut = cut.min(base.len());
+            let text = format!("{}{junk}{}", &base[..cut], &base[cut..]);
+            let _ = parse_with_warnings(&text, "p.json");
+        }
+    }
+
+    #[test]
+    fn sample_value_spellings() {
+        for (s, want) in [
+            ("1.5", 1.5),
+            ("-2", -2.0),
+            ("1e3", 1000.0),
+            ("+Inf", f64::INFINITY),
+            ("-Inf", f64::NEG_INFINITY),
+            ("inf", f64::INFINITY),
+        ] {
+            assert_eq!(parse_value(s), Some(want), "{s}");
+        }
+        assert!(parse_value("NaN").unwrap().is_nan());
+        for bad in ["", "abc", "--1", "1,5", "+-1"] {
+            assert_eq!(parse_value(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn types_are_inferred_from_names() {
+        let text = matrix(
+            r#"{"metric":{"__name__":"vllm:num_preemptions_total"},"values":[[1,"1"]]},
+               {"metric":{"__name__":"vllm:num_preemptions_created"},"values":[[1,"1"]]},
+               {"metric":{"__name__":"vllm:e2e_request_latency_seconds_bucket","le":"+Inf"},"values":[[1,"1"]]},
+               {"metric":{"__name__":"vllm:e2e_request_latency_seconds_sum"},"values":[[1,"1"]]},
+               {"metric":{"__name__":"vllm:e2e_request_latency_seconds_count"},"values":[[1,"1"]]},
+               {"metric":{"__name__":"go_gc_duration_seconds","quantile":"0.5"},"values":[[1,"1"]]},
+               {"metric":{"__name__":"go_gc_duration_seconds_sum"},"values":[[1,"1"]]},
+               {"metric":{"__name__":"go_gc_duration_seconds_count"},"values":[[1,"1"]]},
+               {"metric":{"__name__":"rpc_seconds_sum"},"values":[[1,"1"]]},
+               {"metric":{"__name__":"rpc_seconds_count"},"values":[[1,"1"]]},
+               {"metric":{"__name__":"lonely_count"},"values":[[1,"1"]]},
+               {"metric":{"__name__":"odd_bucket"},"values":[[1,"1"]]},
+               {"metric":{"__name__":"DCGM_FI_DEV_GPU_UTIL","gpu":"0"},"values":[[1,"1"]]}"#,
+        );
+        let set = parse(&text, "t.json").unwrap();
+        use MetricType::*;
+        for (name, want) in [
+            ("vllm:num_preemptions_total", Counter),
+            ("vllm:num_preemptions_created", Gauge),
+            ("vllm:e2e_request_latency_seconds_bucket", Histogram),
+            ("vllm:e2e_request_latency_seconds_sum", Histogram),
+            ("vllm:e2e_request_latency_seconds_count", Histogram),
+            ("go_gc_duration_seconds", Summary),
+            ("go_gc_duration_seconds_sum", Summary),
+            ("go_gc_duration_seconds_count", Summary),
+            ("rpc_seconds_sum", Summary),
+            ("rpc_seconds_count", Summary),
+            ("lonely_count", Gauge),
+            ("odd_bucket", Gauge),
+            ("DCGM_FI_DEV_GPU_UTIL", Gauge),
+        ] {
+            assert_eq!(set.family_type(name), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn vector_answers_have_one_sample_per_series() {
+        let text = r#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{"__name__":"up","job":"b"},"value":[1761955800,"1"]},
+            {"metric":{"__name__":"up","job":"a"},"value":[1761955800,"0"]}]}}"#;
+        let set = parse(text, "v.json").unwrap();
+        let got: Vec<String> = set.series.iter().map(|s| s.to_string()).collect();
+        assert_eq!(got, [r#"up{job="a"}"#, r#"up{job="b"}"#]);
+        assert_eq!(set.series[0].samples[0].value, 0.0);
+        assert_eq!(set.newest_ms(), Some(1_761_955_800_000));
+    }
+
+    #[test]
+    fn errors_name_the_file_and_say_what_to_do() {
+        let err = |text: &str| parse(text, "q.json").unwrap_err().to_string();
+        let e = err(r#"{"status":"error","errorType":"bad_data","error":"parse error at char 5"}"#);
+        assert!(e.starts_with("q.json: "), "{e}");
+        assert!(
+            e.contains("bad_data") && e.contains("parse error at char 5"),
+            "{e}"
+        );
+
+        let e = err(&matrix(r#"{"metric":{"pod":"p"},"values":[[1,"1"]]}"#));
+        assert!(
+            e.contains("no metric name") && e.contains(r#"{pod="p"}"#),
+            "{e}"
+        );
+        assert!(e.contains(r#"{__name__=~"vllm:.*|DCGM_.*|node_cpu_seconds_total"}[15m]"#));
+
+        let e = err(r#"{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}"#);
+        assert!(
+            e.contains("scalar") && e.contains("cannot be mapped to metrics"),
+            "{e}"
+        );
+        let e = err(r#"{"status":"success","data":{"resultType":"string","result":[1,"x"]}}"#);
+        assert!(e.contains("string"), "{e}");
+
+        let e =
+            err("{\"status\":\"success\",\n \"data\": {\"resultType\": \"matrix\", \"result\": [}");
+        assert!(e.contains("line 2 column"), "{e}");
+
+        let e = err(&matrix(
+            r#"{"metric":{"__name__":"x"},"values":[[1,"one"]]}"#,
+        ));
+        assert!(
+            e.contains("invalid sample value `one`") && e.contains("line 1"),
+            "{e}"
+        );
+
+        let e = err(&matrix(""));
+        assert!(e.contains("no series"), "{e}");
+        let e = err(r#"{"status":"weird","data":null}"#);
+        assert!(e.contains("`weird`"), "{e}");
+        let e = err(r#"{"status":"success"}"#);
+        assert!(e.contains("no `data`"), "{e}");
+        let e = err(r#"{"status":"success","data":{"resultType":"table","result":[]}}"#);
+        assert!(e.contains("table"), "{e}");
+        let e = err("[]");
+        assert!(e.starts_with("q.json: "), "{e}");
+    }
+
+    #[test]
+    fn warnings_partial_answers_and_native_histograms() {
+        let text = r#"{"status":"success","isPartial":true,"warnings":["w1"],"infos":["i1"],
+            "data":{"resultType":"matrix","result":[
+              {"metric":{"__name__":"x"},"values":[[1,"1"]]},
+              {"metric":{"__name__":"h"},"histograms":[[1,{"count":"1","sum":"1"}]]}]},
+            "stats":{"seriesFetched":"2"}}"#;
+        let p = parse_with_warnings(text, "vm.json").unwrap();
+        assert!(p.partial);
+        assert_eq!(p.warnings.len(), 4, "{:?}", p.warnings);
+        assert!(p.warnings[0].contains("partial"));
+        assert!(p.warnings[1].ends_with("server warning: w1"));
+        assert!(p.warnings[2].ends_with("server info: i1"));
+        assert!(p.warnings[3].contains("native-histogram"));
+        // A byte-order mark (Windows editors) is not an error.
+        assert!(parse(
+            &format!(
+                "\u{feff}{}",
+                matrix(r#"{"metric":{"__name__":"x"},"values":[[1,"1"]]}"#)
+            ),
+            "b.json"
+        )
+        .is_ok());
+        assert_eq!(p.set.series.len(), 1);
+        assert_eq!(p.set.sample_count(), 1);
+    }
+}

@@ -35,12 +35,16 @@ pub enum GraphFormat {
 
 /// Subcommands.
 #[derive(Debug, Subcommand)]
+// Built once per process: boxing the large variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Diagnose recorded metrics (Prometheus text or OpenMetrics files).
     Diagnose(DiagnoseArgs),
     /// Check, test and explain playbooks.
     #[command(subcommand)]
     Rules(RulesCommand),
+    /// Record /metrics endpoints to an OpenMetrics file for later diagnosis or Prometheus import.
+    Record(RecordArgs),
     /// List the canonical signals and facts.
     Signals {
         /// Output format (table or json).
@@ -52,9 +56,25 @@ pub enum Command {
 /// Arguments of `diagnose`.
 #[derive(Debug, clap::Args)]
 pub struct DiagnoseArgs {
-    /// Recorded metrics: Prometheus text exposition or OpenMetrics, one or more files joined.
-    #[arg(required = true)]
+    /// Recorded metrics, joined: Prometheus text or OpenMetrics (plain or gzip), Prometheus API
+    /// JSON answers, or llm-doctor snapshot/timeline files.
+    #[arg(required_unless_present = "scrape")]
     pub files: Vec<PathBuf>,
+    /// Scrape a /metrics endpoint twice, `--interval` apart, and diagnose the time between. Repeatable.
+    #[arg(long, value_name = "URL")]
+    pub scrape: Vec<String>,
+    /// Time between the two scrapes (a Prometheus duration).
+    #[arg(long, default_value = "15s")]
+    pub interval: String,
+    /// Per-request timeout for --scrape.
+    #[arg(long, default_value = "10s")]
+    pub timeout: String,
+    /// An HTTP header for --scrape, `Name: value` (e.g. 'Authorization: Bearer TOKEN'). Repeatable.
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// Also write the snapshots that were diagnosed (YAML, or JSON for a .json name).
+    #[arg(long, value_name = "FILE")]
+    pub save_snapshot: Option<PathBuf>,
     /// The serve command line (`vllm serve MODEL --max-num-seqs 4`), or `@FILE` to read it.
     #[arg(long)]
     pub engine_args: Option<String>,
@@ -70,9 +90,9 @@ pub struct DiagnoseArgs {
     /// End of the window: RFC 3339 or Unix seconds (default: the newest sample).
     #[arg(long)]
     pub at: Option<String>,
-    /// Window length, a Prometheus duration (30s, 5m, 1h).
-    #[arg(long, default_value = "5m")]
-    pub window: String,
+    /// Window length, a Prometheus duration (30s, 5m, 1h); default 5m, or 1.5 × --interval with --scrape.
+    #[arg(long)]
+    pub window: Option<String>,
     /// Output format (default: table on a terminal, JSON otherwise).
     #[arg(long, value_enum)]
     pub format: Option<Format>,
@@ -85,6 +105,29 @@ pub struct DiagnoseArgs {
     /// Read the metrics as this engine's (vllm, sglang, tgi, trtllm, llamacpp) when names alone mislead.
     #[arg(long)]
     pub engine: Option<String>,
+}
+
+/// Arguments of `record`.
+#[derive(Debug, clap::Args)]
+pub struct RecordArgs {
+    /// Endpoints to scrape. Repeatable.
+    #[arg(long, value_name = "URL", required = true)]
+    pub scrape: Vec<String>,
+    /// How long to record.
+    #[arg(long, default_value = "10m")]
+    pub duration: String,
+    /// Time between scrapes.
+    #[arg(long, default_value = "15s")]
+    pub interval: String,
+    /// Per-request timeout.
+    #[arg(long, default_value = "10s")]
+    pub timeout: String,
+    /// An HTTP header, `Name: value`. Repeatable.
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// Output file (OpenMetrics with timestamps in seconds and `# EOF`).
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 /// `rules` subcommands.

@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use llm_doctor_engine::report::Status;
 
-use crate::cli::{Cli, Command, DiagnoseArgs, Format, GraphFormat, RulesCommand};
+use crate::cli::{Cli, Command, DiagnoseArgs, Format, GraphFormat, RecordArgs, RulesCommand};
 use crate::pipeline::{self, Options};
 use crate::render::{self, Report, TargetReport};
 use crate::rules::{RuleFiles, Rules};
@@ -27,6 +27,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
     match cli.command {
         Command::Diagnose(args) => diagnose(args),
         Command::Rules(cmd) => rules(cmd),
+        Command::Record(args) => record(args),
         Command::Signals { format } => signals(format),
     }
 }
@@ -93,41 +94,96 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
         .transpose()
         .map_err(anyhow::Error::msg)
         .context("--at")?;
-    let window_ms = crate::window::parse_duration(&args.window)
-        .map_err(anyhow::Error::msg)
-        .context("--window")?;
-    if window_ms <= 0 {
-        bail!("--window must be longer than zero, got `{}`", args.window);
-    }
+    let interval = positive_duration(&args.interval, "--interval")?;
+    let window_ms = match &args.window {
+        Some(w) => positive_duration(w, "--window")?.as_millis() as i64,
+        // Two scrapes an interval apart: a window a little longer than the interval holds both.
+        None if !args.scrape.is_empty() => interval.as_millis() as i64 * 3 / 2,
+        None => 300_000,
+    };
 
     let mut inputs = Vec::new();
+    let mut prepared = Vec::new();
     for f in &args.files {
-        inputs.push((f.display().to_string(), read_text(f)?));
+        let text = read_text(f)?;
+        let name = f.display().to_string();
+        if crate::snapshot_file::looks_like(&text) {
+            prepared.extend(
+                crate::snapshot_file::parse(&text, &name, &rules.catalog, at_ms)
+                    .map_err(anyhow::Error::msg)?,
+            );
+        } else {
+            inputs.push((name, text));
+        }
     }
-    let set = pipeline::parse_inputs(&inputs)?;
-    let prepared = pipeline::prepare(
-        &set,
-        &rules,
-        &Options {
-            engine_args,
-            facts,
-            signals,
-            at_ms,
-            window_ms,
-            selector: args
-                .selector
-                .as_deref()
-                .map(crate::selector::Selector::parse)
-                .transpose()
+    let mut input_warnings = Vec::new();
+    let mut set = if inputs.is_empty() {
+        None
+    } else {
+        let (set, w) = pipeline::parse_inputs_with_warnings(&inputs)?;
+        input_warnings = w;
+        Some(set)
+    };
+    let mut errors = Vec::new();
+    if !args.scrape.is_empty() {
+        let opts = crate::scrape::ScrapeOptions {
+            timeout: positive_duration(&args.timeout, "--timeout")?,
+            headers: args
+                .headers
+                .iter()
+                .map(|h| crate::scrape::parse_header(h))
+                .collect::<Result<Vec<_>, _>>()
                 .map_err(anyhow::Error::msg)?,
-            engine: args.engine.clone(),
-        },
-    )?;
+        };
+        for s in crate::scrape::scrape(&args.scrape, 2, interval, &opts, &mut |line| {
+            eprintln!("{line}")
+        }) {
+            match s.result {
+                Ok(got) => match &mut set {
+                    Some(all) => all.merge(got),
+                    None => set = Some(got),
+                },
+                Err(e) => errors.push(format!("{}: {e}", s.url)),
+            }
+        }
+        if set.is_none() && prepared.is_empty() {
+            bail!("no endpoint could be scraped:\n  {}", errors.join("\n  "));
+        }
+    }
+    let options = Options {
+        engine_args,
+        facts,
+        signals,
+        at_ms,
+        window_ms,
+        selector: args
+            .selector
+            .as_deref()
+            .map(crate::selector::Selector::parse)
+            .transpose()
+            .map_err(anyhow::Error::msg)?,
+        engine: args.engine.clone(),
+    };
+    if let Some(set) = &set {
+        prepared.extend(pipeline::prepare(set, &rules, &options)?);
+    }
+    if let Some(path) = &args.save_snapshot {
+        let json = path.extension().is_some_and(|e| e == "json");
+        std::fs::write(
+            path,
+            crate::snapshot_file::write(&prepared, &rules.catalog, json),
+        )
+        .with_context(|| format!("writing `{}`", path.display()))?;
+    }
     let targets: Vec<TargetReport> = prepared
         .into_iter()
         .map(|p| TargetReport {
             diagnosis: llm_doctor_engine::diagnose(&rules.playbook, &p.snapshot, &slo_values),
-            notes: p.notes,
+            notes: p
+                .notes
+                .into_iter()
+                .chain(input_warnings.iter().cloned())
+                .collect(),
         })
         .collect();
     let mut targets = targets;
@@ -138,10 +194,7 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
             .cmp(&a.diagnosis.status)
             .then_with(|| a.diagnosis.target.labels.cmp(&b.diagnosis.target.labels))
     });
-    let report = Report {
-        targets,
-        errors: Vec::new(),
-    };
+    let report = Report { targets, errors };
     let code = if report
         .targets
         .iter()
@@ -166,6 +219,48 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
         Format::Markdown => render::markdown::render(&report),
     };
     Ok(Outcome { stdout: text, code })
+}
+
+/// A Prometheus duration that must be longer than zero; `flag` names it in errors.
+fn positive_duration(s: &str, flag: &str) -> Result<std::time::Duration> {
+    let ms = crate::window::parse_duration(s)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| flag.to_string())?;
+    if ms <= 0 {
+        bail!("{flag} must be longer than zero, got `{s}`");
+    }
+    Ok(std::time::Duration::from_millis(ms as u64))
+}
+
+fn record(args: RecordArgs) -> Result<Outcome> {
+    let opts = crate::scrape::ScrapeOptions {
+        timeout: positive_duration(&args.timeout, "--timeout")?,
+        headers: args
+            .headers
+            .iter()
+            .map(|h| crate::scrape::parse_header(h))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(anyhow::Error::msg)?,
+    };
+    let (text, errors) = crate::scrape::record(
+        &args.scrape,
+        positive_duration(&args.duration, "--duration")?,
+        positive_duration(&args.interval, "--interval")?,
+        &opts,
+        &mut |line| eprintln!("{line}"),
+    );
+    for e in &errors {
+        eprintln!("error: {e}");
+    }
+    if errors.len() == args.scrape.len() && text.lines().all(|l| l.starts_with('#')) {
+        bail!("no endpoint could be recorded");
+    }
+    std::fs::write(&args.out, &text)
+        .with_context(|| format!("writing `{}`", args.out.display()))?;
+    Ok(Outcome {
+        stdout: format!("wrote {} ({} bytes)\n", args.out.display(), text.len()),
+        code: u8::from(!errors.is_empty()),
+    })
 }
 
 fn rules(cmd: RulesCommand) -> Result<Outcome> {

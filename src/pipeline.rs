@@ -72,11 +72,20 @@ fn dedup(mut v: Vec<&str>) -> Vec<&str> {
     v
 }
 
-/// Reads and merges exposition files. `(name, text)` pairs keep this free of file I/O.
-pub fn parse_inputs(inputs: &[(String, String)]) -> Result<SeriesSet> {
+/// Reads and merges exposition files and saved Prometheus API answers; also returns warnings
+/// (partial answers, skipped samples) to show beside the diagnosis. `(name, text)` pairs
+/// keep this free of file I/O.
+pub fn parse_inputs_with_warnings(inputs: &[(String, String)]) -> Result<(SeriesSet, Vec<String>)> {
+    let mut warnings = Vec::new();
     let mut set: Option<SeriesSet> = None;
     for (name, text) in inputs {
-        let mut parsed = exposition::parse(text, name).map_err(anyhow::Error::new)?;
+        let mut parsed = if crate::api_json::looks_like(text) {
+            let p = crate::api_json::parse_with_warnings(text, name).map_err(anyhow::Error::new)?;
+            warnings.extend(p.warnings);
+            p.set
+        } else {
+            exposition::parse(text, name).map_err(anyhow::Error::new)?
+        };
         if parsed.series.is_empty() {
             bail!("{name}: no samples (an empty file, or only comments)");
         }
@@ -100,7 +109,12 @@ pub fn parse_inputs(inputs: &[(String, String)]) -> Result<SeriesSet> {
             Some(s) => s.merge(parsed),
         }
     }
-    set.context("no input files")
+    Ok((set.context("no input files")?, warnings))
+}
+
+/// Reads and merges inputs, dropping warnings (partial answers and the like).
+pub fn parse_inputs(inputs: &[(String, String)]) -> Result<SeriesSet> {
+    parse_inputs_with_warnings(inputs).map(|(set, _)| set)
 }
 
 /// Builds one snapshot per target found in `set`.

@@ -413,7 +413,11 @@ fn evidence_item(
         op,
         threshold,
         // Folded YAML keeps line breaks; one line reads better in every output.
-        condition: cond.source().split_whitespace().collect::<Vec<_>>().join(" "),
+        condition: cond
+            .source()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
         result,
         weight,
         note,

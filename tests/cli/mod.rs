@@ -1,4 +1,5 @@
 //! The command line: exit codes, error messages, output formats.
 
 mod diagnose;
+mod inputs;
 mod rules;

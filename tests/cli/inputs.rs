@@ -1,0 +1,173 @@
+//! `diagnose` on other inputs and options: API JSON, snapshot files, selectors, --engine.
+
+use crate::support::{outcome, run};
+
+fn json(args: &[&str]) -> (i32, serde_json::Value, String) {
+    let (code, out, err) = outcome(&run(args));
+    let v = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    (code, v, err)
+}
+
+fn top_causes(v: &serde_json::Value) -> Vec<String> {
+    v["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["causes"][0]["id"].as_str().unwrap_or("-").to_string())
+        .collect()
+}
+
+#[test]
+fn a_saved_query_range_answer_diagnoses_like_the_recording() {
+    let (code, api, err) = json(&[
+        "diagnose",
+        "tests/data/inputs/vllm_query_range.json",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    let (_, om, _) = json(&[
+        "diagnose",
+        "tests/data/inputs/vllm_query_range.om.gz",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(top_causes(&api), vec!["kv_cache_exhaustion"]);
+    assert_eq!(api["targets"][0]["causes"], om["targets"][0]["causes"]);
+}
+
+#[test]
+fn a_saved_snapshot_reads_back_to_the_same_diagnosis() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["snap.yaml", "snap.json"] {
+        let path = dir.path().join(name);
+        let (_, first, _) = json(&[
+            "diagnose",
+            "fixtures/small_batch_limit.om.gz",
+            "--engine-args",
+            "vllm serve Qwen/Qwen2.5-7B-Instruct --max-num-seqs 16",
+            "--save-snapshot",
+            path.to_str().unwrap(),
+            "--format",
+            "json",
+        ]);
+        let (_, again, _) = json(&["diagnose", path.to_str().unwrap(), "--format", "json"]);
+        assert_eq!(top_causes(&again), vec!["small_batch_limit"]);
+        assert_eq!(
+            first["targets"][0]["causes"], again["targets"][0]["causes"],
+            "{name}"
+        );
+        assert_eq!(
+            first["targets"][0]["facts"], again["targets"][0]["facts"],
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn snapshot_typos_are_all_reported() {
+    let (code, _, err) = outcome(&run(&["diagnose", "tests/data/inputs/snapshot_typos.yaml"]));
+    assert_eq!(code, 2);
+    assert!(err.contains("did you mean `queue_depth`?"), "{err}");
+    assert!(err.contains("did you mean `max_num_seqs`?"), "{err}");
+}
+
+#[test]
+fn a_query_without_metric_names_is_refused_with_a_hint() {
+    let (code, _, err) = outcome(&run(&["diagnose", "tests/data/inputs/rate_answer.json"]));
+    assert_eq!(code, 2);
+    assert!(err.contains("__name__"), "{err}");
+}
+
+#[test]
+fn engine_override_and_selector() {
+    let (code, _, err) = outcome(&run(&[
+        "diagnose",
+        "fixtures/healthy_busy.om.gz",
+        "--engine",
+        "tgi",
+    ]));
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("no tgi metrics in the input (found vllm)"),
+        "{err}"
+    );
+    let (code, v, _) = json(&[
+        "diagnose",
+        "fixtures/healthy_busy.om.gz",
+        "--engine",
+        "vllm",
+        "--selector",
+        "instance=~\"gpu-node-.*\"",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(v["targets"].as_array().unwrap().len(), 1);
+    let (code, _, err) = outcome(&run(&[
+        "diagnose",
+        "fixtures/healthy_busy.om.gz",
+        "--selector",
+        "pod=\"nope\"",
+    ]));
+    assert_eq!(code, 2);
+    assert!(err.contains("matches none of the 1 targets"), "{err}");
+    let (code, _, err) = outcome(&run(&[
+        "diagnose",
+        "fixtures/healthy_busy.om.gz",
+        "--selector",
+        "pod=nope",
+    ]));
+    assert_eq!(code, 2);
+    assert!(err.contains("expected a quoted value"), "{err}");
+}
+
+#[test]
+fn one_curl_per_replica_becomes_one_target_per_file() {
+    // Pages saved with curl have no instance labels: each file is its own replica.
+    let text = llm_doctor::commands::read_text(
+        &crate::support::root().join("fixtures/healthy_busy.om.gz"),
+    )
+    .unwrap();
+    let page: String = text
+        .lines()
+        .filter(|l| l.starts_with("vllm:") && l.ends_with(" 1796083800"))
+        .map(|l| {
+            let (series, _ts) = l.rsplit_once(' ').unwrap();
+            let name_end = series.find('{').unwrap();
+            let (name, rest) = series.split_at(name_end);
+            let labels: Vec<&str> = rest
+                .trim_start_matches('{')
+                .split('}')
+                .next()
+                .unwrap()
+                .split(',')
+                .filter(|p| !p.starts_with("instance=") && !p.starts_with("job="))
+                .collect();
+            let value = rest.rsplit_once(' ').unwrap().1;
+            format!("{name}{{{}}} {value}\n", labels.join(","))
+        })
+        .collect();
+    assert!(page.lines().count() > 50, "{page}");
+    let dir = tempfile::tempdir().unwrap();
+    let a = crate::support::temp_file(dir.path(), "replica-a.prom", &page);
+    let b = crate::support::temp_file(dir.path(), "replica-b.prom", &page);
+    let (_, v, err) = json(&[
+        "diagnose",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let instances: Vec<&str> = v["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["target"]["labels"]["instance"].as_str().unwrap())
+        .collect();
+    assert_eq!(instances.len(), 2, "{err}");
+    assert!(
+        instances[0].ends_with("replica-a.prom") && instances[1].ends_with("replica-b.prom"),
+        "{instances:?}"
+    );
+}
