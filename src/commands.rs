@@ -195,10 +195,12 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
             .then_with(|| a.diagnosis.target.labels.cmp(&b.diagnosis.target.labels))
     });
     let report = Report { targets, errors };
-    let code = if report
-        .targets
-        .iter()
-        .all(|t| t.diagnosis.status == Status::Healthy)
+    // A source that failed means the picture is incomplete: not "healthy".
+    let code = if report.errors.is_empty()
+        && report
+            .targets
+            .iter()
+            .all(|t| t.diagnosis.status == Status::Healthy)
     {
         0
     } else {

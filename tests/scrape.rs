@@ -746,3 +746,105 @@ fn scrape_vs_get() {
         median(&mut one_round),
     );
 }
+
+// ---- The same paths through the command line ------------------------------------------------
+
+fn cli(args: &[&str]) -> (i32, String, String) {
+    crate::support::outcome(&crate::support::run(args))
+}
+
+#[test]
+fn cli_diagnose_scrape_reads_two_scrapes_and_reports_a_dead_endpoint() {
+    let live = Server::start(Mode::VllmText);
+    let (dead, dead_addr) = dead_url();
+    let url = live.url();
+    let (code, out, err) = cli(&[
+        "diagnose",
+        "--scrape",
+        &url,
+        "--scrape",
+        &dead,
+        "--interval",
+        "300ms",
+        "--timeout",
+        "2s",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        code, 1,
+        "a failed endpoint makes the run not healthy: {err}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    let targets = v["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 1, "{out}");
+    let t = &targets[0];
+    assert_eq!(t["target"]["engine"], "vllm");
+    assert_eq!(t["target"]["labels"]["instance"], live.addr.to_string());
+    assert_eq!(t["window"]["length_ms"], 450, "1.5 x the interval");
+    assert_eq!(t["facts"]["model"], MODEL);
+    let errors = v["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].as_str().unwrap().contains(&dead_addr),
+        "{errors:?}"
+    );
+    assert!(live.requests().len() >= 2, "two scrapes");
+}
+
+#[test]
+fn cli_diagnose_scrape_with_every_endpoint_dead_exits_2() {
+    let (dead, dead_addr) = dead_url();
+    let (code, _, err) = cli(&[
+        "diagnose",
+        "--scrape",
+        &dead,
+        "--interval",
+        "100ms",
+        "--timeout",
+        "1s",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("no endpoint could be scraped") && err.contains(&dead_addr),
+        "{err}"
+    );
+    let (code, _, err) = cli(&["diagnose", "--scrape", &dead, "--header", "no colon here"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("header"), "{err}");
+}
+
+#[test]
+fn cli_record_writes_a_file_that_diagnose_reads() {
+    let live = Server::start(Mode::VllmNegotiated);
+    let dir = tempfile::tempdir().unwrap();
+    let out_file = dir.path().join("rec.om");
+    let url = live.url();
+    let (code, out, err) = cli(&[
+        "record",
+        "--scrape",
+        &url,
+        "--duration",
+        "1s",
+        "--interval",
+        "250ms",
+        "--out",
+        out_file.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("wrote "), "{out}");
+    let text = std::fs::read_to_string(&out_file).unwrap();
+    assert!(text.ends_with("# EOF\n"));
+    let (code, json, err) = cli(&[
+        "diagnose",
+        out_file.to_str().unwrap(),
+        "--window",
+        "2s",
+        "--format",
+        "json",
+    ]);
+    assert!(code == 0 || code == 1, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["targets"][0]["target"]["engine"], "vllm");
+}
