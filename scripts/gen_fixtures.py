@@ -7,7 +7,9 @@ Writes one OpenMetrics 1.0 recording per scenario of ``fixtures/scenarios.yaml``
 node_exporter (job "node", ``<host>:9100``) every ``interval_s`` for ``duration_s``. The data is
 built so that the canonical signals of ``rules/signals/{vllm,dcgm,node}.yaml``, computed over the
 **last 5 minutes** with Prometheus semantics (window end = newest sample), come out at the
-scenario's targets.
+scenario's targets. ``engine:`` swaps vLLM for SGLang, TGI, Triton + TensorRT-LLM, trtllm-serve
+or llama.cpp (ENGINE PROFILES below; their adapters are read instead of vllm.yaml), and
+``fleet:`` puts several replicas in one file (FLEETS below).
 
 Requires Python 3.9+ and PyYAML (``pip install pyyaml``; used to read scenarios.yaml and, with
 ``--verify``, the adapter rules). Nothing else.
@@ -18,16 +20,21 @@ Usage
     python3 scripts/gen_fixtures.py --check         # exit 1 if a committed .om is stale/missing
     python3 scripts/gen_fixtures.py --verify NAME   # target vs recomputed signal table
     python3 scripts/gen_fixtures.py --bench OUT.om [--verify bench]   # large benchmark file
+    python3 scripts/gen_fixtures.py --fleet-bench N OUT.om   # N replicas in one file (OUT.om.gz: gzip)
     options: --scenarios FILE, --out DIR (defaults fixtures/scenarios.yaml, fixtures/), --list
 
---verify parses the written file, evaluates every signal of rules/signals/{vllm,dcgm,node}.yaml
-with Prometheus' algorithms (extrapolated rate, histogram_quantile, left-open 5-minute window
+--verify parses the written file, evaluates every signal of rules/signals/{<engine>,dcgm,node}.yaml
+(in that order; like the program, a signal an earlier adapter cannot compute is taken from a
+later one) with Prometheus' algorithms (extrapolated rate, histogram_quantile, left-open 5-minute window
 ending at the newest sample) and prints target | model | computed | status. `model` is the
 generator's own unrounded value over the window. Status: ok; ok* the target is not representable
 with the bucket bounds (nearest reachable value hit); ok# too few observations in the window for
 integer counts to get closer; ok~ a ramped histogram target, matched against the window's mix;
 OFF / MISSING / UNEXPECTED fail (exit 1). Gauge rows also show window min/avg/max, which the
-playbooks read through min/avg/max_over_time. Exit 0 when all rows pass.
+playbooks read through min/avg/max_over_time. Exit 0 when all rows pass. For other engines the
+table is followed by the facts the adapter reads from metrics (gauge_facts, info_facts,
+label_facts) and the canonical signals that engine does not export (the program reports them
+unknown). A fleet prints one table per member (its series selected by pod, else by host).
 
 Scenario file
 -------------
@@ -55,6 +62,15 @@ Scenario file
                               #   DCGM MEM_COPY/ENC/DEC util, remapped rows). Bigger files.
       labels: {}              # extra labels put on every series (e.g. {cluster: eu-1})
       omit: []                # families to leave out, see below
+      engine: vllm            # vllm | sglang | tgi | triton | trtllm_serve | llamacpp
+      tgi_summaries: false    # tgi: *_duration as rolling summaries instead of histograms
+      triton_histograms: false  # triton: nv_inference_first_response_histogram_ms (TTFT)
+      triton_summaries: false   # triton: nv_inference_{request,queue,compute_infer}_summary_us
+      triton_ttft_buckets_ms: null  # triton: first-response buckets (default 100, 500, 2000, 5000)
+      max_batch_size: 256     # triton: nv_trt_llm_request_metrics{request_type="max"}
+      max_batch_total_tokens: null  # tgi: tgi_batch_max_total_tokens (default num_gpu_blocks*16)
+      llamacpp_kv_metrics: false  # llamacpp: kv_cache_usage_ratio/kv_cache_tokens (2024 builds)
+      fleet: null             # a list of replicas instead of one (see FLEETS)
       signals: {...}          # canonical signal -> target (see below)
     scenarios:
       - name: kv_cache_exhaustion     # -> fixtures/kv_cache_exhaustion.om ([A-Za-z0-9_.-]+)
@@ -132,6 +148,58 @@ four for "default counters only"). spec_decode_acceptance_ratio is emitted only 
 busy; ~4.1 MB: eight GPUs' dcgm series alone are ~2.3 MB) from the built-in defaults only, so
 edits to scenarios.yaml do not change it.
 
+ENGINE PROFILES (``engine:``; reference/engine-metrics.md §2-§5, rules/signals/<adapter>.yaml).
+The same targets, exported the way that engine does; what its adapter cannot compute is not
+emitted. GPU (dcgm) and host (node) series are as for vLLM. Counters that the engine writes
+without ``_total`` (TGI, Triton, llama.cpp's n_busy_slots_per_decode and n_tokens_max) are typed
+``unknown``: an OpenMetrics counter must have ``_total`` samples.
+* sglang (job "sglang", :30000): scheduler metrics labelled model_name, engine_type="unified",
+  tp_rank/pp_rank/moe_ep_rank "0"; tokenizer metrics model_name only. SGLang's default buckets
+  (TTFT from 0.1 s, ITL, e2e, queue time from 0; per-stage prefill_forward 1 ms x 1.62^k).
+  requests_per_second = sglang:num_requests_total, aborted requests on top (error_ratio =
+  aborted / (finished + aborted)); prompt/output_tokens_mean = token counters / requests;
+  preemptions = num_retracted_requests_total; prefix hits = cached_tokens_total{cache_source=
+  "total"} (device and host rows too); frontend_cpu_cores = process_cpu_seconds_total
+  {component="tokenizer"}; spec_decode_acceptance_ratio = the spec_accept_rate gauge (last
+  value). cache_config_info{page_size="1",num_pages}, max_total_num_tokens, gen_throughput,
+  num_used_tokens. No itl_mean (the adapter does not read it), truncation, iteration tokens.
+* tgi (job "tgi", :3000; no labels): tgi_request_{count,success,failure{err}} (unknown type;
+  failure only once non-zero), tgi_queue_size, tgi_batch_current_size, tgi_batch_current_max_tokens
+  (= kv_cache_usage_ratio x tgi_batch_max_total_tokens); *_duration histograms with TGI's
+  0.0001*1.5^k buckets (or rolling summaries, ``tgi_summaries``: quantiles 0 ... 1, exact targets at
+  the last scrape), itl = tgi_request_mean_time_per_token_duration; token-length histograms with
+  max_total_tokens/100 steps (max_input_tokens = max_model_len - 1). Token rates are the token
+  histograms' _sum rates (requests x mean length). No TTFT, prefix, preemption, truncation.
+* triton (job "triton", :8002; model="tensorrt_llm", version="1"): µs counters (e2e_mean /
+  queue_time_mean = duration rate / request rate), request_success/failure{reason}, count,
+  exec_count, pending_request_count (= queue_depth), nv_trt_llm_request_metrics (active = running,
+  max = max_batch_size, waiting = queue_depth), kv_cache_block_metrics (64 tokens per block),
+  inflight_batcher and general metrics, nv_llm_{input,output}_token_len (buckets 10 ... 1000);
+  Triton's own nv_gpu_* (same UUIDs as dcgm) and nv_cpu_utilization, which its adapter reads
+  before dcgm's and node's (gpu_utilization/memory/power ratio, host_cpu_utilization_ratio are
+  then gauges). TTFT only with ``triton_histograms`` (a TTFT above the top bucket reads as it: 5 s
+  by default), e2e/queue p50/p99 only with ``triton_summaries``. No ITL.
+* trtllm_serve (job "trtllm", :8000; model_name, engine_type="trtllm"): vLLM-like histograms and
+  request_success_total{finished_reason}, request_error_total{http_code}, prompt_tokens_total,
+  prompt_cached_tokens_total, server_queue_length, num_active_requests, kv_cache_utilization,
+  kv_cache_hit_rate. No output token counter.
+* llamacpp (job "llamacpp", :8080; no labels): counters as llama-server prints them (6
+  significant digits; seconds truncated to ms); itl_mean = tokens_predicted_seconds /
+  tokens_predicted; n_decode_total at the engine-step rate; prompt_seconds grows by
+  prefill_time_mean_seconds per llama_decode() call, because that is what llamacpp.yaml divides
+  (pick the target accordingly: ~prompt seconds per second / decode calls per second);
+  requests_processing/deferred = running/queue; kv gauges only with ``llamacpp_kv_metrics``.
+
+FLEETS: ``fleet: [{scenario: NAME, host: H, pod: P}, ...]`` writes ONE file with a replica per
+entry: the named scenario (any other entry key, e.g. ``signals``, is merged over it) with its own
+host (instance, dcgm Hostname) and, when given, a ``pod`` label on all of its series (engine,
+dcgm, node). Each member has its own noise (its name is <fleet>.<index>.<scenario>). The file
+holds each family once (HELP/TYPE), then every member's series of it, each in time order.
+``--fleet-bench N OUT`` writes N single-GPU vLLM replicas from the built-in defaults (hosts
+gpu-node-001..., pods vllm-0...; load spread by a hash of the index; every 20th from the 8th on is
+faulty: KV exhaustion, thermal throttling, a small batch limit, an XID 79 in turn). N=100: ~188 MB
+of text (1.07 M lines), ~6 MB gzipped.
+
 Output format: ``# HELP``/``# TYPE`` per family; counters declared without ``_total`` and
 sampled with it (dcgm counters keep their exporter names, which have no ``_total``);
 histograms as ``_bucket{le}`` (vLLM's real default bounds, le spelled as prometheus_client
@@ -152,6 +220,8 @@ import math
 import os
 import random
 import re
+import statistics
+import struct
 import sys
 import tempfile
 import zlib
@@ -276,6 +346,11 @@ BUILTIN = {
     "num_gpu_blocks": 64782, "uptime_s": 10800,
     "scrape_offsets_s": {"vllm": 0, "dcgm": 3, "node": 7},
     "noise": 1.0, "extras": False, "labels": {}, "omit": [], "vllm_names": "current",
+    # engine profiles (see ENGINES) and their options; fleets
+    "engine": "vllm", "tgi_summaries": False, "triton_histograms": False, "triton_summaries": False,
+    "max_batch_size": 256, "max_batch_total_tokens": None, "llamacpp_kv_metrics": False,
+    "triton_ttft_buckets_ms": None,
+    "fleet": None,
     "signals": {
         "requests_per_second": 4.0,
         "ttft_p50_seconds": 0.12, "ttft_p99_seconds": 0.4, "ttft_mean_seconds": "auto",
@@ -344,6 +419,255 @@ def signal_families(sig):
 def signal_job(sig):
     f = signal_families(sig)[0]
     return "dcgm" if f.startswith("DCGM_") else "node" if f.startswith("node_") else "vllm"
+
+
+# ----------------------------------------------------------------------------------------------
+# Engine profiles beyond vLLM (reference/engine-metrics.md §2-§5; rules/signals/<adapter>.yaml)
+
+# engine -> (scrape job, port, adapter file, display name)
+ENGINES = {
+    "vllm": ("vllm", 8000, "vllm.yaml", "vLLM"),
+    "sglang": ("sglang", 30000, "sglang.yaml", "SGLang"),
+    "tgi": ("tgi", 3000, "tgi.yaml", "TGI"),
+    "triton": ("triton", 8002, "triton.yaml", "Triton"),
+    "trtllm_serve": ("trtllm", 8000, "trtllm_serve.yaml", "trtllm-serve"),
+    "llamacpp": ("llamacpp", 8080, "llamacpp.yaml", "llama.cpp"),
+}
+
+# SGLang defaults (python/sglang/srt/observability/metrics_collector.py @ 44cedc2)
+SGL_TTFT_BUCKETS = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400]
+SGL_ITL_BUCKETS = [0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060,
+                   0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000]
+SGL_E2E_BUCKETS = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200,
+                   1800, 2400]
+SGL_QUEUE_BUCKETS = [0.0, 0.001, 0.005, 0.010, 0.050, 0.100, 0.200, 0.500, 1, 2, 3, 4, 5, 10, 15, 20, 30,
+                     40, 50, 60, 70, 80, 90, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200,
+                     1400, 1600, 1800, 2000, 2500, 3000]
+SGL_STAGE_BUCKETS = [0.001 * (1.62 ** i) for i in range(30)]  # exponential_buckets(0.001, 1.62, 30)
+
+
+def _tgi_duration_buckets():
+    """TGI router: `value *= 1.5` 35 times from 0.0001 (0.00015 s ... 145.6 s)."""
+    out, value = [], 0.0001
+    for _ in range(35):
+        value *= 1.5
+        out.append(value)
+    return out
+
+
+TGI_DURATION_BUCKETS = _tgi_duration_buckets()
+TRITON_FIRST_RESPONSE_MS = [100, 500, 2000, 5000]
+TRITON_TOKEN_BUCKETS = [10, 50, 100, 500, 1000]
+TRITON_SUMMARY_QUANTILES = [0.5, 0.9, 0.95, 0.99, 0.999]
+TGI_SUMMARY_QUANTILES = [0.0, 0.5, 0.9, 0.95, 0.99, 0.999, 1.0]
+
+
+def engine_signals(cfg):
+    """For an engine other than vLLM: canonical signal -> (families, kind) that the engine exports
+    with this scenario's options (what its adapter computes). `families` are the metric families
+    a `null` target removes (None: derived, cannot be null on its own). Kind as in SIGNAL_KIND;
+    ratios of rates and counter-based means are read like histogram means ("hist")."""
+    e = cfg.get("engine", "vllm")
+    H, R, G = "hist", "rate", "gauge"
+    if e == "sglang":
+        ttft, itl = ["sglang:time_to_first_token_seconds"], ["sglang:inter_token_latency_seconds"]
+        e2e, q = ["sglang:e2e_request_latency_seconds"], ["sglang:queue_time_seconds"]
+        return {
+            "ttft_p50_seconds": (ttft, H), "ttft_p99_seconds": (ttft, H), "ttft_mean_seconds": (ttft, H),
+            "itl_p50_seconds": (itl, H), "itl_p99_seconds": (itl, H),
+            "e2e_p50_seconds": (e2e, H), "e2e_p99_seconds": (e2e, H), "e2e_mean_seconds": (e2e, H),
+            "queue_time_p99_seconds": (q, H), "queue_time_mean_seconds": (q, H),
+            "prefill_time_mean_seconds": (["sglang:per_stage_req_latency_seconds"], H),
+            "requests_per_second": (["sglang:num_requests"], R),
+            "output_tokens_per_second": (["sglang:realtime_tokens", "sglang:generation_tokens"], R),
+            "prompt_tokens_per_second": (["sglang:prompt_tokens"], R),
+            "queue_depth": (["sglang:num_queue_reqs"], G),
+            "running_requests": (["sglang:num_running_reqs"], G),
+            "prompt_tokens_mean": (None, H), "output_tokens_mean": (None, H),
+            "kv_cache_usage_ratio": (["sglang:token_usage", "sglang:num_used_tokens"], G),
+            "preemptions_per_second": (["sglang:num_retracted_requests"], R),
+            "prefix_cache_hit_ratio": (["sglang:cached_tokens"], R),
+            "error_ratio": (["sglang:num_aborted_requests"], R),
+            "spec_decode_acceptance_ratio": (["sglang:spec_accept_rate", "sglang:spec_accept_length"], G),
+            "frontend_cpu_cores": (["sglang:process_cpu_seconds"], R),
+        }
+    if e == "tgi":
+        qk = G if cfg.get("tgi_summaries") else H  # summaries: the quantile is read as a gauge
+        dur, qd = ["tgi_request_duration"], ["tgi_request_queue_duration"]
+        tpt = ["tgi_request_mean_time_per_token_duration"]
+        inp, gen = ["tgi_request_input_length"], ["tgi_request_generated_tokens"]
+        return {
+            "e2e_p50_seconds": (dur, qk), "e2e_p99_seconds": (dur, qk), "e2e_mean_seconds": (dur, H),
+            "queue_time_p99_seconds": (qd, qk), "queue_time_mean_seconds": (qd, H),
+            "itl_p50_seconds": (tpt, qk), "itl_p99_seconds": (tpt, qk), "itl_mean_seconds": (tpt, H),
+            "requests_per_second": (["tgi_request_success"], R),
+            "output_tokens_per_second": (gen, R), "prompt_tokens_per_second": (inp, R),
+            "queue_depth": (["tgi_queue_size"], G), "running_requests": (["tgi_batch_current_size"], G),
+            "prompt_tokens_p99": (inp, H), "prompt_tokens_mean": (inp, H), "output_tokens_mean": (gen, H),
+            "kv_cache_usage_ratio": (["tgi_batch_current_max_tokens"], G),
+            "error_ratio": (["tgi_request_failure"], R),
+        }
+    if e == "triton":
+        out = {
+            "e2e_mean_seconds": (["nv_inference_request_duration_us"], H),
+            "queue_time_mean_seconds": (["nv_inference_queue_duration_us"], H),
+            "requests_per_second": (["nv_inference_request_success"], R),
+            "output_tokens_per_second": (["nv_llm_output_token_len"], R),
+            "prompt_tokens_per_second": (["nv_llm_input_token_len"], R),
+            "queue_depth": (None, G), "running_requests": (None, G),
+            "prompt_tokens_mean": (["nv_llm_input_token_len"], H),
+            "output_tokens_mean": (["nv_llm_output_token_len"], H),
+            "kv_cache_usage_ratio": (["nv_trt_llm_kv_cache_block_metrics"], G),
+            "error_ratio": (["nv_inference_request_failure"], R),
+            # Triton's own GPU/CPU gauges: its adapter is read before dcgm's and node's
+            "host_cpu_utilization_ratio": (["nv_cpu_utilization"], G),
+            "gpu_utilization_ratio": (["nv_gpu_utilization"], G),
+            "gpu_memory_used_ratio": (["nv_gpu_memory_used_bytes", "nv_gpu_memory_total_bytes"], G),
+            "gpu_power_ratio": (["nv_gpu_power_usage", "nv_gpu_power_limit"], G),
+        }
+        if cfg.get("triton_histograms"):
+            fr = ["nv_inference_first_response_histogram_ms"]
+            out.update({"ttft_p50_seconds": (fr, H), "ttft_p99_seconds": (fr, H), "ttft_mean_seconds": (fr, H)})
+        if cfg.get("triton_summaries"):
+            out.update({"e2e_p50_seconds": (["nv_inference_request_summary_us"], G),
+                        "e2e_p99_seconds": (["nv_inference_request_summary_us"], G),
+                        "queue_time_p99_seconds": (["nv_inference_queue_summary_us"], G)})
+        return out
+    if e == "trtllm_serve":
+        ttft, tpot = ["trtllm_time_to_first_token_seconds"], ["trtllm_time_per_output_token_seconds"]
+        e2e, q = ["trtllm_e2e_request_latency_seconds"], ["trtllm_request_queue_time_seconds"]
+        return {
+            "ttft_p50_seconds": (ttft, H), "ttft_p99_seconds": (ttft, H), "ttft_mean_seconds": (ttft, H),
+            "itl_p50_seconds": (tpot, H), "itl_p99_seconds": (tpot, H), "itl_mean_seconds": (tpot, H),
+            "e2e_p50_seconds": (e2e, H), "e2e_p99_seconds": (e2e, H), "e2e_mean_seconds": (e2e, H),
+            "queue_time_p99_seconds": (q, H), "queue_time_mean_seconds": (q, H),
+            "requests_per_second": (["trtllm_request_success"], R),
+            "prompt_tokens_per_second": (["trtllm_prompt_tokens"], R),
+            "queue_depth": (["trtllm_server_queue_length"], G),
+            "running_requests": (["trtllm_num_active_requests"], G),
+            "kv_cache_usage_ratio": (["trtllm_kv_cache_utilization"], G),
+            "prefix_cache_hit_ratio": (["trtllm_prompt_cached_tokens", "trtllm_kv_cache_hit_rate"], R),
+            "truncation_ratio": (None, R),
+            "error_ratio": (["trtllm_request_error"], R),
+        }
+    if e == "llamacpp":
+        out = {
+            "itl_mean_seconds": (["llamacpp:tokens_predicted_seconds"], H),
+            "prefill_time_mean_seconds": (["llamacpp:prompt_seconds"], H),
+            "output_tokens_per_second": (["llamacpp:tokens_predicted"], R),
+            "prompt_tokens_per_second": (["llamacpp:prompt_tokens"], R),
+            "queue_depth": (["llamacpp:requests_deferred"], G),
+            "running_requests": (["llamacpp:requests_processing"], G),
+        }
+        if cfg.get("llamacpp_kv_metrics"):
+            out["kv_cache_usage_ratio"] = (["llamacpp:kv_cache_usage_ratio", "llamacpp:kv_cache_tokens"], G)
+        return out
+    raise ValueError(f"unknown engine {e!r} (one of {', '.join(ENGINES)})")
+
+
+_ADAPTERS = {}
+
+
+def adapter_signals(fname):
+    if fname not in _ADAPTERS:
+        with open(RULES_DIR / fname, encoding="utf-8") as fh:
+            _ADAPTERS[fname] = (yaml.safe_load(fh) or {}).get("signals") or {}
+    return _ADAPTERS[fname]
+
+
+def const_value(e):
+    """The value of an adapter expression that reads no metric (e.g. llama.cpp's
+    `preemptions_per_second: {const: 0}`: the engine never preempts), else None."""
+    (op, arg), = e.items()
+    if op == "const":
+        return float(arg)
+    if op in ("sum", "max", "min", "avg", "percent_to_ratio"):
+        return const_value(arg)
+    if op == "scale":
+        x = const_value(arg[0])
+        return None if x is None else x * float(arg[1])
+    if op in ("add", "sub", "div"):
+        xs = [const_value(a) for a in arg]
+        if any(x is None for x in xs):
+            return None
+        acc = xs[0]
+        for x in xs[1:]:
+            acc = acc + x if op == "add" else acc - x if op == "sub" else (acc / x if x else None)
+            if acc is None:
+                return None
+        return acc
+    return None
+
+
+def signal_plan(sc):
+    """Signal -> (kind, job) for every signal the scenario's engine, GPU and host adapters can
+    compute (before nulls and omits). vLLM: SIGNAL_KIND as is. Kind "const": the adapter states
+    the value itself (no metric read); the target is that value."""
+    plan = {}
+    eng = sc.engine
+    emap = None if eng == "vllm" else engine_signals(sc.cfg)
+    consts = {} if eng == "vllm" else {
+        k: c for k, e in adapter_signals(ENGINES[eng][2]).items() if (c := const_value(e)) is not None}
+    for sig, kind in SIGNAL_KIND.items():
+        job = signal_job(sig)
+        if eng == "vllm":
+            plan[sig] = (kind, job)
+            continue
+        if sig in consts:
+            plan[sig] = ("const", sc.job)
+            continue
+        ent = emap.get(sig)
+        if ent is not None and not (job != "vllm" and (sc.job in sc.omit or all(f in sc.omit for f in ent[0] or []))):
+            plan[sig] = (ent[1], sc.job)
+        elif job != "vllm":
+            plan[sig] = (kind, job)
+    return plan
+
+
+def fmt_rust(v):
+    """A float as Rust's Display prints it (TGI's metrics-exporter-prometheus): shortest round-trip
+    digits, never an exponent, integers without ".0"."""
+    v = float(v)
+    if v == int(v) and abs(v) < 1e17:
+        return str(int(v))
+    r = repr(v)
+    return format(decimal.Decimal(r), "f") if "e" in r else r
+
+
+def fmt_cpp(v):
+    """prometheus-cpp's (Triton) le/quantile spelling: shortest form, integers without ".0"."""
+    return fmt_rust(v)
+
+
+def f32(x):
+    """The value a C float holds (llama.cpp's n_busy_slots_per_decode)."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def gpu_uuid(host, i):
+    h = f"{zlib.crc32(f'{host}/{i}'.encode()):08x}{zlib.crc32(f'{i}/{host}'.encode()):08x}"
+    h += f"{zlib.crc32(f'{host}-{i}-x'.encode()):08x}{zlib.crc32(f'x-{i}-{host}'.encode()):08x}"
+    return f"GPU-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def ln_params(p50=None, p99=None, mean=None, sigma=0.8):
+    """(mu, s) of a log-normal through the given targets (the fit_hist starting point)."""
+    s0 = sigma
+    if p50 is not None and p99 is not None:
+        return math.log(p50), (math.log(p99 / p50) / Z99 if p99 > p50 else 0.05)
+    if p99 is not None and mean is not None:
+        d = Z99 * Z99 - 2 * math.log(p99 / mean) if p99 > mean else None
+        s0 = 0.05 if d is None else (Z99 if d < 0 else Z99 - math.sqrt(d))
+        s0 = max(s0, 0.05)
+        return math.log(mean) - s0 * s0 / 2, s0
+    if p50 is not None and mean is not None:
+        s0 = math.sqrt(2 * math.log(mean / p50)) if mean > p50 * 1.0001 else 0.05
+        return math.log(p50), s0
+    if p50 is not None:
+        return math.log(p50), s0
+    if p99 is not None:
+        return math.log(p99) - Z99 * s0, s0
+    return math.log(mean) - s0 * s0 / 2, s0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -635,8 +959,22 @@ class Scenario:
                 self.specs[sig] = Spec(sig, raw, self.duration)
         self.builtin = {k: (Spec(k, r, self.duration) if r not in (None, "auto") else r)
                         for k, r in BUILTIN["signals"].items()}
+        self.engine = cfg.get("engine") or "vllm"
+        if self.engine not in ENGINES:
+            raise ValueError(f"scenario {self.name}: unknown engine {self.engine!r} (one of {', '.join(ENGINES)})")
+        self.job = ENGINES[self.engine][0]
         omit = set()
+        emap = engine_signals(cfg) if self.engine != "vllm" else None
         for sig in self.nulls:
+            if emap is not None:
+                if signal_job(sig) != "vllm":  # GPU / host families
+                    omit.update(SIGNAL_FAMILIES[sig])
+                if sig in emap:
+                    if emap[sig][0] is None:
+                        raise ValueError(f"scenario {self.name}: {sig} is derived for {self.engine} "
+                                         f"and cannot be null on its own")
+                    omit.update(emap[sig][0])
+                continue
             fams = SIGNAL_FAMILIES[sig]
             if fams is None:
                 raise ValueError(f"scenario {self.name}: {sig} cannot be null on its own "
@@ -699,7 +1037,8 @@ class Scenario:
 class Grid:
     def __init__(self, sc, job):
         self.sc = sc
-        off = int(sc.cfg["scrape_offsets_s"].get(job, 0))
+        offs = sc.cfg["scrape_offsets_s"]
+        off = int(offs.get(job, offs.get("vllm", 0) if job == sc.job else 0))
         self.n = sc.n
         self.iv = sc.interval
         self.times = [sc.start + off + k * sc.interval for k in range(self.n)]
@@ -756,13 +1095,35 @@ class Family:
         self.name, self.typ, self.help = name, typ, help_text
         self.series = []  # (sample_name, labels, times, values)
         self.hists = []   # (labels, times, bounds_le_strings, bucket_rows, counts, sums)
+        self.summaries = []  # (labels, times, quantile_strings, quantile_rows, counts, sums)
 
     def add(self, sample_name, labels, times, values):
         self.series.append((sample_name, labels, times, values))
 
     def render(self, out):
-        out.append(f"# HELP {self.name} {self.help}\n")
+        self.render_header(out)
+        self.render_samples(out)
+
+    def render_header(self, out):
+        if self.help is not None:  # an exporter without a description writes no HELP line
+            out.append(f"# HELP {self.name} {self.help}\n")
         out.append(f"# TYPE {self.name} {self.typ}\n")
+
+    def render_samples(self, out):
+        for labels, times, qs, rows, counts, sums in self.summaries:
+            items = sorted(labels.items())
+            pres = []
+            for q in qs:
+                lab = dict(items)
+                lab["quantile"] = q
+                pres.append(self.name + label_text(lab) + " ")
+            lt = label_text(labels)
+            cpre, spre = f"{self.name}_count{lt} ", f"{self.name}_sum{lt} "
+            for k, t in enumerate(times):
+                for i, p in enumerate(pres):
+                    out.append(f"{p}{fmt_go(rows[k][i])} {t}\n")
+                out.append(f"{cpre}{fmt_go(counts[k])} {t}\n")
+                out.append(f"{spre}{fmt_go(sums[k])} {t}\n")
         for sample_name, labels, times, values in self.series:
             pre = sample_name + label_text(labels) + " "
             for t, v in zip(times, values):
@@ -795,6 +1156,7 @@ class Builder:
         self.known = set()  # every family name the builder knows (emitted or not)
         self.extra = dict(self.cfg.get("labels") or {})
         self.host = self.cfg["host"]
+        self.absent = set()  # signals the engine would export but this recording cannot show
 
     def fam(self, name, typ, help_text):
         self.known.add(name)
@@ -848,7 +1210,8 @@ class Builder:
         return out
 
     # -- histograms ------------------------------------------------------------------------
-    def histogram(self, fam, labels, g, bounds, les, counts_int, fit_fn, init_count, signals=None):
+    def histogram(self, fam, labels, g, bounds, les, counts_int, fit_fn, init_count, signals=None,
+                  sum_scale=None):
         """Adds a histogram series. counts_int = cumulative observation counts per scrape;
         fit_fn(tau) -> (fractions at bounds, mean). Bucket counts follow the expected (float)
         cumulative counts; inside the verification window the integer bucket increments are
@@ -871,7 +1234,7 @@ class Builder:
                     if k > ws:
                         win_s += n_k * mean
             E.append(e)
-            sums.append(round(s, 6))
+            sums.append(round(s, 6) if sum_scale is None else round(s * sum_scale, 6))
         rows = [[min(math.floor(x + 0.5), counts_int[k]) for x in E[k]] for k in range(ws + 1)]
         base = rows[ws]
         N = counts_int[-1] - counts_int[ws]
@@ -908,7 +1271,7 @@ class Builder:
 
     # ======================================================================================
     def build(self):
-        for job in JOBS:
+        for job in (self.sc.job, "dcgm", "node"):
             if job in self.sc.omit:
                 continue
             getattr(self, f"build_{job}")()
@@ -1155,6 +1518,571 @@ class Builder:
             f.add("http_requests_total", {**proc, "handler": "/v1/chat/completions", "method": "POST", "status": "2xx"},
                   g.times, fin)
 
+    # ======================================================================================
+    # Engine profiles beyond vLLM. Helpers shared by them:
+
+    def hist(self, name, help_text, labels, g, bounds, les, counts, p50=None, p99=None, mean=None,
+             sigma=0.8, mean_fn=None, point=None, init=None, sum_scale=None):
+        """A histogram family fitted like vLLM's (see histogram()); targets are signal names."""
+        fam = self.fam(name, "histogram", help_text)
+        v = self.sc.val
+
+        def fit_fn(tau):
+            return fit_hist(bounds, v(p50, tau) if p50 else None, v(p99, tau) if p99 else None,
+                            mean_fn(tau) if mean_fn else (v(mean, tau) if mean else None), sigma, point)
+        self.histogram(fam, labels, g, bounds, les, counts, fit_fn, counts[0] if init is None else init,
+                       {"p50": p50, "p99": p99, "mean": mean}, sum_scale=sum_scale)
+        reach = fit_fn(g.tau[-1])[2]
+        for q, sig in (("p50", p50), ("p99", p99)):
+            if sig and q in reach:
+                self.reach[sig] = reach[q]
+        return fam
+
+    def summary(self, name, help_text, labels, g, quantiles, qfmt, counts, tag, p50=None, p99=None,
+                mean=None, mean_fn=None, sigma=0.8, scale=1.0, digits=None, init=None):
+        """A rolling-window summary: each scrape's quantiles are the log-normal's through the targets
+        (+-6% window noise, exact at the last scrape); _sum/_count are cumulative."""
+        sc, v = self.sc, self.sc.val
+        fam = self.fam(name, "summary", help_text)
+
+        def mean_at(tau):
+            if mean_fn:
+                return mean_fn(tau)
+            if mean:
+                return v(mean, tau)
+            mu, s = params(tau)
+            return math.exp(mu + s * s / 2)
+
+        def params(tau):
+            return ln_params(v(p50, tau) if p50 else None, v(p99, tau) if p99 else None,
+                             mean_fn(tau) if mean_fn else (v(mean, tau) if mean else None), sigma)
+        nd = statistics.NormalDist()
+        zs = [-3.1 if q <= 0 else 3.1 if q >= 1 else nd.inv_cdf(q) for q in quantiles]
+        u = gauge_noise(sc.rng(tag), g.n)
+        rows = []
+        for k in range(g.n):
+            tau = g.tau[k]
+            mu, s = params(tau)
+            row = [math.exp(mu + s * z) * (1 + 0.06 * u[k]) * scale for z in zs]
+            if k == g.n - 1:  # the targets, exactly, at the last scrape
+                for i, q in enumerate(quantiles):
+                    if q == 0.5 and p50:
+                        row[i] = v(p50, tau) * scale
+                    if q == 0.99 and p99:
+                        row[i] = v(p99, tau) * scale
+            if digits is not None:
+                row = [round(x, digits) for x in row]
+            for i in range(1, len(row)):
+                row[i] = max(row[i], row[i - 1])
+            rows.append(row)
+        sums = [(counts[0] if init is None else init) * mean_at(0.0) * scale]
+        for k in range(1, g.n):
+            sums.append(sums[-1] + (counts[k] - counts[k - 1]) * mean_at(g.mid(k)) * scale)
+        if digits is not None:
+            sums = [round(x, digits) for x in sums]
+        else:
+            sums = [round(x, 6) for x in sums]
+        fam.summaries.append((labels, g.times, [qfmt(q) for q in quantiles], rows, list(counts), sums))
+        for q, sig in ((0.5, p50), (0.99, p99)):
+            if sig and q in quantiles:
+                self.model[sig] = rows[-1][quantiles.index(q)] / scale
+        w = g.w_intervals
+        if mean and w and counts[-1] > counts[-1 - w]:
+            self.model[mean] = (sums[-1] - sums[-1 - w]) / (counts[-1] - counts[-1 - w]) / scale
+        return fam
+
+    def requests_with_failures(self, g, tag="rps"):
+        """Finished requests at requests_per_second and failed ones at rps * e / (1 - e), so that
+        failed / (finished + failed) = error_ratio (how SGLang, TGI, Triton and trtllm-serve
+        count them). Returns (ok_f, bad_f, ok_i, bad_i): float and integer cumulative counts."""
+        sc, v = self.sc, self.sc.val
+        _, ok_f = self.counter_series(g, lambda t: v("requests_per_second", t),
+                                      lambda t: sc.amp("requests_per_second", t), tag)
+
+        def odds(t):
+            e = min(max(v("error_ratio", t), 0.0), 0.95)
+            return e / (1 - e)
+        bad_f = [ok_f[0] * odds(0.0)]
+        for k in range(1, g.n):
+            bad_f.append(bad_f[-1] + (ok_f[k] - ok_f[k - 1]) * odds(g.mid(k)))
+        ws = g.n - 1 - g.w_intervals
+        w = g.w_intervals
+        self.model["requests_per_second"] = self.window_rate(g, ok_f)
+        d_ok, d_bad = ok_f[-1] - ok_f[-1 - w], bad_f[-1] - bad_f[-1 - w]
+        self.model["error_ratio"] = d_bad / (d_ok + d_bad) if d_ok + d_bad > 0 else 0.0
+        return ok_f, bad_f, wround(ok_f, ws), wround(bad_f, ws)
+
+    def split_counter(self, g, total_i, total_f, share_fn):
+        """Splits an integer counter in two (share_fn(tau) of its increments, and the rest); both
+        parts integer and monotone, summing to total_i."""
+        ws = g.n - 1 - g.w_intervals
+        part_f = [total_f[0] * share_fn(0.0)]
+        for k in range(1, g.n):
+            part_f.append(part_f[-1] + (total_f[k] - total_f[k - 1]) * share_fn(g.mid(k)))
+        part = [min(x, t) for x, t in zip(wround(part_f, ws), total_i)]
+        rest = []
+        for k in range(g.n):
+            r = total_i[k] - part[k]
+            if rest and r < rest[-1]:  # keep both monotone
+                r = rest[-1]
+                part[k] = total_i[k] - r
+            rest.append(r)
+        for k in range(1, g.n):
+            part[k] = max(part[k], part[k - 1])
+        return part, [t - p for t, p in zip(total_i, part)], part_f
+
+    def cum_f(self, g, base_f, fn, start=None):
+        """Cumulative float series whose increments are base_f's increments times fn(mid)."""
+        out = [base_f[0] * fn(0.0) if start is None else start]
+        for k in range(1, g.n):
+            out.append(out[-1] + (base_f[k] - base_f[k - 1]) * fn(g.mid(k)))
+        return out
+
+    def ratio_model(self, g, num, den):
+        w = g.w_intervals
+        d = den[-1] - den[-1 - w]
+        return (num[-1] - num[-1 - w]) / d if d > 0 else float("nan")
+
+    # -- SGLang (--enable-metrics; reference/engine-metrics.md §2) -----------------------------
+    def build_sglang(self):
+        sc, cfg = self.sc, self.cfg
+        g = Grid(sc, "sglang")
+        v = sc.val
+        ws = g.n - 1 - g.w_intervals
+        inst = {"job": "sglang", "instance": f"{self.host}:30000", **self.extra}
+        tok = {"model_name": cfg["model"], **inst}                      # TokenizerMetricsCollector
+        sch = {"model_name": cfg["model"], "engine_type": "unified", "moe_ep_rank": "0",
+               "pp_rank": "0", "tp_rank": "0", **inst}                  # SchedulerMetricsCollector
+        # --mem-fraction-static 0.88 instead of vLLM's 0.9; page_size 1 (one token per page)
+        max_total = int(int(cfg["num_gpu_blocks"]) * 16 * 0.88 / 0.9)
+
+        ok_f, ab_f, ok_i, ab_i = self.requests_with_failures(g)
+        gen_i, gen_f = self.counter_series(g, lambda t: v("output_tokens_per_second", t),
+                                           lambda t: sc.amp("output_tokens_per_second", t), "gen", integer=True)
+        prm_i, prm_f = self.counter_series(g, lambda t: v("prompt_tokens_per_second", t),
+                                           lambda t: sc.amp("prompt_tokens_per_second", t), "prompt", integer=True)
+        self.model["output_tokens_per_second"] = self.window_rate(g, gen_f)
+        self.model["prompt_tokens_per_second"] = self.window_rate(g, prm_f)
+        self.model["prompt_tokens_mean"] = self.ratio_model(g, prm_f, ok_f)
+        self.model["output_tokens_mean"] = self.ratio_model(g, gen_f, ok_f)
+        hits_f = self.cum_f(g, prm_f, lambda t: v("prefix_cache_hit_ratio", t))
+        self.model["prefix_cache_hit_ratio"] = self.ratio_model(g, hits_f, prm_f)
+        hits_i = [min(h, p) for h, p in zip(wround(hits_f, ws), prm_i)]
+        compute_i = [p - h for p, h in zip(prm_i, hits_i)]
+        for k in range(1, g.n):
+            compute_i[k] = max(compute_i[k], compute_i[k - 1])
+
+        # -- scheduler
+        f = self.fam("sglang:num_running_reqs", "gauge", "The number of running requests.")
+        f.add("sglang:num_running_reqs", sch, g.times,
+              self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
+        f = self.fam("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.")
+        f.add("sglang:num_queue_reqs", sch, g.times,
+              self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
+        f = self.fam("sglang:gen_throughput", "gauge", "The generation throughput (token/s).")
+        f.add("sglang:gen_throughput", sch, g.times,
+              self.gauge_values(g, "output_tokens_per_second", "genthr", lo=0.0, digits=2))
+        kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
+        f = self.fam("sglang:token_usage", "gauge", "The token usage.")
+        f.add("sglang:token_usage", sch, g.times, [round(x, 2) for x in kv])
+        f = self.fam("sglang:num_used_tokens", "gauge", "The number of used tokens.")
+        f.add("sglang:num_used_tokens", sch, g.times, [math.floor(x * max_total + 0.5) for x in kv])
+        if sc.spec("spec_decode_acceptance_ratio") is not None:
+            acc = self.gauge_values(g, "spec_decode_acceptance_ratio", "spec", lo=0.0, hi=1.0, digits=4)
+            f = self.fam("sglang:spec_accept_length", "gauge",
+                         "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).")
+            f.add("sglang:spec_accept_length", sch, g.times, [round(1 + 3 * a, 4) for a in acc])
+            f = self.fam("sglang:spec_accept_rate", "gauge",
+                         "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).")
+            f.add("sglang:spec_accept_rate", sch, g.times, acc)
+        pre_i, pre_f = self.counter_series(g, lambda t: v("preemptions_per_second", t),
+                                           lambda t: sc.amp("preemptions_per_second", t), "preempt", integer=True)
+        self.model["preemptions_per_second"] = self.window_rate(g, pre_f)
+        f = self.fam("sglang:num_retracted_requests", "counter", "Total number of retracted requests.")
+        f.add("sglang:num_retracted_requests_total", sch, g.times, pre_i)
+        f = self.fam("sglang:realtime_tokens", "counter",
+                     "Total number of tokens processed (updated on each log interval). "
+                     "mode: prefill_compute, prefill_cache, decode.")
+        for mode, vals in (("decode", gen_i), ("prefill_cache", hits_i), ("prefill_compute", compute_i)):
+            f.add("sglang:realtime_tokens_total", {**sch, "mode": mode}, g.times, vals)
+        f = self.fam("sglang:max_total_num_tokens", "gauge", "Maximum total number of tokens in the KV cache pool.")
+        f.add("sglang:max_total_num_tokens", sch, g.times, [max_total] * g.n)
+        f = self.fam("sglang:cache_config_info", "gauge", "Information of the cache config")
+        f.add("sglang:cache_config_info", {"num_pages": str(max_total), "page_size": "1", **inst}, g.times, [1] * g.n)
+        self.hist("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", sch, g,
+                  SGL_QUEUE_BUCKETS, [fmt_le_py(b) for b in SGL_QUEUE_BUCKETS], ok_i,
+                  None, "queue_time_p99_seconds", "queue_time_mean_seconds", sigma=1.0)
+        self.hist("sglang:per_stage_req_latency_seconds", "The latency of each stage of requests.",
+                  {**sch, "stage": "prefill_forward"}, g, SGL_STAGE_BUCKETS,
+                  [fmt_le_py(b) for b in SGL_STAGE_BUCKETS], ok_i, None, None, "prefill_time_mean_seconds")
+
+        # -- tokenizer manager
+        f = self.fam("sglang:prompt_tokens", "counter", "Number of prefill tokens processed.")
+        f.add("sglang:prompt_tokens_total", tok, g.times, prm_i)
+        f = self.fam("sglang:generation_tokens", "counter", "Number of generation tokens processed.")
+        f.add("sglang:generation_tokens_total", tok, g.times, gen_i)
+        # per-source hits (device, and host with HiCache) plus the `total` row the adapter reads
+        host_i, device_i, _ = self.split_counter(g, hits_i, hits_f, lambda t: 0.03)
+        f = self.fam("sglang:cached_tokens", "counter", "Number of cached prompt tokens by source (device/host/storage).")
+        for src, vals in (("device", device_i), ("host", host_i), ("total", hits_i)):
+            f.add("sglang:cached_tokens_total", {**tok, "cache_source": src}, g.times, vals)
+        f = self.fam("sglang:num_requests", "counter", "Number of requests processed.")
+        f.add("sglang:num_requests_total", tok, g.times, ok_i)
+        f = self.fam("sglang:num_aborted_requests", "counter", "Number of requests aborted.")
+        f.add("sglang:num_aborted_requests_total", tok, g.times, ab_i)
+        self.hist("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", tok, g,
+                  SGL_TTFT_BUCKETS, [fmt_le_py(b) for b in SGL_TTFT_BUCKETS], ok_i,
+                  "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds")
+        itl_cnt = [max(a - b, 0) for a, b in zip(gen_i, ok_i)]
+        for k in range(1, g.n):
+            itl_cnt[k] = max(itl_cnt[k], itl_cnt[k - 1])
+        self.hist("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", tok, g,
+                  SGL_ITL_BUCKETS, [fmt_le_py(b) for b in SGL_ITL_BUCKETS], itl_cnt,
+                  "itl_p50_seconds", "itl_p99_seconds", "itl_mean_seconds")
+        self.hist("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", tok, g,
+                  SGL_E2E_BUCKETS, [fmt_le_py(b) for b in SGL_E2E_BUCKETS], ok_i,
+                  "e2e_p50_seconds", "e2e_p99_seconds", "e2e_mean_seconds")
+        # the tokenizer process's CPU (cpu_monitor.py samples psutil every 5 s)
+        cpu_vals, cpu_f = self.counter_series(g, lambda t: v("frontend_cpu_cores", t),
+                                              lambda t: sc.amp("frontend_cpu_cores", t), "proc_cpu", decimals=2)
+        self.model["frontend_cpu_cores"] = self.window_rate(g, cpu_f)
+        f = self.fam("sglang:process_cpu_seconds", "counter", "Total user and system CPU time of the process in seconds.")
+        f.add("sglang:process_cpu_seconds_total", {"component": "tokenizer", **inst}, g.times, cpu_vals)
+
+    # -- TGI (router; reference/engine-metrics.md §3) ------------------------------------------
+    def build_tgi(self):
+        sc, cfg = self.sc, self.cfg
+        g = Grid(sc, "tgi")
+        v = sc.val
+        lab = {"job": "tgi", "instance": f"{self.host}:3000", **self.extra}
+        max_total = int(cfg["max_model_len"])            # --max-total-tokens (model maximum by default)
+        max_input = max_total - 1                          # --max-input-tokens
+        mbt = int(cfg.get("max_batch_total_tokens") or int(cfg["num_gpu_blocks"]) * 16)
+        ok_f, bad_f, ok_i, bad_i = self.requests_with_failures(g)
+        val_i, inc_i, _ = self.split_counter(g, bad_i, bad_f, lambda t: 0.7)
+        # counters have no _total in TGI's text: OpenMetrics needs them typed `unknown`
+        f = self.fam("tgi_request_count", "unknown", "Total number of requests")
+        f.add("tgi_request_count", lab, g.times, [a + b for a, b in zip(ok_i, bad_i)])
+        if bad_i[-1] > 0:  # the metrics crate creates a labelled counter on its first increment
+            f = self.fam("tgi_request_failure", "unknown", None)
+            for err, vals in (("incomplete", inc_i), ("validation", val_i)):
+                if vals[-1] > 0:
+                    f.add("tgi_request_failure", {**lab, "err": err}, g.times, vals)
+        else:
+            self.absent.add("error_ratio")
+        f = self.fam("tgi_request_success", "unknown", "Number of successful requests")
+        f.add("tgi_request_success", lab, g.times, ok_i)
+        kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
+        f = self.fam("tgi_batch_current_max_tokens", "gauge", "Maximum tokens for the current batch")
+        f.add("tgi_batch_current_max_tokens", lab, g.times, [math.floor(x * mbt + 0.5) for x in kv])
+        f = self.fam("tgi_batch_current_size", "gauge", "Current batch size")
+        f.add("tgi_batch_current_size", lab, g.times,
+              self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
+        f = self.fam("tgi_batch_max_total_tokens", "gauge", None)  # described as tgi_batch_total_tokens
+        f.add("tgi_batch_max_total_tokens", lab, g.times, [mbt] * g.n)
+        f = self.fam("tgi_queue_size", "gauge", "Current queue size")
+        f.add("tgi_queue_size", lab, g.times, self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
+
+        validation = lambda t: 0.0012 + 0.4e-6 * v("prompt_tokens_mean", t)  # tokenization
+        inference = lambda t: max(v("e2e_mean_seconds", t) - v("queue_time_mean_seconds", t) - validation(t), 0.005)
+        dl = [fmt_rust(b) for b in TGI_DURATION_BUCKETS]
+        durations = [
+            ("tgi_request_duration", "Request duration",
+             dict(p50="e2e_p50_seconds", p99="e2e_p99_seconds", mean="e2e_mean_seconds")),
+            ("tgi_request_inference_duration", "Request inference duration", dict(mean_fn=inference)),
+            ("tgi_request_mean_time_per_token_duration", "Mean time per token per request",
+             dict(p50="itl_p50_seconds", p99="itl_p99_seconds", mean="itl_mean_seconds")),
+            ("tgi_request_queue_duration", "Request queue duration",
+             dict(p99="queue_time_p99_seconds", mean="queue_time_mean_seconds", sigma=1.0)),
+            ("tgi_request_validation_duration", "Request validation duration", dict(mean_fn=validation, sigma=0.5)),
+        ]
+        for name, help_text, kw in durations:
+            if cfg.get("tgi_summaries"):
+                self.summary(name, help_text, lab, g, TGI_SUMMARY_QUANTILES, fmt_rust, ok_i, name, **kw)
+            else:
+                self.hist(name, help_text, lab, g, TGI_DURATION_BUCKETS, dl, ok_i, **kw)
+            if name == "tgi_request_duration":
+                in_b = [(max_input / 100.0) * (x + 1) for x in range(100)]
+                gen_b = [(max_total / 100.0) * (x + 1) for x in range(100)]
+                self.hist("tgi_request_generated_tokens", "Generated tokens per request", lab, g, gen_b,
+                          [fmt_rust(b) for b in gen_b], ok_i, mean="output_tokens_mean")
+            if name == "tgi_request_inference_duration":
+                self.hist("tgi_request_input_length", "Input token length per request", lab, g, in_b,
+                          [fmt_rust(b) for b in in_b], ok_i, p99="prompt_tokens_p99", mean="prompt_tokens_mean",
+                          sigma=1.0)
+        # token rates are the histograms' _sum rates: requests x mean length
+        fams = {f.name: f for f in self.families}
+        for sig, name in (("output_tokens_per_second", "tgi_request_generated_tokens"),
+                          ("prompt_tokens_per_second", "tgi_request_input_length")):
+            f = fams.get(name)
+            if f and f.hists:
+                sums = f.hists[0][5]
+                self.model[sig] = self.window_rate(g, sums)
+
+    # -- Triton + TensorRT-LLM backend (reference/engine-metrics.md §4.1-4.2) --------------------
+    def build_triton(self):
+        sc, cfg = self.sc, self.cfg
+        g = Grid(sc, "triton")
+        v = sc.val
+        uptime = cfg["uptime_s"]
+        inst = {"job": "triton", "instance": f"{self.host}:8002", **self.extra}
+        m = {"model": "tensorrt_llm", "version": "1", **inst}
+        ngpu = int(cfg["gpus"])
+        rng = sc.rng("triton")
+
+        ok_f, bad_f, ok_i, bad_i = self.requests_with_failures(g)
+        rej_i, can_i, _ = self.split_counter(g, bad_i, bad_f, lambda t: 0.6)
+        all_f = [a + b for a, b in zip(ok_f, bad_f)]
+        e2e = lambda t: v("e2e_mean_seconds", t)
+        qmean = lambda t: v("queue_time_mean_seconds", t)
+        req_us_f = self.cum_f(g, all_f, lambda t: e2e(t) * 1e6)
+        queue_us_f = self.cum_f(g, ok_f, lambda t: qmean(t) * 1e6)
+        infer_us_f = self.cum_f(g, ok_f, lambda t: max(e2e(t) - qmean(t), 0.001) * 0.97e6)
+        in_us_f = self.cum_f(g, ok_f, lambda t: 180.0)
+        out_us_f = self.cum_f(g, ok_f, lambda t: 95.0)
+        self.model["e2e_mean_seconds"] = self.ratio_model(g, req_us_f, all_f) * 1e-6
+        self.model["queue_time_mean_seconds"] = self.ratio_model(g, queue_us_f, ok_f) * 1e-6
+        us = lambda xs: [math.floor(x + 0.5) for x in xs]
+
+        # Triton core: counters without _total -> `unknown` in OpenMetrics
+        f = self.fam("nv_inference_request_success", "unknown", "Number of successful inference requests, all batch sizes")
+        f.add("nv_inference_request_success", m, g.times, ok_i)
+        f = self.fam("nv_inference_request_failure", "unknown", "Number of failed inference requests, all batch sizes")
+        for reason, vals in (("BACKEND", [0] * g.n), ("CANCELED", can_i), ("OTHER", [0] * g.n), ("REJECTED", rej_i)):
+            f.add("nv_inference_request_failure", {**m, "reason": reason}, g.times, vals)
+        f = self.fam("nv_inference_count", "unknown", "Number of inferences performed (does not include cached requests)")
+        f.add("nv_inference_count", m, g.times, ok_i)
+        f = self.fam("nv_inference_exec_count", "unknown",
+                     "Number of model executions performed (does not include cached requests)")
+        f.add("nv_inference_exec_count", m, g.times, [math.floor(x * 0.8) for x in ok_i])
+        for name, help_text, vals in (
+            ("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds (includes cached requests)", req_us_f),
+            ("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds (includes cached requests)", queue_us_f),
+            ("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds (does not include cached requests)", in_us_f),
+            ("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds (does not include cached requests)", infer_us_f),
+            ("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds (does not include cached requests)", out_us_f),
+        ):
+            f = self.fam(name, "unknown", help_text)
+            f.add(name, m, g.times, us(vals))
+        waiting = self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True)
+        f = self.fam("nv_inference_pending_request_count", "gauge",
+                     "Instantaneous number of pending requests awaiting execution per-model.")
+        f.add("nv_inference_pending_request_count", m, g.times, waiting)
+        if cfg.get("triton_histograms"):  # --metrics-config histogram_latencies=true
+            fr_ms = [float(x) for x in (cfg.get("triton_ttft_buckets_ms") or TRITON_FIRST_RESPONSE_MS)]
+            self.hist("nv_inference_first_response_histogram_ms", "Duration from request to first response in milliseconds",
+                      m, g, [b / 1000 for b in fr_ms], [fmt_cpp(b) for b in fr_ms],
+                      ok_i, "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds", sum_scale=1000.0)
+        if cfg.get("triton_summaries"):  # --metrics-config summary_latencies=true
+            self.summary("nv_inference_request_summary_us",
+                         "Summary of inference request duration in microseconds (includes cached requests)",
+                         m, g, TRITON_SUMMARY_QUANTILES, fmt_cpp, [a + b for a, b in zip(ok_i, bad_i)], "req_summary",
+                         p50="e2e_p50_seconds", p99="e2e_p99_seconds", mean="e2e_mean_seconds", scale=1e6, digits=0)
+            self.summary("nv_inference_queue_summary_us",
+                         "Summary of inference queuing duration in microseconds (includes cached requests)",
+                         m, g, TRITON_SUMMARY_QUANTILES, fmt_cpp, ok_i, "queue_summary",
+                         p99="queue_time_p99_seconds", mean="queue_time_mean_seconds", sigma=1.0, scale=1e6, digits=0)
+            self.summary("nv_inference_compute_infer_summary_us",
+                         "Summary of compute inference duration in microseconds (does not include cached requests)",
+                         m, g, TRITON_SUMMARY_QUANTILES, fmt_cpp, ok_i, "infer_summary",
+                         mean_fn=lambda t: max(e2e(t) - qmean(t), 0.001) * 0.97, scale=1e6, digits=0)
+
+        # TensorRT-LLM backend custom metrics (gauges from the iteration-stats JSON)
+        active = self.gauge_values(g, "running_requests", "running", lo=0, integer=True)
+        mbs = int(cfg.get("max_batch_size") or 256)
+        active = [min(a, mbs) for a in active]
+        ctx = [min(a, math.floor(v("requests_per_second", t) * v("prefill_time_mean_seconds", t) * 2 * rng.random() + 0.5))
+               for a, t in zip(active, g.tau)]
+        f = self.fam("nv_trt_llm_request_metrics", "gauge", "TRT LLM request metrics")
+        for rt, vals in (("active", active), ("context", ctx), ("max", [mbs] * g.n), ("scheduled", active),
+                         ("waiting", waiting)):
+            f.add("nv_trt_llm_request_metrics", {**m, "request_type": rt}, g.times, vals)
+        tpb = 64
+        max_blocks = int(int(cfg["num_gpu_blocks"]) * 16 / tpb)
+        kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
+        used = [math.floor(x * max_blocks + 0.5) for x in kv]
+        f = self.fam("nv_trt_llm_kv_cache_block_metrics", "gauge", "TRT LLM KV cache block metrics")
+        for bt, vals in (("fraction", [u / max_blocks for u in used]), ("free", [max_blocks - u for u in used]),
+                         ("max", [max_blocks] * g.n), ("reused", [math.floor(u * 0.12) for u in used]),
+                         ("tokens_per", [tpb] * g.n), ("used", used)):
+            f.add("nv_trt_llm_kv_cache_block_metrics", {**m, "kv_cache_block_type": bt}, g.times, vals)
+        f = self.fam("nv_trt_llm_inflight_batcher_metrics", "gauge", "TRT LLM inflight_batcher-specific metrics")
+        for key, vals in (("generation_requests", [a - c for a, c in zip(active, ctx)]),
+                          ("micro_batch_id", [0] * g.n), ("paused_requests", [0] * g.n),
+                          ("total_context_tokens", [math.floor(c * v("prompt_tokens_mean", t)) for c, t in zip(ctx, g.tau)])):
+            f.add("nv_trt_llm_inflight_batcher_metrics", {**m, "inflight_batcher_specific_metric": key}, g.times, vals)
+        steps_i, _ = self.counter_series(g, lambda t: steps_per_second(v, t), None, "steps", integer=True)
+        f = self.fam("nv_trt_llm_general_metrics", "gauge", "General TRT LLM metrics")
+        f.add("nv_trt_llm_general_metrics", {**m, "general_type": "iteration_counter"}, g.times, steps_i)
+        f.add("nv_trt_llm_general_metrics", {**m, "general_type": "timestamp"}, g.times,
+              [t * 1000000 - 1000 - math.floor(rng.random() * 30000) for t in g.times])
+        for name, help_text, lo_b, mtype, kw in (
+            ("nv_llm_input_token_len", "TRT LLM response metrics", TRITON_TOKEN_BUCKETS, "total_input_tokens",
+             dict(mean="prompt_tokens_mean", sigma=1.0)),
+            ("nv_llm_output_token_len", "TRT LLM response metrics", TRITON_TOKEN_BUCKETS, "total_output_tokens",
+             dict(mean="output_tokens_mean")),
+        ):
+            self.hist(name, help_text, {**m, "response_metric_type": mtype}, g, lo_b, [fmt_cpp(b) for b in lo_b],
+                      ok_i, **kw)
+        fams = {f.name: f for f in self.families}
+        for sig, name in (("output_tokens_per_second", "nv_llm_output_token_len"),
+                          ("prompt_tokens_per_second", "nv_llm_input_token_len")):
+            f = fams.get(name)
+            if f and f.hists:
+                self.model[sig] = self.window_rate(g, f.hists[0][5])
+
+        # Triton's own GPU and CPU gauges (DCGM embedded; the UUIDs match dcgm-exporter's)
+        total_b, plimit = 81559 * 1048576, 700.0
+        zs = [0, 1, -1, 2, -2, 1, -1, 0][:ngpu] if ngpu > 1 else [0]
+        zs = [z for z in zs] + [0] * (ngpu - len(zs))
+        zs[-1] -= sum(zs)
+        fams_g = [
+            self.fam("nv_gpu_utilization", "gauge", "GPU utilization rate [0.0 - 1.0)"),
+            self.fam("nv_gpu_memory_total_bytes", "gauge", "GPU total memory, in bytes"),
+            self.fam("nv_gpu_memory_used_bytes", "gauge", "GPU used memory, in bytes"),
+            self.fam("nv_gpu_power_usage", "gauge", "GPU power usage in watts"),
+            self.fam("nv_gpu_power_limit", "gauge", "GPU power management limit in watts"),
+            self.fam("nv_energy_consumption", "unknown", "GPU energy consumption in joules since the Triton Server started"),
+        ]
+        for i in range(ngpu):
+            gl = {"gpu_uuid": gpu_uuid(self.host, i), **inst}
+            low = 1.0 if i == 0 else 1.0 - 0.002 * (1 + i % 3)
+            util = self.gauge_values(g, "gpu_utilization_ratio", f"trgpu{i}", offset=zs[i] * 0.01 if ngpu > 1 else 0.0,
+                                     lo=0.0, hi=1.0, digits=2)
+            mem = self.gauge_values(g, "gpu_memory_used_ratio", f"trmem{i}", lo=0.0, hi=0.99,
+                                    fn=lambda t, low=low: v("gpu_memory_used_ratio", t) * low)
+            power = self.gauge_values(g, "gpu_power_ratio", f"trpow{i}", scale=plimit * (1.0 if i == 0 else 0.985),
+                                      lo=20.0, hi=plimit * 1.02, digits=3)
+            energy = [round(uptime * power[0], 3)]
+            for k in range(1, g.n):
+                energy.append(round(energy[-1] + (power[k - 1] + power[k]) / 2 * g.iv, 3))
+            for fam, vals in zip(fams_g, (util, [total_b] * g.n, [math.floor(x * total_b / 1048576 + 0.5) * 1048576 for x in mem],
+                                          power, [plimit] * g.n, energy)):
+                fam.add(fam.name, gl, g.times, vals)
+        f = self.fam("nv_cpu_utilization", "gauge", "CPU utilization rate [0.0 - 1.0]")
+        f.add("nv_cpu_utilization", inst, g.times,
+              self.gauge_values(g, "host_cpu_utilization_ratio", "trcpu", lo=0.0, hi=1.0, digits=4))
+        f = self.fam("nv_cpu_memory_total_bytes", "gauge", "CPU total memory (RAM), in bytes")
+        f.add("nv_cpu_memory_total_bytes", inst, g.times, [2163000000000] * g.n)
+        f = self.fam("nv_cpu_memory_used_bytes", "gauge", "CPU used memory (RAM), in bytes")
+        f.add("nv_cpu_memory_used_bytes", inst, g.times, [289000000000 + 13000000 * (k % 5) for k in range(g.n)])
+
+    # -- trtllm-serve (reference/engine-metrics.md §4.3, the trtllm_-prefixed names) -------------
+    def build_trtllm(self):
+        sc, cfg = self.sc, self.cfg
+        g = Grid(sc, "trtllm")
+        v = sc.val
+        ws = g.n - 1 - g.w_intervals
+        inst = {"job": "trtllm", "instance": f"{self.host}:8000", **self.extra}
+        lab = {"engine_type": "trtllm", "model_name": cfg["model"], **inst}
+        ok_f, err_f, ok_i, err_i = self.requests_with_failures(g)
+        length_i, stop_i, length_f = self.split_counter(g, ok_i, ok_f, lambda t: v("truncation_ratio", t))
+        self.model["truncation_ratio"] = self.ratio_model(g, length_f, ok_f)
+        f = self.fam("trtllm_request_success", "counter", "Count of successfully processed requests.")
+        for reason, vals in (("length", length_i), ("stop", stop_i)):
+            f.add("trtllm_request_success_total", {**lab, "finished_reason": reason}, g.times, vals)
+        self.hist("trtllm_e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", lab, g,
+                  REQ_BUCKETS, [fmt_le_py(b) for b in REQ_BUCKETS], ok_i,
+                  "e2e_p50_seconds", "e2e_p99_seconds", "e2e_mean_seconds")
+        self.hist("trtllm_time_to_first_token_seconds", "Histogram of time to first token in seconds.", lab, g,
+                  TTFT_BUCKETS, [fmt_le_py(b) for b in TTFT_BUCKETS], ok_i,
+                  "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds")
+        self.hist("trtllm_time_per_output_token_seconds", "Histogram of time per output token in seconds.", lab, g,
+                  ITL_BUCKETS, [fmt_le_py(b) for b in ITL_BUCKETS], ok_i,
+                  "itl_p50_seconds", "itl_p99_seconds", "itl_mean_seconds")
+        self.hist("trtllm_request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", lab, g,
+                  REQ_BUCKETS, [fmt_le_py(b) for b in REQ_BUCKETS], ok_i,
+                  None, "queue_time_p99_seconds", "queue_time_mean_seconds", sigma=1.0)
+        prm_i, prm_f = self.counter_series(g, lambda t: v("prompt_tokens_per_second", t),
+                                           lambda t: sc.amp("prompt_tokens_per_second", t), "prompt", integer=True)
+        self.model["prompt_tokens_per_second"] = self.window_rate(g, prm_f)
+        hits_f = self.cum_f(g, prm_f, lambda t: v("prefix_cache_hit_ratio", t))
+        self.model["prefix_cache_hit_ratio"] = self.ratio_model(g, hits_f, prm_f)
+        f = self.fam("trtllm_prompt_tokens", "counter", "Cumulative number of prompt (input) tokens processed.")
+        f.add("trtllm_prompt_tokens_total", lab, g.times, prm_i)
+        f = self.fam("trtllm_prompt_cached_tokens", "counter", "Total number of prompt tokens served from KV cache.")
+        f.add("trtllm_prompt_cached_tokens_total", lab, g.times, [min(h, p) for h, p in zip(wround(hits_f, ws), prm_i)])
+        if err_i[-1] > 0:
+            f = self.fam("trtllm_request_error", "counter", "Total request errors, labeled by HTTP status code.")
+            f.add("trtllm_request_error_total", {**lab, "http_code": "500"}, g.times, err_i)
+        else:
+            self.absent.add("error_ratio")
+        f = self.fam("trtllm_kv_cache_hit_rate", "gauge", "KV cache hit rate")
+        f.add("trtllm_kv_cache_hit_rate", lab, g.times,
+              self.gauge_values(g, "prefix_cache_hit_ratio", "hitrate", lo=0.0, hi=1.0, digits=4))
+        f = self.fam("trtllm_kv_cache_utilization", "gauge", "KV cache utilization")
+        f.add("trtllm_kv_cache_utilization", lab, g.times,
+              self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0, digits=4))
+        f = self.fam("trtllm_server_queue_length", "gauge", "Number of requests waiting in the server queue")
+        f.add("trtllm_server_queue_length", lab, g.times, self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
+        f = self.fam("trtllm_num_active_requests", "gauge", "Number of active requests")
+        f.add("trtllm_num_active_requests", lab, g.times,
+              self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
+
+    # -- llama.cpp server (llama-server --metrics; reference/engine-metrics.md §5) ---------------
+    def build_llamacpp(self):
+        sc, cfg = self.sc, self.cfg
+        g = Grid(sc, "llamacpp")
+        v = sc.val
+        lab = {"job": "llamacpp", "instance": f"{self.host}:8080", **self.extra}
+        # llama-server writes `stream << double`: six significant digits ("1.23457e+06")
+        g6 = lambda xs: [float(f"{x:.6g}") for x in xs]
+        ms = lambda xs: [math.floor(x * 1000) / 1000 for x in xs]   # (uint64_t) ms / 1e3
+        prm_i, prm_f = self.counter_series(g, lambda t: v("prompt_tokens_per_second", t),
+                                           lambda t: sc.amp("prompt_tokens_per_second", t), "prompt", integer=True)
+        gen_i, gen_f = self.counter_series(g, lambda t: v("output_tokens_per_second", t),
+                                           lambda t: sc.amp("output_tokens_per_second", t), "gen", integer=True)
+        dec_i, dec_f = self.counter_series(g, lambda t: steps_per_second(v, t), None, "steps", integer=True)
+        pred_s_f = self.cum_f(g, gen_f, lambda t: v("itl_mean_seconds", t))
+        # the adapter reads prompt seconds per llama_decode() call as the prefill time
+        prm_s_f = self.cum_f(g, dec_f, lambda t: v("prefill_time_mean_seconds", t))
+        busy_f = self.cum_f(g, dec_f, lambda t: max(v("running_requests", t), 0.0))
+        self.model["output_tokens_per_second"] = self.window_rate(g, gen_f)
+        self.model["prompt_tokens_per_second"] = self.window_rate(g, prm_f)
+        self.model["itl_mean_seconds"] = self.ratio_model(g, pred_s_f, gen_f)
+        self.model["prefill_time_mean_seconds"] = self.ratio_model(g, prm_s_f, dec_f)
+        pred_s, prm_s = ms(pred_s_f), ms(prm_s_f)
+        for name, typ, help_text, vals in (
+            ("llamacpp:prompt_tokens", "counter", "Number of prompt tokens processed.", prm_i),
+            ("llamacpp:prompt_seconds", "counter", "Prompt process time", prm_s),
+            ("llamacpp:tokens_predicted", "counter", "Number of generation tokens processed.", gen_i),
+            ("llamacpp:tokens_predicted_seconds", "counter", "Predict process time", pred_s),
+            ("llamacpp:n_decode", "counter", "Total number of llama_decode() calls", dec_i),
+        ):
+            f = self.fam(name, typ, help_text)
+            f.add(name + "_total", lab, g.times, g6(vals))
+        # declared `counter` by llama-server but not named _total: `unknown` in OpenMetrics
+        nmax = int(min(int(cfg["max_model_len"]), v("prompt_tokens_p99", 0.0) + 4 * v("output_tokens_mean", 0.0)))
+        f = self.fam("llamacpp:n_tokens_max", "unknown", "Largest observed n_tokens.")
+        f.add("llamacpp:n_tokens_max", lab, g.times, [nmax] * g.n)
+        f = self.fam("llamacpp:n_busy_slots_per_decode", "unknown", "Average number of busy slots per llama_decode() call")
+        f.add("llamacpp:n_busy_slots_per_decode", lab, g.times,
+              g6([f32(f32(math.floor(b)) / f32(max(d, 1))) for b, d in zip(busy_f, dec_i)]))
+
+        def per_scrape(num, den):  # the metrics "bucket" is reset by every /metrics request
+            out = []
+            for k in range(1, g.n):
+                dn, dd = num[k] - num[k - 1], den[k] - den[k - 1]
+                out.append(dn / dd if dd > 0 and dn > 0 else 0.0)
+            return g6([out[0]] + out)
+        f = self.fam("llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.")
+        f.add("llamacpp:prompt_tokens_seconds", lab, g.times, per_scrape(prm_i, prm_s))
+        f = self.fam("llamacpp:predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.")
+        f.add("llamacpp:predicted_tokens_seconds", lab, g.times, per_scrape(gen_i, pred_s))
+        if cfg.get("llamacpp_kv_metrics"):  # 2024 builds (server.cpp) only
+            kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
+            n_ctx = int(cfg["max_model_len"])
+            f = self.fam("llamacpp:kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.")
+            f.add("llamacpp:kv_cache_usage_ratio", lab, g.times, g6(kv))
+            f = self.fam("llamacpp:kv_cache_tokens", "gauge", "KV-cache tokens.")
+            f.add("llamacpp:kv_cache_tokens", lab, g.times, [math.floor(x * n_ctx + 0.5) for x in kv])
+        f = self.fam("llamacpp:requests_processing", "gauge", "Number of requests processing.")
+        f.add("llamacpp:requests_processing", lab, g.times,
+              self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
+        f = self.fam("llamacpp:requests_deferred", "gauge", "Number of requests deferred.")
+        f.add("llamacpp:requests_deferred", lab, g.times,
+              self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
+
     # -- dcgm-exporter ---------------------------------------------------------------------
     def build_dcgm(self):
         sc, cfg = self.sc, self.cfg
@@ -1167,9 +2095,7 @@ class Builder:
                "00000000:9A:00.0", "00000000:AB:00.0", "00000000:BA:00.0", "00000000:DB:00.0"]
         gl = []
         for i in range(ngpu):
-            h = f"{zlib.crc32(f'{self.host}/{i}'.encode()):08x}{zlib.crc32(f'{i}/{self.host}'.encode()):08x}"
-            h += f"{zlib.crc32(f'{self.host}-{i}-x'.encode()):08x}{zlib.crc32(f'x-{i}-{self.host}'.encode()):08x}"
-            uuid = f"GPU-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+            uuid = gpu_uuid(self.host, i)
             gl.append({"gpu": str(i), "UUID": uuid, "pci_bus_id": bus[i] if i < len(bus) else f"00000000:{0xE0 + i:02X}:00.0",
                        "device": f"nvidia{i}", "modelName": "NVIDIA H100 80GB HBM3", "Hostname": self.host,
                        "DCGM_FI_DRIVER_VERSION": "570.133.20", "job": "dcgm", "instance": f"{self.host}:9400",
@@ -1505,22 +2431,96 @@ def load_scenarios(path=SCENARIOS_FILE):
             raise ValueError(f"duplicate scenario {cfg['name']}")
         names.add(cfg["name"])
         out.append(cfg)
+    byname = {c["name"]: c for c in out}
+    for c in out:
+        if c.get("fleet"):
+            c["fleet"] = resolve_fleet(c, byname)
     return out
 
 
 KNOWN_KEYS = set(BUILTIN) | {"name"}
+FLEET_MEMBER_KEYS = {"scenario", "host", "pod"}
+
+
+def resolve_fleet(cfg, byname):
+    """Fleet members as {scenario, host, pod, cfg}: the named scenario with its own host (instance,
+    dcgm Hostname) and an optional `pod` label on all of its series; any other member key (a
+    scenario key such as `signals` or `labels`) is merged over the scenario."""
+    members = []
+    for i, m in enumerate(cfg["fleet"]):
+        if isinstance(m, dict) and "cfg" in m:  # already resolved
+            members.append(m)
+            continue
+        if not isinstance(m, dict) or "scenario" not in m:
+            raise ValueError(f"fleet {cfg['name']}: member {i} needs `scenario`")
+        base = byname.get(m["scenario"])
+        if base is None:
+            raise ValueError(f"fleet {cfg['name']}: no scenario {m['scenario']!r}")
+        if base.get("fleet"):
+            raise ValueError(f"fleet {cfg['name']}: member {m['scenario']!r} is itself a fleet")
+        over = {k: x for k, x in m.items() if k not in FLEET_MEMBER_KEYS}
+        unknown = set(over) - KNOWN_KEYS
+        if unknown:
+            raise ValueError(f"fleet {cfg['name']}: member {i}: unknown keys {sorted(unknown)}")
+        mc = merge(base, over)
+        # its own name: own noise (a fleet of identical scenarios does not move in lockstep)
+        mc["name"] = f"{cfg['name']}.{i}.{m['scenario']}"
+        mc["host"] = m.get("host", base["host"])
+        if m.get("pod"):
+            mc["labels"] = {**(mc.get("labels") or {}), "pod": str(m["pod"])}
+        members.append({"scenario": m["scenario"], "host": mc["host"], "pod": m.get("pod"), "cfg": mc})
+    hosts = [(x["host"], x["pod"]) for x in members]
+    if len(set(hosts)) != len(hosts):
+        raise ValueError(f"fleet {cfg['name']}: two members share host and pod")
+    return members
+
+
+def render_members(cfgs, keep=True):
+    """Several replicas merged into one OpenMetrics text (as chunks): each family's HELP/TYPE once,
+    then every member's series of it in member order (each series in time order)."""
+    order, heads, blocks, built = [], {}, {}, []
+    for mc in cfgs:
+        unknown = set(mc) - KNOWN_KEYS
+        if unknown:
+            raise ValueError(f"scenario {mc.get('name')}: unknown keys {sorted(unknown)}")
+        sc = Scenario(mc)
+        b = Builder(sc)
+        for f in b.build():
+            if not (f.series or f.hists or f.summaries):
+                continue
+            if f.name not in heads:
+                h = []
+                f.render_header(h)
+                heads[f.name] = "".join(h)
+                order.append(f.name)
+                blocks[f.name] = []
+            o = []
+            f.render_samples(o)
+            blocks[f.name].append("".join(o))
+        if keep:
+            built.append((sc, b))
+        del b
+    chunks = []
+    for name in order:
+        chunks.append(heads[name])
+        chunks.extend(blocks.pop(name))
+    chunks.append("# EOF\n")
+    return chunks, built
 
 
 def render(cfg):
     unknown = set(cfg) - KNOWN_KEYS
     if unknown:
         raise ValueError(f"scenario {cfg.get('name')}: unknown keys {sorted(unknown)}")
+    if cfg.get("fleet"):
+        chunks, built = render_members([m["cfg"] for m in cfg["fleet"]])
+        return "".join(chunks), None, built
     sc = Scenario(cfg)
     b = Builder(sc)
     fams = b.build()
     out = []
     for f in fams:
-        if f.series or f.hists:
+        if f.series or f.hists or f.summaries:
             f.render(out)
     out.append("# EOF\n")
     return "".join(out), sc, b
@@ -1530,12 +2530,15 @@ def unreachable(sc, b):
     """Warnings for quantile targets the bucket layout cannot represent, and unknown omits."""
     out = []
     for o in sorted(sc.cfg.get("omit") or []):
-        if o not in JOBS and o not in b.known and o[:-6] not in b.known and not o.startswith("vllm:spec_decode"):
+        if o not in JOBS and o != sc.job and o not in b.known and o[:-6] not in b.known and not o.startswith("vllm:spec_decode"):
             out.append(f"warning: {sc.name}: omit entry {o!r} matches no family")
+    plan = signal_plan(sc)
     for sig, r in sorted(b.reach.items()):
+        if sig not in plan:
+            continue
         t = sc.val(sig, float(sc.duration))
         if abs(r - t) > 0.02 * abs(t):
-            out.append(f"warning: {sc.name}: {sig} = {t:g} cannot be represented with vLLM's bucket "
+            out.append(f"warning: {sc.name}: {sig} = {t:g} cannot be represented with {ENGINES[sc.engine][3]}'s bucket "
                        f"bounds together with the histogram's other targets; the recording reads ~{r:.4g}")
     return out
 
@@ -1543,8 +2546,9 @@ def unreachable(sc, b):
 def write(cfg, directory, warn=False):
     text, sc, b = render(cfg)
     if warn:
-        for line in unreachable(sc, b):
-            print(line, file=sys.stderr)
+        for msc, mb in (b if sc is None else [(sc, b)]):
+            for line in unreachable(msc, mb):
+                print(line, file=sys.stderr)
     # Compressed (mtime 0, so the bytes depend only on the text): recordings are ~15x smaller.
     path = Path(directory) / f"{cfg['name']}.om.gz"
     tmp = path.with_suffix(".tmp")
@@ -1556,6 +2560,41 @@ def write(cfg, directory, warn=False):
 
 def bench_cfg():
     return merge(BUILTIN, BENCH)
+
+
+# --fleet-bench: N single-GPU vLLM replicas, healthy and busy with some spread, one in twenty
+# faulty (cycling through these), from the built-in defaults only (scenarios.yaml does not
+# change it).
+FLEET_FAULTS = [
+    ("kv_cache_exhaustion", {"requests_per_second": 3, "kv_cache_usage_ratio": {"mean": 0.995, "jitter": 0.004},
+                             "preemptions_per_second": 0.3, "queue_depth": {"from": 5, "to": 150},
+                             "running_requests": {"mean": 48, "jitter": 4}, "ttft_p50_seconds": 12,
+                             "ttft_p99_seconds": 35, "queue_time_mean_seconds": 10, "queue_time_p99_seconds": 30,
+                             "gpu_utilization_ratio": 0.96}),
+    ("gpu_throttling", {"gpu_thermal_throttle_ratio": 0.6, "gpu_temperature_celsius": 89, "sm_clock_ratio": 0.7,
+                        "gpu_utilization_ratio": 0.9, "itl_p50_seconds": 0.05, "itl_p99_seconds": 0.15}),
+    ("small_batch_limit", {"requests_per_second": 1.5, "running_requests": 16, "queue_depth": {"mean": 20, "jitter": 3},
+                           "kv_cache_usage_ratio": 0.3, "ttft_p50_seconds": 4, "ttft_p99_seconds": 10,
+                           "queue_time_mean_seconds": 4, "queue_time_p99_seconds": 9, "gpu_utilization_ratio": 0.45}),
+    ("gpu_fault", {"gpu_xid_error_code": 79, "error_ratio": 0.05}),
+]
+
+
+def fleet_bench_cfgs(n):
+    out = []
+    for i in range(n):
+        r1 = zlib.crc32(f"fleet-bench/{i}/a".encode()) / 2 ** 32
+        r2 = zlib.crc32(f"fleet-bench/{i}/b".encode()) / 2 ** 32
+        sig = {"requests_per_second": round(2.5 + 3.0 * r1, 2), "gpu_utilization_ratio": round(0.55 + 0.3 * r1, 2),
+               "kv_cache_usage_ratio": round(0.3 + 0.4 * r2, 2), "prefix_cache_hit_ratio": round(0.15 + 0.3 * r2, 2),
+               "host_cpu_utilization_ratio": round(0.12 + 0.1 * r2, 3)}
+        kind = "healthy"
+        if i % 20 == 7:
+            kind, fault = FLEET_FAULTS[(i // 20) % len(FLEET_FAULTS)]
+            sig.update(fault)
+        out.append(merge(BUILTIN, {"name": f"fleet-bench.{i}.{kind}", "host": f"gpu-node-{i + 1:03d}",
+                                   "labels": {"pod": f"vllm-{i}"}, "signals": sig}))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1809,15 +2848,17 @@ def reads_gauge(e):
     return False
 
 
-def compute_signals(path):
-    """Signal -> value, and for gauge signals -> (min, mean, max) over the window."""
-    ev = Evaluator(parse_om(path))
+def compute_signals(path, engine="vllm", series=None):
+    """Signal -> value, and for gauge signals -> (min, mean, max) over the window. Adapters are
+    read engine first, then dcgm and node; like the program, a signal an earlier adapter cannot
+    compute is taken from a later one."""
+    ev = Evaluator(parse_om(path) if series is None else series)
     out, stats = {}, {}
-    for fname in ("vllm.yaml", "dcgm.yaml", "node.yaml"):
+    for fname in (ENGINES[engine][2], "dcgm.yaml", "node.yaml"):
         with open(RULES_DIR / fname, encoding="utf-8") as fh:
             spec = yaml.safe_load(fh)
         for sig, expr in (spec.get("signals") or {}).items():
-            if sig in out:
+            if out.get(sig) is not None:
                 continue
             ev.stat = "last"
             r = ev.ev(expr)
@@ -1830,26 +2871,75 @@ def compute_signals(path):
                     st.append(None if not x else (x[()] if () in x else sum(x.values())))
                 stats[sig] = st
             ev.stat = "last"
-    return out, stats
+    return out, stats, ev
 
 
-def targets(sc, b):
-    """What each signal should come out at (per SIGNAL_KIND), from the scenario."""
+def compute_facts(ev, engine):
+    """The facts the engine adapter reads from metrics (gauge_facts, info_facts, label_facts)."""
+    with open(RULES_DIR / ENGINES[engine][2], encoding="utf-8") as fh:
+        spec = yaml.safe_load(fh)
+    out = []
+    for fact, sel in (spec.get("gauge_facts") or {}).items():
+        ev.stat = "last"
+        r = ev.ev({"max": {"gauge": sel}})
+        if r:
+            out.append(f"{fact}={fmt_go(r[()])} (gauge {sel['metric']})")
+    for info in spec.get("info_facts") or []:
+        found = ev.by_name.get(info["metric"]) or []
+        if found:
+            lab = found[0][0]
+            for label, fact in (info.get("labels") or {}).items():
+                if lab.get(label) not in (None, "", "None"):
+                    out.append(f"{fact}={lab[label]} ({info['metric']}{{{label}}})")
+    detect = spec.get("detect") or []
+    for label, fact in (spec.get("label_facts") or {}).items():
+        vals = sorted({lab[label] for name, lst in ev.by_name.items() if any(name.startswith(p) for p in detect)
+                       for lab, _ in lst if label in lab})
+        if vals:
+            out.append(f"{fact}={vals[0]} (label {label})")
+    return out
+
+
+def target_present(sc, b, sig, job):
+    """Whether the recording should let the adapters compute `sig` (nulls, omits, options)."""
+    if sig in sc.nulls or sig in b.absent:
+        return False
+    if sig == "spec_decode_acceptance_ratio" and sc.spec(sig) is None:
+        return False
+    if job in sc.omit:
+        return False
+    if sc.engine == "vllm" or job != sc.job:
+        return not any(f in sc.omit for f in signal_families(sig))
+    if sig not in engine_signals(sc.cfg):  # a constant the adapter states
+        return True
+    fams = engine_signals(sc.cfg)[sig][0]
+    return not (fams and all(f in sc.omit for f in fams))
+
+
+def targets(sc, b, plan=None):
+    """What each signal should come out at (per its kind in the plan), from the scenario."""
     out = {}
-    grids = {j: Grid(sc, j) for j in JOBS}
-    for sig, kind in SIGNAL_KIND.items():
-        if sig in sc.nulls or (sig == "spec_decode_acceptance_ratio" and sc.spec(sig) is None):
+    plan = plan or signal_plan(sc)
+    grids = {j: Grid(sc, j) for j in {job for _, job in plan.values()}}
+    for sig, (kind, job) in plan.items():
+        if not target_present(sc, b, sig, job):
             continue
-        if signal_job(sig) in sc.omit or any(f in sc.omit for f in signal_families(sig)):
-            continue
-        g = grids[signal_job(sig)]
+        g = grids[job]
         w = g.w_intervals
         end_tau = float(g.tau[-1])
         mids = [g.mid(k) for k in range(g.n - w, g.n)]
-        if kind in ("rate", "share"):
+        if kind == "const":
+            out[sig] = const_value(adapter_signals(ENGINES[sc.engine][2])[sig])
+            b.model[sig] = out[sig]
+        elif kind in ("rate", "share"):
             if sig == "prefix_cache_hit_ratio":  # token-weighted
                 num = sum(sc.val("prompt_tokens_per_second", t) * sc.val(sig, t) for t in mids)
                 out[sig] = num / sum(sc.val("prompt_tokens_per_second", t) for t in mids)
+            elif sig == "error_ratio" and sc.engine != "vllm":  # failed / (finished + failed)
+                odds = [min(max(sc.val(sig, t), 0.0), 0.95) for t in mids]
+                odds = [e / (1 - e) for e in odds]
+                num = sum(sc.val("requests_per_second", t) * o for t, o in zip(mids, odds))
+                out[sig] = num / sum(sc.val("requests_per_second", t) * (1 + o) for t, o in zip(mids, odds))
             elif sig in ("truncation_ratio", "error_ratio"):
                 num = sum(sc.val("requests_per_second", t) * sc.val(sig, t) for t in mids)
                 out[sig] = num / sum(sc.val("requests_per_second", t) for t in mids)
@@ -1862,15 +2952,55 @@ def targets(sc, b):
             out[sig] = sc.val(sig, end_tau)
     if "gpu_xid_error_code" in out:
         out["gpu_xid_error_code"] = round(out["gpu_xid_error_code"])
-    if "dcgm" not in sc.omit and "DCGM_FI_DEV_GPU_UTIL" not in sc.omit:
+    if sc.engine == "triton" and "triton" not in sc.omit and "nv_gpu_utilization" not in sc.omit:
+        out["gpu_count"] = float(sc.cfg["gpus"])
+    elif "dcgm" not in sc.omit and "DCGM_FI_DEV_GPU_UTIL" not in sc.omit:
         out["gpu_count"] = float(sc.cfg["gpus"])
     return out
 
 
 def verify(cfg, path):
+    if cfg.get("fleet"):
+        return verify_fleet(cfg, path)
     _, sc, b = render(cfg)
-    got, stats = compute_signals(path)
-    tgt = targets(sc, b)
+    got, stats, ev = compute_signals(path, sc.engine)
+    return verify_rows(cfg, sc, b, got, stats, ev, path)
+
+
+def member_series(series, host, pod):
+    """The series of one fleet member: by its pod label, else by host (instance or Hostname)."""
+    out = {}
+    for key, samples in series.items():
+        lab = dict(key[1])
+        if pod:
+            ok = lab.get("pod") == str(pod)
+        else:
+            inst = lab.get("instance", "")
+            ok = inst.rsplit(":", 1)[0] == host or lab.get("Hostname") == host
+        if ok:
+            out[key] = samples
+    return out
+
+
+def verify_fleet(cfg, path):
+    text, _, built = render(cfg)
+    series = parse_om(path)
+    bad = 0
+    for m, (sc, b) in zip(cfg["fleet"], built):
+        sub = member_series(series, m["host"], m["pod"])
+        got, stats, ev = compute_signals(path, sc.engine, series=sub)
+        ident = f"pod={m['pod']} " if m["pod"] else ""
+        bad += verify_rows(m["cfg"], sc, b, got, stats, ev, path,
+                           title=f"fleet {cfg['name']} member {ident}host={m['host']} ({m['scenario']})  file {path}")
+        print()
+    n_series = len(series)
+    print(f"fleet {cfg['name']}: {len(cfg['fleet'])} replicas, {n_series} series in the file")
+    return bad
+
+
+def verify_rows(cfg, sc, b, got, stats, ev, path, title=None):
+    plan = signal_plan(sc)
+    tgt = targets(sc, b, plan)
     rows = []
     bad = 0
     names = [s for s in SIGNAL_KIND] + ["gpu_count"]
@@ -1879,7 +3009,7 @@ def verify(cfg, path):
         c = got.get(sig)
         if t is None and c is None:
             continue
-        kind = SIGNAL_KIND.get(sig, "gauge")
+        kind, job = plan.get(sig, (SIGNAL_KIND.get(sig, "gauge"), "dcgm"))
         dyn = sc.dynamic(sig) if sig in SIGNAL_FAMILIES else False
         note = ""
         if t is None:
@@ -1891,18 +3021,20 @@ def verify(cfg, path):
         else:
             reach = b.reach.get(sig)
             rel = 0.06 if kind == "hist" else 0.03
-            share_res = 0.5 / Grid(sc, signal_job(sig)).w_samples + 1e-9 if kind == "share" else 0.0
+            share_res = 0.5 / Grid(sc, job).w_samples + 1e-9 if kind == "share" else 0.0
             tol = max(rel * abs(t), share_res, 1e-3 if t < 1.5 else 0.0)
             if kind == "gauge" and sig in ("queue_depth", "running_requests", "gpu_temperature_celsius"):
                 tol = max(tol, 0.5)
             # integer counts: one event more or less in the window
-            win_s = Grid(sc, "vllm").w_intervals * sc.interval
+            win_s = Grid(sc, sc.job).w_intervals * sc.interval
             n_req = (b.model.get("requests_per_second") or 0) * win_s
             count_tol = {"error_ratio": 1 / max(n_req, 1), "truncation_ratio": 1 / max(n_req, 1),
                          "preemptions_per_second": 1 / win_s, "pcie_replays_per_second": 1 / win_s}.get(sig, 0)
             if tol < abs(c - t) <= count_tol:
                 note = f"count-limited: {n_req:.0f} requests in the window"
             tol = max(tol, count_tol)
+            if kind == "const":
+                note = "stated by the adapter (constant), not read from the recording"
             if abs(c - t) <= tol:
                 status = "ok"
             elif reach is not None and abs(c - reach) <= max(rel * abs(reach), 1e-3):
@@ -1926,10 +3058,19 @@ def verify(cfg, path):
             note = (note + "  " if note else "") + f"window min/avg/max {mn:.4g}/{av:.4g}/{mx:.4g}"
         rows.append((sig, t, b.model.get(sig), c, status, note))
     fmt = lambda x: "-" if x is None else f"{x:.5g}"
-    print(f"scenario {cfg['name']}  file {path}  (window: last {WINDOW_S}s before the newest sample)")
+    print(title or f"scenario {cfg['name']}  file {path}  (window: last {WINDOW_S}s before the newest sample)")
+    if sc.engine != "vllm":
+        print(f"engine {sc.engine} (rules/signals/{ENGINES[sc.engine][2]}, then dcgm.yaml, node.yaml)")
     print(f"{'signal':32} {'target':>11} {'model':>11} {'computed':>11}  status")
     for sig, t, m, c, st, note in rows:
         print(f"{sig:32} {fmt(t):>11} {fmt(m):>11} {fmt(c):>11}  {st}{'  ' + note if note else ''}")
+    if sc.engine != "vllm":
+        facts = compute_facts(ev, sc.engine)
+        if facts:
+            print("facts from metrics: " + "; ".join(facts))
+        missing = sorted(s for s in SIGNAL_KIND if s not in plan or s in b.absent)
+        if missing:
+            print(f"not exported by {sc.engine} here (reported unknown): {', '.join(missing)}")
     return bad
 
 
@@ -1945,9 +3086,27 @@ def main(argv=None):
     ap.add_argument("--verify", metavar="NAME", help="recompute signals from NAME's file and compare ('bench' for --bench)")
     ap.add_argument("--file", help="file to verify (default: <out>/<NAME>.om, or the --bench file)")
     ap.add_argument("--bench", metavar="OUT.om", help="write the large benchmark recording")
+    ap.add_argument("--fleet-bench", nargs=2, metavar=("N", "OUT.om"),
+                    help="write N vLLM replicas (a fleet throughput benchmark) to OUT.om (.gz: compressed)")
     ap.add_argument("--list", action="store_true", help="list scenario names")
     args = ap.parse_args(argv)
 
+    if args.fleet_bench:
+        n, path = int(args.fleet_bench[0]), Path(args.fleet_bench[1])
+        chunks, _ = render_members(fleet_bench_cfgs(n), keep=False)
+        size = sum(len(c) for c in chunks)
+        lines = sum(c.count("\n") for c in chunks)
+        if str(path).endswith(".gz"):
+            with gzip.open(path, "wb", compresslevel=6, mtime=0) as fh:
+                for c in chunks:
+                    fh.write(c.encode("utf-8"))
+        else:
+            with open(path, "w", encoding="utf-8", newline="\n") as fh:
+                fh.writelines(chunks)
+        faulty = sum(1 for i in range(n) if i % 20 == 7)
+        print(f"wrote {path} ({n} replicas, {faulty} faulty; {size:,} bytes of text, {lines:,} lines"
+              f"{f'; {path.stat().st_size:,} bytes compressed' if str(path).endswith('.gz') else ''})")
+        return 0
     if args.bench:
         path = Path(args.bench)
         cfg = bench_cfg()

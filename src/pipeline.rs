@@ -237,6 +237,24 @@ fn prepare_target(
         );
     }
     fill_signals(&mut snapshot, catalog, &rules.adapters, input, frame);
+    // Exporters' versions are worth a note (engines' become the engine_version fact below).
+    for a in rules
+        .adapters
+        .list
+        .iter()
+        .filter(|a| a.kind != crate::adapter::AdapterKind::Engine)
+    {
+        if !input.adapters.contains(&a.name) {
+            continue;
+        }
+        if let Some(v) = a
+            .versions
+            .iter()
+            .find(|v| input.series.iter().any(|s| s.name == v.metric))
+        {
+            notes.push(format!("{}: {}", a.name, v.version));
+        }
+    }
 
     let engine = input.engine.as_deref().and_then(|e| rules.adapters.get(e));
     if let Some(engine) = engine {
