@@ -110,13 +110,59 @@ fn find_engine<'a>(words: &[String], adapters: &'a Adapters) -> Option<(&'a Adap
     None
 }
 
-/// Reads facts from a serve command line. Unknown flags are skipped; an unrecognised command is
-/// an error naming the commands llm-doctor knows.
+/// Reads facts from a Triton model configuration (`config.pbtxt`, protobuf text format): the
+/// numeric fields and `parameters` string values the adapter's `model_config` names. Nested
+/// blocks (`dynamic_batching { max_queue_delay_microseconds: 100 }`) are found wherever they are.
+fn parse_model_config(text: &str, adapter: &AdapterSpec) -> Option<CommandLineFacts> {
+    let spec = adapter.model_config.as_ref()?;
+    let mut facts = Vec::new();
+    for (field, target) in &spec.fields {
+        let pattern = format!(
+            r"(?m)^\s*{}\s*:\s*([0-9][0-9.eE+-]*)",
+            regex_lite::escape(field)
+        );
+        let re = regex_lite::Regex::new(&pattern).expect("field names are plain identifiers");
+        if let Some(v) = re.captures(text).and_then(|c| c[1].parse::<f64>().ok()) {
+            // Rounded so 200000 µs reads as 0.2 s, not 0.19999999999999998.
+            let value = (v * target.scale * 1e9).round() / 1e9;
+            facts.push((target.fact.clone(), value.to_string()));
+        }
+    }
+    let param = regex_lite::Regex::new(
+        r#"key\s*:\s*"([^"]+)"\s*,?\s*value\s*:?\s*\{\s*string_value\s*:\s*"([^"]*)""#,
+    )
+    .expect("a fixed pattern");
+    for c in param.captures_iter(text) {
+        if let Some(fact) = spec.parameters.get(&c[1]) {
+            // Unfilled template placeholders (`${batch_scheduler_policy}`) say nothing.
+            if !c[2].starts_with("${") && !c[2].is_empty() {
+                facts.push((fact.clone(), c[2].to_ascii_lowercase()));
+            }
+        }
+    }
+    Some(CommandLineFacts {
+        engine: adapter.engine_name().to_string(),
+        facts,
+    })
+}
+
+/// Whether `text` looks like a Triton model configuration rather than a command line.
+fn looks_like_model_config(text: &str) -> bool {
+    text.contains("max_batch_size") || text.contains("backend:") || text.contains("platform:")
+}
+
+/// Reads facts from a serve command line, or from a Triton model configuration. Unknown flags
+/// are skipped; an unrecognised command is an error naming the commands llm-doctor knows.
 pub fn parse(
     text: &str,
     adapters: &Adapters,
     catalog: &llm_doctor_engine::Catalog,
 ) -> Result<CommandLineFacts, String> {
+    if looks_like_model_config(text) {
+        if let Some(f) = adapters.engines().find_map(|a| parse_model_config(text, a)) {
+            return Ok(f);
+        }
+    }
     let words = split_words(text)?;
     let Some((adapter, after)) = find_engine(&words, adapters) else {
         let known: Vec<String> = adapters

@@ -93,12 +93,26 @@ fn validate(a: &AdapterSpec, file: &str, catalog: &Catalog, errors: &mut Vec<Str
     {
         check("fact", f, &facts);
     }
+    for f in a.gauge_facts.keys() {
+        check("fact", f, &facts);
+    }
     if let Some(cl) = &a.command_line {
         for f in cl
             .flags
             .values()
             .chain(cl.presence.values())
             .chain(cl.env.values())
+            .chain(cl.inverted.values())
+        {
+            check("fact", f, &facts);
+        }
+    }
+    if let Some(mc) = &a.model_config {
+        for f in mc
+            .fields
+            .values()
+            .map(|x| &x.fact)
+            .chain(mc.parameters.values())
         {
             check("fact", f, &facts);
         }

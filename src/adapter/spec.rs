@@ -61,6 +61,35 @@ pub struct AdapterSpec {
     /// Serve command line: how flags map onto facts.
     #[serde(default)]
     pub command_line: Option<CommandLineSpec>,
+    /// A model configuration file (Triton's `config.pbtxt`): how its fields map onto facts.
+    #[serde(default)]
+    pub model_config: Option<ModelConfigSpec>,
+}
+
+/// How a Triton model configuration (protobuf text) maps onto facts.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfigSpec {
+    /// Numeric field name (anywhere in the file) → fact, with a scale to the fact's unit.
+    pub fields: BTreeMap<String, ScaledFact>,
+    /// `parameters { key: "K" value { string_value: "V" } }` key → fact.
+    #[serde(default)]
+    pub parameters: BTreeMap<String, String>,
+}
+
+/// A fact with a scale factor from the source unit.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaledFact {
+    /// The fact.
+    pub fact: String,
+    /// Multiplier to the fact's unit (e.g. 1e-6 from microseconds to seconds).
+    #[serde(default = "one")]
+    pub scale: f64,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 /// A version recognised by a metric that only it exports.

@@ -171,3 +171,33 @@ fn one_curl_per_replica_becomes_one_target_per_file() {
         "{instances:?}"
     );
 }
+
+#[test]
+fn a_triton_model_config_gives_facts() {
+    let (_, v, err) = json(&[
+        "diagnose",
+        "fixtures/triton_batching_delay.om.gz",
+        "--engine-args",
+        "@tests/data/triton/config.pbtxt",
+        "--format",
+        "json",
+    ]);
+    let facts = &v["targets"][0]["facts"];
+    assert_eq!(facts["max_num_seqs"], 64.0, "{err}");
+    assert_eq!(facts["max_queue_delay_seconds"], 0.2);
+    assert_eq!(facts["batch_scheduler_policy"], "max_utilization");
+    assert_eq!(facts["enable_chunked_prefill"], true);
+    assert!(
+        facts.get("enable_prefix_caching").is_none()
+            || facts["enable_prefix_caching"] != "${enable_kv_cache_reuse}"
+    );
+    assert_eq!(top_causes(&v), vec!["batching_delay"]);
+    let ev = &v["targets"][0]["causes"][0]["evidence"];
+    assert!(
+        ev.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["note"] == "the dynamic batcher may hold requests to fill a batch"),
+        "{ev}"
+    );
+}
