@@ -15,6 +15,7 @@ pub mod exposition;
 pub mod fixtures;
 pub mod openmetrics;
 pub mod pipeline;
+pub mod promql;
 pub mod render;
 pub mod rules;
 pub mod scrape;

@@ -3,5 +3,6 @@
 mod cli;
 mod fixtures;
 mod inputs;
+mod promql;
 mod scrape;
 mod support;

@@ -1,0 +1,359 @@
+//! Compiles adapter expressions (`rules/signals/*.yaml`) to PromQL.
+//!
+//! Live triage against Prometheus (or Thanos, Mimir, VictoriaMetrics) must compute every signal
+//! exactly as the file reader does, from the same definition: this module is the second
+//! interpreter of the `Expr` tree, emitting the query Prometheus evaluates instead of evaluating
+//! samples itself. The mapping keeps the reader's semantics:
+//!
+//! | expression | PromQL |
+//! | --- | --- |
+//! | `gauge` | `last_over_time(x[w])` (or `avg_`/`max_`/`min_over_time` for window statistics) |
+//! | `rate`, `increase` | `rate(x[w])`, `increase(x[w])` |
+//! | `quantile` | `histogram_quantile(q, sum by (le, <target>) (rate(x_bucket[w])))` |
+//! | `hist_mean` | `sum by (<target>) (rate(x_sum[w])) / (sum by (<target>) (rate(x_count[w])) > 0)` |
+//! | `bit_share` | share of the window's samples with any mask bit set, via a subquery |
+//! | `div` | `a / (b != 0)`: a zero denominator gives no value, never Inf |
+//! | alternatives (`metric: [new, old]`, `first`) | `a or b`: the first that has series |
+//! | aggregations | `sum by (<target>) (...)` and so on, so one query serves a whole fleet |
+
+use crate::adapter::eval::Stat;
+use crate::adapter::spec::{Expr, Matchers, Selector};
+
+/// How to compile.
+#[derive(Debug, Clone, Copy)]
+pub struct Options<'a> {
+    /// Range of rates and window functions, a Prometheus duration (`5m`).
+    pub window: &'a str,
+    /// Labels that identify a target; every aggregation keeps them (`sum by (instance, pod)`).
+    pub by: &'a [&'a str],
+    /// Extra matchers added to every selector (`pod="vllm-0"`), or empty.
+    pub matchers: &'a str,
+    /// Which gauge statistic gauges read.
+    pub stat: Stat,
+    /// Resolution of the subquery `bit_share` uses (the scrape interval).
+    pub step: &'a str,
+}
+
+impl Default for Options<'_> {
+    fn default() -> Self {
+        Options {
+            window: "5m",
+            by: &[],
+            matchers: "",
+            stat: Stat::Last,
+            step: "15s",
+        }
+    }
+}
+
+/// The PromQL for `expr`. A bare constant compiles to a number literal.
+pub fn compile(expr: &Expr, opts: &Options<'_>) -> String {
+    match expr {
+        Expr::Gauge(sel) => alternatives(
+            sel,
+            "",
+            |s| {
+                let f = match opts.stat {
+                    Stat::Last => "last_over_time",
+                    Stat::Mean => "avg_over_time",
+                    Stat::Max => "max_over_time",
+                    Stat::Min => "min_over_time",
+                };
+                format!("{f}({s}[{}])", opts.window)
+            },
+            opts,
+        ),
+        Expr::Rate(sel) => alternatives(sel, "", |s| format!("rate({s}[{}])", opts.window), opts),
+        Expr::Increase(sel) => {
+            alternatives(sel, "", |s| format!("increase({s}[{}])", opts.window), opts)
+        }
+        Expr::BitShare(sel) => {
+            let mask = sel.mask.unwrap_or(0);
+            alternatives(
+                sel,
+                "",
+                |s| {
+                    let bits: Vec<String> = (0..64)
+                        .filter(|b| mask & (1u64 << b) != 0)
+                        .map(|b| format!("floor({s} / {}) % 2", 1u64 << b))
+                        .collect();
+                    let any = if bits.is_empty() {
+                        "0 * ".to_string() + &s
+                    } else {
+                        bits.join(" + ")
+                    };
+                    format!(
+                        "avg_over_time((({any}) > bool 0)[{}:{}])",
+                        opts.window, opts.step
+                    )
+                },
+                opts,
+            )
+        }
+        Expr::Quantile(sel) => {
+            let q = sel.q.unwrap_or(0.5);
+            alternatives(
+                sel,
+                "_bucket",
+                |s| {
+                    format!(
+                        "histogram_quantile({q}, sum by ({}) (rate({s}[{}])))",
+                        by_with(opts.by, "le"),
+                        opts.window
+                    )
+                },
+                opts,
+            )
+        }
+        Expr::HistMean(sel) => {
+            let names = sel.metric.values();
+            let one = |name: &str| {
+                let sum = selector(&format!("{name}_sum"), sel, opts.matchers);
+                let count = selector(&format!("{name}_count"), sel, opts.matchers);
+                format!(
+                    "sum by ({by}) (rate({sum}[{w}])) / (sum by ({by}) (rate({count}[{w}])) > 0)",
+                    by = opts.by.join(", "),
+                    w = opts.window
+                )
+            };
+            or_all(names.iter().map(|n| one(n)).collect())
+        }
+        Expr::Sum(e) => aggregate("sum", e, opts),
+        Expr::Max(e) => aggregate("max", e, opts),
+        Expr::Min(e) => aggregate("min", e, opts),
+        Expr::Avg(e) => aggregate("avg", e, opts),
+        Expr::Count(e) => aggregate("count", e, opts),
+        Expr::Div(a, b) => format!("({}) / (({}) != 0)", compile(a, opts), compile(b, opts)),
+        Expr::Sub(a, b) => format!("({}) - ({})", compile(a, opts), compile(b, opts)),
+        Expr::Add(terms) => terms
+            .iter()
+            .map(|t| format!("({})", compile(t, opts)))
+            .collect::<Vec<_>>()
+            .join(" + "),
+        Expr::Scale(e, k) => format!("({}) * {}", compile(e, opts), number(*k)),
+        Expr::Const(c) => number(*c),
+        Expr::PercentToRatio(e) => {
+            let inner = compile(e, opts);
+            format!("(({inner}) > 1) / 100 or ({inner})")
+        }
+        Expr::First(alts) => or_all(alts.iter().map(|a| compile(a, opts)).collect()),
+    }
+}
+
+fn number(x: f64) -> String {
+    // PromQL reads exponents; Rust's Display never writes a lossy form.
+    format!("{x:?}")
+}
+
+fn by_with(by: &[&str], extra: &str) -> String {
+    let mut all: Vec<&str> = vec![extra];
+    all.extend(by.iter().copied());
+    all.join(", ")
+}
+
+fn aggregate(op: &str, e: &Expr, opts: &Options<'_>) -> String {
+    format!("{op} by ({}) ({})", opts.by.join(", "), compile(e, opts))
+}
+
+fn or_all(parts: Vec<String>) -> String {
+    if parts.len() == 1 {
+        return parts.into_iter().next().unwrap_or_default();
+    }
+    parts
+        .iter()
+        .map(|p| format!("({p})"))
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+/// One leaf per alternative metric name, joined with `or` (the first that has series).
+fn alternatives(
+    sel: &Selector,
+    suffix: &str,
+    leaf: impl Fn(String) -> String,
+    opts: &Options<'_>,
+) -> String {
+    or_all(
+        sel.metric
+            .values()
+            .iter()
+            .map(|name| leaf(selector(&format!("{name}{suffix}"), sel, opts.matchers)))
+            .collect(),
+    )
+}
+
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn regex_quote(v: &str) -> String {
+    // Values are literals: escape regex metacharacters inside the alternation.
+    let mut out = String::new();
+    for c in v.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn matcher_list(m: &Matchers, negate: bool) -> Vec<String> {
+    m.iter()
+        .map(|(label, vals)| {
+            let vals = vals.values();
+            match (vals.as_slice(), negate) {
+                ([one], false) => format!("{label}=\"{}\"", escape(one)),
+                ([one], true) => format!("{label}!=\"{}\"", escape(one)),
+                (many, neg) => format!(
+                    "{label}{}\"{}\"",
+                    if neg { "!~" } else { "=~" },
+                    escape(
+                        &many
+                            .iter()
+                            .map(|v| regex_quote(v))
+                            .collect::<Vec<_>>()
+                            .join("|")
+                    )
+                ),
+            }
+        })
+        .collect()
+}
+
+/// `name{matchers}`; names with characters PromQL's bare form allows (colons included) stay bare.
+fn selector(name: &str, sel: &Selector, extra: &str) -> String {
+    let mut m = matcher_list(&sel.matchers, false);
+    m.extend(matcher_list(&sel.where_not, true));
+    if !extra.trim().is_empty() {
+        m.push(
+            extra
+                .trim()
+                .trim_matches(|c| c == '{' || c == '}')
+                .to_string(),
+        );
+    }
+    if m.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name}{{{}}}", m.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expr(yaml: &str) -> Expr {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn leaves_and_aggregations() {
+        let by = ["instance", "pod"];
+        let o = Options {
+            by: &by,
+            ..Options::default()
+        };
+        assert_eq!(
+            compile(&expr(r#"{quantile: {metric: "vllm:time_to_first_token_seconds", q: 0.99}}"#), &o),
+            "histogram_quantile(0.99, sum by (le, instance, pod) (rate(vllm:time_to_first_token_seconds_bucket[5m])))"
+        );
+        assert_eq!(
+            compile(
+                &expr(r#"{sum: {rate: {metric: "vllm:num_preemptions_total"}}}"#),
+                &o
+            ),
+            "sum by (instance, pod) (rate(vllm:num_preemptions_total[5m]))"
+        );
+        assert_eq!(
+            compile(&expr(r#"{max: {gauge: {metric: ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"]}}}"#), &o),
+            "max by (instance, pod) ((last_over_time(vllm:kv_cache_usage_perc[5m])) or (last_over_time(vllm:gpu_cache_usage_perc[5m])))"
+        );
+        let mean = Options {
+            stat: Stat::Mean,
+            ..o
+        };
+        assert_eq!(
+            compile(
+                &expr(r#"{sum: {gauge: {metric: "vllm:num_requests_waiting"}}}"#),
+                &mean
+            ),
+            "sum by (instance, pod) (avg_over_time(vllm:num_requests_waiting[5m]))"
+        );
+    }
+
+    #[test]
+    fn ratios_are_guarded_and_matchers_quoted() {
+        let o = Options {
+            matchers: r#"pod="vllm-0""#,
+            ..Options::default()
+        };
+        assert_eq!(
+            compile(
+                &expr(
+                    r#"{div: [{sum: {rate: {metric: "vllm:request_success_total", where: {finished_reason: [abort, error]}}}}, {sum: {rate: {metric: "vllm:request_success_total"}}}]}"#
+                ),
+                &o
+            ),
+            r#"(sum by () (rate(vllm:request_success_total{finished_reason=~"abort|error", pod="vllm-0"}[5m]))) / ((sum by () (rate(vllm:request_success_total{pod="vllm-0"}[5m]))) != 0)"#
+        );
+        assert_eq!(
+            compile(&expr(r#"{hist_mean: {metric: "x"}}"#), &Options::default()),
+            "sum by () (rate(x_sum[5m])) / (sum by () (rate(x_count[5m])) > 0)"
+        );
+        assert_eq!(
+            compile(
+                &expr(
+                    r#"{gauge: {metric: "m", where_not: {cache_source: total}, where: {mode: "a.b"}}}"#
+                ),
+                &Options::default()
+            ),
+            r#"last_over_time(m{mode="a.b", cache_source!="total"}[5m])"#
+        );
+        assert_eq!(
+            compile(
+                &expr(r#"{gauge: {metric: "m", where: {k: ["a.b", "c"]}}}"#),
+                &Options::default()
+            ),
+            r#"last_over_time(m{k=~"a\\.b|c"}[5m])"#
+        );
+    }
+
+    #[test]
+    fn bit_share_scale_and_percent() {
+        assert_eq!(
+            compile(
+                &expr(r#"{bit_share: {metric: "R", mask: 132}}"#),
+                &Options::default()
+            ),
+            "avg_over_time(((floor(R / 4) % 2 + floor(R / 128) % 2) > bool 0)[5m:15s])"
+        );
+        assert_eq!(
+            compile(
+                &expr(r#"{scale: [{gauge: {metric: "G"}}, 0.01]}"#),
+                &Options::default()
+            ),
+            "(last_over_time(G[5m])) * 0.01"
+        );
+        assert_eq!(
+            compile(
+                &expr(r#"{percent_to_ratio: {gauge: {metric: "G"}}}"#),
+                &Options::default()
+            ),
+            "((last_over_time(G[5m])) > 1) / 100 or (last_over_time(G[5m]))"
+        );
+        assert_eq!(compile(&expr(r#"{const: 0}"#), &Options::default()), "0.0");
+        assert_eq!(
+            compile(
+                &expr(
+                    r#"{sub: [{const: 1}, {avg: {rate: {metric: "node_cpu_seconds_total", where: {mode: idle}}}}]}"#
+                ),
+                &Options::default()
+            ),
+            r#"(1.0) - (avg by () (rate(node_cpu_seconds_total{mode="idle"}[5m])))"#
+        );
+    }
+}
