@@ -276,27 +276,7 @@ fn write_seconds(out: &mut String, t_ms: i64) {
 mod tests {
     use super::*;
     use crate::exposition::parse;
-    use crate::series::Sample;
-
-    fn labels(pairs: &[(&str, &str)]) -> Labels {
-        Labels::new(
-            pairs
-                .iter()
-                .map(|(n, v)| (n.to_string(), v.to_string()))
-                .collect(),
-        )
-    }
-
-    fn series(name: &str, l: &[(&str, &str)], samples: &[(Option<i64>, f64)]) -> Series {
-        Series {
-            name: name.to_string(),
-            labels: labels(l),
-            samples: samples
-                .iter()
-                .map(|&(t_ms, value)| Sample { t_ms, value })
-                .collect(),
-        }
-    }
+    use crate::series::testutil::series;
 
     fn set(series: Vec<Series>, families: &[(&str, MetricType)]) -> SeriesSet {
         let mut set = SeriesSet {

@@ -352,11 +352,13 @@ fn sort_dedup_samples(samples: &mut Vec<Sample>) {
     samples.truncate(kept);
 }
 
+/// Builders for tests elsewhere in the crate.
 #[cfg(test)]
-mod tests {
+pub(crate) mod testutil {
     use super::*;
 
-    fn labels(pairs: &[(&str, &str)]) -> Labels {
+    /// Labels from pairs.
+    pub(crate) fn labels(pairs: &[(&str, &str)]) -> Labels {
         Labels::new(
             pairs
                 .iter()
@@ -365,7 +367,8 @@ mod tests {
         )
     }
 
-    fn series(name: &str, l: &[(&str, &str)], samples: &[(Option<i64>, f64)]) -> Series {
+    /// A series from a name, label pairs and (time, value) samples.
+    pub(crate) fn series(name: &str, l: &[(&str, &str)], samples: &[(Option<i64>, f64)]) -> Series {
         Series {
             name: name.to_string(),
             labels: labels(l),
@@ -375,6 +378,12 @@ mod tests {
                 .collect(),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testutil::{labels, series};
+    use super::*;
 
     #[test]
     fn labels_sorted_get_and_display() {
