@@ -464,5 +464,6 @@ fn unchecked_rule(
         kind,
         missing,
         hint: (!hints.is_empty()).then(|| hints.join("; ")),
+        hints,
     }
 }

@@ -169,9 +169,12 @@ pub struct Unchecked {
     pub kind: &'static str,
     /// Names that were absent.
     pub missing: Vec<String>,
-    /// How to get them.
+    /// How to get them (the hints below, joined with "; ").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// The distinct hints, one per missing source, for renderers that list them.
+    #[serde(skip)]
+    pub hints: Vec<String>,
 }
 
 /// The diagnosis of one target.

@@ -184,8 +184,8 @@ fn target(out: &mut String, r: &TargetReport, style: Style) {
                 u.rule,
                 u.missing.join(", ")
             ));
-            for h in u.hint.iter().flat_map(|h| h.split("; ")) {
-                if !hints.contains(&h) {
+            for h in &u.hints {
+                if !hints.contains(&h.as_str()) {
                     hints.push(h);
                 }
             }
