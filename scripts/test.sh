@@ -4,13 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# promtool (Debian's prometheus package) checks that recordings import into Prometheus.
-if ! command -v promtool >/dev/null 2>&1; then
-  [ -f /usr/sbin/policy-rc.d ] || printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-  chmod +x /usr/sbin/policy-rc.d   # keep package scripts from starting daemons
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
-fi
+# Real servers for the integration tests (tests/prom): prometheus, promtool, victoria-metrics.
+scripts/install-test-servers.sh
 
 # The fixture generator (checked by a test) needs PyYAML.
 if ! python3 -c 'import yaml' 2>/dev/null; then

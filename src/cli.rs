@@ -58,7 +58,7 @@ pub enum Command {
 pub struct DiagnoseArgs {
     /// Recorded metrics, joined: Prometheus text or OpenMetrics (plain or gzip), Prometheus API
     /// JSON answers, or llm-doctor snapshot/timeline files.
-    #[arg(required_unless_present = "scrape")]
+    #[arg(required_unless_present_any = ["scrape", "nvml"])]
     pub files: Vec<PathBuf>,
     /// Scrape a /metrics endpoint twice, `--interval` apart, and diagnose the time between. Repeatable.
     #[arg(long, value_name = "URL")]
@@ -105,14 +105,38 @@ pub struct DiagnoseArgs {
     /// Read the metrics as this engine's (vllm, sglang, tgi, trtllm, llamacpp) when names alone mislead.
     #[arg(long)]
     pub engine: Option<String>,
+    /// Also read this host's GPUs through NVML (no dcgm-exporter needed); needs the NVIDIA driver.
+    #[arg(long)]
+    pub nvml: bool,
+    /// How --nvml samples.
+    #[command(flatten)]
+    pub nvml_sampling: NvmlSamplingArgs,
+}
+
+/// How `--nvml` samples the GPUs (`diagnose` and `record`).
+#[derive(Debug, clap::Args)]
+pub struct NvmlSamplingArgs {
+    /// NVML readings per GPU, spread over --nvml-interval.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub nvml_samples: usize,
+    /// Time from the first NVML reading to the last (a Prometheus duration; 0 reads back to back).
+    #[arg(long, default_value = "5s", value_name = "DURATION")]
+    pub nvml_interval: String,
 }
 
 /// Arguments of `record`.
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).multiple(true).args(["scrape", "nvml"])))]
 pub struct RecordArgs {
     /// Endpoints to scrape. Repeatable.
-    #[arg(long, value_name = "URL", required = true)]
+    #[arg(long, value_name = "URL")]
     pub scrape: Vec<String>,
+    /// Also record this host's GPUs through NVML, under dcgm-exporter's metric names.
+    #[arg(long)]
+    pub nvml: bool,
+    /// How --nvml samples.
+    #[command(flatten)]
+    pub nvml_sampling: NvmlSamplingArgs,
     /// How long to record.
     #[arg(long, default_value = "10m")]
     pub duration: String,

@@ -8,7 +8,9 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use llm_doctor_engine::report::Status;
 
-use crate::cli::{Cli, Command, DiagnoseArgs, Format, GraphFormat, RecordArgs, RulesCommand};
+use crate::cli::{
+    Cli, Command, DiagnoseArgs, Format, GraphFormat, NvmlSamplingArgs, RecordArgs, RulesCommand,
+};
 use crate::pipeline::{self, Options};
 use crate::render::{self, Report, TargetReport};
 use crate::rules::{RuleFiles, Rules};
@@ -95,11 +97,17 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
         .map_err(anyhow::Error::msg)
         .context("--at")?;
     let interval = positive_duration(&args.interval, "--interval")?;
+    let nvml = args
+        .nvml
+        .then(|| nvml_sampling(&args.nvml_sampling))
+        .transpose()?;
+    let nvml_span_ms = nvml.map_or(0, |s| s.interval.as_millis() as i64);
     let window_ms = match &args.window {
         Some(w) => positive_duration(w, "--window")?.as_millis() as i64,
-        // Two scrapes an interval apart: a window a little longer than the interval holds both.
-        None if !args.scrape.is_empty() => interval.as_millis() as i64 * 3 / 2,
-        None => 300_000,
+        // Two scrapes an interval apart: a window a little longer than the interval holds both
+        // (and the NVML readings, taken meanwhile).
+        None if !args.scrape.is_empty() => (interval.as_millis() as i64).max(nvml_span_ms) * 3 / 2,
+        None => 300_000.max(nvml_span_ms * 3 / 2),
     };
 
     let mut inputs = Vec::new();
@@ -125,8 +133,10 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
         Some(set)
     };
     let mut errors = Vec::new();
-    if !args.scrape.is_empty() {
-        let opts = crate::scrape::ScrapeOptions {
+    let scrape_opts = if args.scrape.is_empty() {
+        None
+    } else {
+        Some(crate::scrape::ScrapeOptions {
             timeout: positive_duration(&args.timeout, "--timeout")?,
             headers: args
                 .headers
@@ -134,21 +144,59 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
                 .map(|h| crate::scrape::parse_header(h))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(anyhow::Error::msg)?,
-        };
-        for s in crate::scrape::scrape(&args.scrape, 2, interval, &opts, &mut |line| {
+        })
+    };
+    // The GPUs are sampled while the endpoints are scraped, so both cover the same time.
+    let (scraped, gpus) = with_nvml(nvml, || match &scrape_opts {
+        Some(opts) => crate::scrape::scrape(&args.scrape, 2, interval, opts, &mut |line| {
             eprintln!("{line}")
-        }) {
-            match s.result {
-                Ok(got) => match &mut set {
-                    Some(all) => all.merge(got),
-                    None => set = Some(got),
-                },
-                Err(e) => errors.push(format!("{}: {e}", s.url)),
+        }),
+        None => Vec::new(),
+    });
+    for s in scraped {
+        match s.result {
+            Ok(got) => match &mut set {
+                Some(all) => all.merge(got),
+                None => set = Some(got),
+            },
+            Err(e) => errors.push(format!("{}: {e}", s.url)),
+        }
+    }
+    // (host name, notes) of the NVML readings, for the target the GPUs join.
+    let mut nvml_notes = None;
+    match gpus {
+        Some(Ok(c)) => {
+            // Live GPU readings beside an older recording describe different times.
+            let recorded_end = set
+                .as_ref()
+                .filter(|s| s.has_timestamps)
+                .and_then(|s| s.newest_ms());
+            if let (Some(end), Some(read_at)) = (recorded_end, c.set.oldest_ms()) {
+                if (read_at - end).abs() > window_ms {
+                    input_warnings.push(format!(
+                        "the NVML readings were taken {} away from the newest sample of the other inputs, more than the {} window: they do not describe the same time (record both together with `record --scrape URL --nvml`)",
+                        crate::render::format_duration((read_at - end).abs() / 1000 * 1000),
+                        crate::render::format_duration(window_ms)
+                    ));
+                }
             }
+            match &mut set {
+                Some(all) => all.merge(c.set),
+                None => set = Some(c.set),
+            }
+            nvml_notes = Some((c.hostname, c.notes));
         }
-        if set.is_none() && prepared.is_empty() {
-            bail!("no endpoint could be scraped:\n  {}", errors.join("\n  "));
+        // A failing source does not abort the diagnosis: its GPU checks become unknown.
+        Some(Err(e)) if set.is_some() || !prepared.is_empty() => errors.push(e.to_string()),
+        Some(Err(e)) if args.scrape.is_empty() => bail!("{e}"),
+        Some(Err(e)) => errors.push(e.to_string()),
+        None => {}
+    }
+    if set.is_none() && prepared.is_empty() {
+        if args.nvml {
+            bail!("no source could be read:\n  {}", errors.join("\n  "));
         }
+        bail!("no endpoint could be scraped:\n  {}", errors.join("\n  "));
     }
     let options = Options {
         engine_args,
@@ -166,6 +214,14 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
     };
     if let Some(set) = &set {
         prepared.extend(pipeline::prepare(set, &rules, &options)?);
+    }
+    if let Some((host, notes)) = &nvml_notes {
+        let n = prepared.len();
+        for p in &mut prepared {
+            if crate::nvml::is_local_target(&p.snapshot.target.labels, host, n) {
+                p.notes.extend(notes.iter().cloned());
+            }
+        }
     }
     if let Some(path) = &args.save_snapshot {
         let json = path.extension().is_some_and(|e| e == "json");
@@ -223,6 +279,58 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
     Ok(Outcome { stdout: text, code })
 }
 
+/// `--nvml-samples` and `--nvml-interval` as a sampling plan.
+fn nvml_sampling(args: &NvmlSamplingArgs) -> Result<crate::nvml::Sampling> {
+    if args.nvml_samples == 0 {
+        bail!("--nvml-samples must be at least 1");
+    }
+    let ms = crate::window::parse_duration(&args.nvml_interval)
+        .map_err(anyhow::Error::msg)
+        .context("--nvml-interval")?;
+    if ms < 0 {
+        bail!(
+            "--nvml-interval must not be negative, got `{}`",
+            args.nvml_interval
+        );
+    }
+    Ok(crate::nvml::Sampling {
+        samples: args.nvml_samples,
+        interval: std::time::Duration::from_millis(ms as u64),
+    })
+}
+
+/// Runs `work` while, when `nvml` is given, the GPUs are sampled through NVML on another thread;
+/// returns both results.
+fn with_nvml<T>(
+    nvml: Option<crate::nvml::Sampling>,
+    work: impl FnOnce() -> T,
+) -> (
+    T,
+    Option<Result<crate::nvml::Collected, crate::nvml::NvmlError>>,
+) {
+    std::thread::scope(|scope| {
+        let gpus = nvml.map(|s| scope.spawn(move || crate::nvml::collect_live(&s)));
+        let out = work();
+        let gpus = gpus.map(|h| {
+            h.join().unwrap_or_else(|_| {
+                Err(crate::nvml::NvmlError::Call {
+                    call: "sampling".to_string(),
+                    detail: "the NVML thread panicked".to_string(),
+                })
+            })
+        });
+        if let Some(Ok(c)) = &gpus {
+            eprintln!(
+                "read {} GPU{} through NVML ({} readings each)",
+                c.gpus,
+                if c.gpus == 1 { "" } else { "s" },
+                c.samples
+            );
+        }
+        (out, gpus)
+    })
+}
+
 /// A Prometheus duration that must be longer than zero; `flag` names it in errors.
 fn positive_duration(s: &str, flag: &str) -> Result<std::time::Duration> {
     let ms = crate::window::parse_duration(s)
@@ -235,6 +343,10 @@ fn positive_duration(s: &str, flag: &str) -> Result<std::time::Duration> {
 }
 
 fn record(args: RecordArgs) -> Result<Outcome> {
+    let nvml = args
+        .nvml
+        .then(|| nvml_sampling(&args.nvml_sampling))
+        .transpose()?;
     let opts = crate::scrape::ScrapeOptions {
         timeout: positive_duration(&args.timeout, "--timeout")?,
         headers: args
@@ -244,17 +356,45 @@ fn record(args: RecordArgs) -> Result<Outcome> {
             .collect::<Result<Vec<_>, _>>()
             .map_err(anyhow::Error::msg)?,
     };
-    let (text, errors) = crate::scrape::record(
-        &args.scrape,
-        positive_duration(&args.duration, "--duration")?,
-        positive_duration(&args.interval, "--interval")?,
-        &opts,
-        &mut |line| eprintln!("{line}"),
-    );
+    let duration = positive_duration(&args.duration, "--duration")?;
+    let interval = positive_duration(&args.interval, "--interval")?;
+    let ((text, mut errors), gpus) = with_nvml(nvml, || {
+        if args.scrape.is_empty() {
+            (String::new(), Vec::new())
+        } else {
+            crate::scrape::record(&args.scrape, duration, interval, &opts, &mut |line| {
+                eprintln!("{line}")
+            })
+        }
+    });
     for e in &errors {
         eprintln!("error: {e}");
     }
-    if errors.len() == args.scrape.len() && text.lines().all(|l| l.starts_with('#')) {
+    let scraped_nothing = text.lines().all(|l| l.starts_with('#'));
+    let all_failed =
+        !args.scrape.is_empty() && errors.len() == args.scrape.len() && scraped_nothing;
+    let text = match gpus {
+        None => text,
+        Some(Err(e)) if args.scrape.is_empty() => bail!("{e}"),
+        Some(Err(e)) => {
+            eprintln!("error: {e}");
+            errors.push(e.to_string());
+            text
+        }
+        // NVML's readings go in under dcgm-exporter's names, beside the scraped series.
+        Some(Ok(c)) => {
+            let mut set = c.set;
+            if !scraped_nothing {
+                set.merge(
+                    crate::exposition::parse(&text, "the scrapes")
+                        .map_err(anyhow::Error::new)
+                        .context("re-reading the scrapes")?,
+                );
+            }
+            crate::openmetrics::write(&set)
+        }
+    };
+    if all_failed && text.lines().all(|l| l.starts_with('#')) {
         bail!("no endpoint could be recorded");
     }
     std::fs::write(&args.out, &text)

@@ -3,6 +3,9 @@
 mod cli;
 mod fixtures;
 mod inputs;
+mod nvml;
+mod prom;
+mod prom_harness;
 mod promql;
 mod scrape;
 mod support;
