@@ -58,8 +58,11 @@ pub enum Command {
 pub struct DiagnoseArgs {
     /// Recorded metrics, joined: Prometheus text or OpenMetrics (plain or gzip), Prometheus API
     /// JSON answers, or llm-doctor snapshot/timeline files.
-    #[arg(required_unless_present_any = ["scrape", "nvml"])]
+    #[arg(required_unless_present_any = ["scrape", "nvml", "prometheus"])]
     pub files: Vec<PathBuf>,
+    /// Query a Prometheus-compatible API instead of files (see the Prometheus options).
+    #[command(flatten)]
+    pub prom: PrometheusArgs,
     /// Scrape a /metrics endpoint twice, `--interval` apart, and diagnose the time between. Repeatable.
     #[arg(long, value_name = "URL")]
     pub scrape: Vec<String>,
@@ -124,9 +127,30 @@ pub struct NvmlSamplingArgs {
     pub nvml_interval: String,
 }
 
+/// Where a Prometheus-compatible API is and how to authenticate.
+#[derive(Debug, clap::Args)]
+pub struct PrometheusArgs {
+    /// Query a Prometheus-compatible API (Prometheus, Thanos, Mimir, VictoriaMetrics) at `--at`
+    /// (default now) and diagnose every target it knows, or those `--selector` picks.
+    #[arg(long, value_name = "URL")]
+    pub prometheus: Option<String>,
+    /// Bearer token for --prometheus (or the LLM_DOCTOR_BEARER_TOKEN environment variable).
+    #[arg(long, value_name = "TOKEN", conflicts_with = "bearer_token_file")]
+    pub bearer_token: Option<String>,
+    /// File holding the bearer token for --prometheus.
+    #[arg(long, value_name = "FILE")]
+    pub bearer_token_file: Option<PathBuf>,
+    /// Basic authentication for --prometheus, `USER:PASSWORD` (or LLM_DOCTOR_BASIC_AUTH).
+    #[arg(long, value_name = "USER:PASSWORD")]
+    pub basic_auth: Option<String>,
+    /// A PEM file of CA certificates to trust for --prometheus (a private CA).
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
+}
+
 /// Arguments of `record`.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("source").required(true).multiple(true).args(["scrape", "nvml"])))]
+#[command(group(clap::ArgGroup::new("source").required(true).multiple(true).args(["scrape", "nvml", "prometheus"])))]
 pub struct RecordArgs {
     /// Endpoints to scrape. Repeatable.
     #[arg(long, value_name = "URL")]
@@ -149,6 +173,21 @@ pub struct RecordArgs {
     /// An HTTP header, `Name: value`. Repeatable.
     #[arg(long = "header", value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
+    /// Record from a Prometheus-compatible API instead (see the Prometheus options).
+    #[command(flatten)]
+    pub prom: PrometheusArgs,
+    /// With --prometheus: only replicas whose labels match these PromQL matchers.
+    #[arg(long)]
+    pub selector: Option<String>,
+    /// With --prometheus: start of the range (RFC 3339 or Unix seconds).
+    #[arg(long, requires = "prometheus")]
+    pub from: Option<String>,
+    /// With --prometheus: end of the range (RFC 3339 or Unix seconds).
+    #[arg(long, requires = "prometheus")]
+    pub to: Option<String>,
+    /// With --prometheus: resolution of the recording.
+    #[arg(long, default_value = "15s")]
+    pub step: String,
     /// Output file (OpenMetrics with timestamps in seconds and `# EOF`).
     #[arg(long)]
     pub out: PathBuf,

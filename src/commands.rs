@@ -192,12 +192,6 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
         Some(Err(e)) => errors.push(e.to_string()),
         None => {}
     }
-    if set.is_none() && prepared.is_empty() {
-        if args.nvml {
-            bail!("no source could be read:\n  {}", errors.join("\n  "));
-        }
-        bail!("no endpoint could be scraped:\n  {}", errors.join("\n  "));
-    }
     let options = Options {
         engine_args,
         facts,
@@ -212,6 +206,27 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
             .map_err(anyhow::Error::msg)?,
         engine: args.engine.clone(),
     };
+    if let Some(url) = &args.prom.prometheus {
+        if !args.files.is_empty() || !args.scrape.is_empty() || args.nvml {
+            bail!("--prometheus cannot be combined with files, --scrape or --nvml");
+        }
+        let live = crate::live::LiveOptions {
+            url: url.clone(),
+            auth: prometheus_auth(&args.prom, &args.headers)?,
+            timeout: positive_duration(&args.timeout, "--timeout")?,
+            concurrency: crate::live::DEFAULT_CONCURRENCY,
+        };
+        let result = crate::live::prepare_from_prometheus(&rules, &live, &options)
+            .with_context(|| format!("querying Prometheus at {url}"))?;
+        prepared.extend(result.prepared);
+        errors.extend(result.errors);
+    }
+    if set.is_none() && prepared.is_empty() && args.prom.prometheus.is_none() {
+        if args.nvml {
+            bail!("no source could be read:\n  {}", errors.join("\n  "));
+        }
+        bail!("no endpoint could be scraped:\n  {}", errors.join("\n  "));
+    }
     if let Some(set) = &set {
         prepared.extend(pipeline::prepare(set, &rules, &options)?);
     }
@@ -331,6 +346,46 @@ fn with_nvml<T>(
     })
 }
 
+/// Credentials for `--prometheus`: flags first, then the environment.
+fn prometheus_auth(
+    args: &crate::cli::PrometheusArgs,
+    headers: &[String],
+) -> Result<crate::live::PromAuth> {
+    let bearer = match (&args.bearer_token, &args.bearer_token_file) {
+        (Some(t), _) => Some(t.clone()),
+        (None, Some(f)) => Some(
+            std::fs::read_to_string(f)
+                .with_context(|| format!("reading --bearer-token-file `{}`", f.display()))?
+                .trim()
+                .to_string(),
+        ),
+        (None, None) => std::env::var("LLM_DOCTOR_BEARER_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty()),
+    };
+    let basic = match args.basic_auth.clone().or_else(|| {
+        std::env::var("LLM_DOCTOR_BASIC_AUTH")
+            .ok()
+            .filter(|t| !t.is_empty())
+    }) {
+        Some(pair) => match pair.split_once(':') {
+            Some((user, pass)) => Some((user.to_string(), pass.to_string())),
+            None => bail!("--basic-auth expects USER:PASSWORD"),
+        },
+        None => None,
+    };
+    Ok(crate::live::PromAuth {
+        bearer,
+        basic,
+        headers: headers
+            .iter()
+            .map(|h| crate::scrape::parse_header(h))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(anyhow::Error::msg)?,
+        ca_file: args.ca_file.clone(),
+    })
+}
+
 /// A Prometheus duration that must be longer than zero; `flag` names it in errors.
 fn positive_duration(s: &str, flag: &str) -> Result<std::time::Duration> {
     let ms = crate::window::parse_duration(s)
@@ -343,6 +398,50 @@ fn positive_duration(s: &str, flag: &str) -> Result<std::time::Duration> {
 }
 
 fn record(args: RecordArgs) -> Result<Outcome> {
+    if let Some(url) = &args.prom.prometheus {
+        if !args.scrape.is_empty() || args.nvml {
+            bail!("record --prometheus cannot be combined with --scrape or --nvml");
+        }
+        let (Some(from), Some(to)) = (&args.from, &args.to) else {
+            bail!("record --prometheus needs --from and --to");
+        };
+        let time = |s: &str, flag: &str| {
+            crate::window::parse_time(s)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| flag.to_string())
+        };
+        let live = crate::live::LiveOptions {
+            url: url.clone(),
+            auth: prometheus_auth(&args.prom, &args.headers)?,
+            timeout: positive_duration(&args.timeout, "--timeout")?,
+            concurrency: crate::live::DEFAULT_CONCURRENCY,
+        };
+        let selector = args
+            .selector
+            .as_deref()
+            .map(crate::selector::Selector::parse)
+            .transpose()
+            .map_err(anyhow::Error::msg)?;
+        let rules = load_rules(None)?;
+        let (text, notes) = crate::live::record_from_prometheus(
+            &rules,
+            &live,
+            selector.as_ref(),
+            time(from, "--from")?,
+            time(to, "--to")?,
+            positive_duration(&args.step, "--step")?.as_millis() as i64,
+        )
+        .with_context(|| format!("recording from Prometheus at {url}"))?;
+        for n in &notes {
+            eprintln!("note: {n}");
+        }
+        std::fs::write(&args.out, &text)
+            .with_context(|| format!("writing `{}`", args.out.display()))?;
+        return Ok(Outcome {
+            stdout: format!("wrote {} ({} bytes)\n", args.out.display(), text.len()),
+            code: 0,
+        });
+    }
     let nvml = args
         .nvml
         .then(|| nvml_sampling(&args.nvml_sampling))

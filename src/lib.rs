@@ -13,6 +13,7 @@ pub mod commands;
 pub mod engine_args;
 pub mod exposition;
 pub mod fixtures;
+pub mod live;
 pub mod nvml;
 pub mod openmetrics;
 pub mod pipeline;

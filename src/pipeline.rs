@@ -46,7 +46,7 @@ pub struct Prepared {
 }
 
 /// Keeps only the engine adapters of `engine` (GPU and host adapters stay).
-fn restrict_to_engine(
+pub(crate) fn restrict_to_engine(
     adapters: &crate::adapter::Adapters,
     engine: &str,
 ) -> Result<crate::adapter::Adapters> {
@@ -117,15 +117,23 @@ pub fn parse_inputs(inputs: &[(String, String)]) -> Result<SeriesSet> {
     parse_inputs_with_warnings(inputs).map(|(set, _)| set)
 }
 
+/// `--engine-args`, parsed.
+pub(crate) fn parse_engine_args(
+    opts: &Options,
+    rules: &Rules,
+) -> Result<Option<engine_args::CommandLineFacts>> {
+    opts.engine_args
+        .as_deref()
+        .map(|text| {
+            engine_args::parse(text, &rules.adapters, &rules.catalog)
+                .map_err(|e| anyhow::anyhow!("--engine-args: {e}"))
+        })
+        .transpose()
+}
+
 /// Builds one snapshot per target found in `set`.
 pub fn prepare(set: &SeriesSet, rules: &Rules, opts: &Options) -> Result<Vec<Prepared>> {
-    let command_line = match &opts.engine_args {
-        Some(text) => Some(
-            engine_args::parse(text, &rules.adapters, &rules.catalog)
-                .map_err(|e| anyhow::anyhow!("--engine-args: {e}"))?,
-        ),
-        None => None,
-    };
+    let command_line = parse_engine_args(opts, rules)?;
     let adapters = match &opts.engine {
         Some(e) => restrict_to_engine(&rules.adapters, e)?,
         None => rules.adapters.clone(),
@@ -237,6 +245,103 @@ fn prepare_target(
         );
     }
     fill_signals(&mut snapshot, catalog, &rules.adapters, input, frame);
+    let engine = input.engine.as_deref().and_then(|e| rules.adapters.get(e));
+    let source = SeriesFacts { input, frame };
+    let user = UserInputs {
+        command_line,
+        facts: &opts.facts,
+        signals: &opts.signals,
+    };
+    add_facts(
+        &mut snapshot,
+        &mut notes,
+        rules,
+        (&input.adapters, engine),
+        &source,
+        &user,
+    )?;
+    Ok(Prepared { snapshot, notes })
+}
+
+/// What the user said beyond the metrics: the serve command line, `--fact` and `--signal`.
+pub(crate) struct UserInputs<'a> {
+    /// Facts from `--engine-args`.
+    pub command_line: Option<&'a engine_args::CommandLineFacts>,
+    /// `--fact key=value`, in order.
+    pub facts: &'a [(String, String)],
+    /// `--signal name=value`, in order.
+    pub signals: &'a [(String, f64)],
+}
+
+/// Where a target's engine facts and versions are read from: a recording's series, or
+/// Prometheus' answers (`crate::live`). Both feed [`add_facts`], so the precedence of facts
+/// cannot differ between the two.
+pub(crate) trait FactSource {
+    /// Whether the target has a series with this sample name.
+    fn has_metric(&self, name: &str) -> bool;
+    /// The labels of the target's (first) series of an info metric.
+    fn info_labels(&self, metric: &str) -> Option<BTreeMap<String, String>>;
+    /// A gauge fact's value: the maximum over the target's series of the selector, last value
+    /// in the window.
+    fn gauge_fact(&self, fact: &str, selector: &Selector) -> Option<f64>;
+    /// The smallest value of `label` over the engine's own series (`detect` prefixes).
+    fn engine_label(&self, engine: &AdapterSpec, label: &str) -> Option<String>;
+}
+
+/// [`FactSource`] over a recording's series.
+struct SeriesFacts<'a, 'b> {
+    input: &'a TargetInput<'b>,
+    frame: Frame,
+}
+
+impl FactSource for SeriesFacts<'_, '_> {
+    fn has_metric(&self, name: &str) -> bool {
+        self.input.series.iter().any(|s| s.name == name)
+    }
+
+    fn info_labels(&self, metric: &str) -> Option<BTreeMap<String, String>> {
+        // One series per engine index under data parallelism; they agree on configuration.
+        let series = self.input.series.iter().find(|s| s.name == metric)?;
+        Some(
+            series
+                .labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    fn gauge_fact(&self, _fact: &str, selector: &Selector) -> Option<f64> {
+        let ts = TargetSeries::new(self.input.series.iter().copied());
+        let expr = Expr::Max(Box::new(Expr::Gauge(selector.clone())));
+        crate::adapter::eval::eval_signal(&expr, &ts, self.frame, Stat::Last).ok()
+    }
+
+    fn engine_label(&self, engine: &AdapterSpec, label: &str) -> Option<String> {
+        self.input
+            .series
+            .iter()
+            .filter(|s| engine.detect.iter().any(|p| s.name.starts_with(p.as_str())))
+            .filter_map(|s| s.labels.get(label))
+            .min()
+            .map(str::to_string)
+    }
+}
+
+/// Everything after the signals: exporters' versions (as notes), then facts from lowest
+/// precedence to highest — the engine's version, name and defaults, info metrics, gauge facts,
+/// label facts, `--engine-args`, `--fact` — and finally `--signal`. `present` names the
+/// adapters joined to the target and its engine adapter, if any.
+pub(crate) fn add_facts(
+    snapshot: &mut Snapshot,
+    notes: &mut Vec<String>,
+    rules: &Rules,
+    present: (&[String], Option<&AdapterSpec>),
+    source: &dyn FactSource,
+    user: &UserInputs<'_>,
+) -> Result<()> {
+    let catalog = &rules.catalog;
+    let (adapters, engine) = present;
     // Exporters' versions are worth a note (engines' become the engine_version fact below).
     for a in rules
         .adapters
@@ -244,23 +349,18 @@ fn prepare_target(
         .iter()
         .filter(|a| a.kind != crate::adapter::AdapterKind::Engine)
     {
-        if !input.adapters.contains(&a.name) {
+        if !adapters.contains(&a.name) {
             continue;
         }
-        if let Some(v) = a
-            .versions
-            .iter()
-            .find(|v| input.series.iter().any(|s| s.name == v.metric))
-        {
+        if let Some(v) = a.versions.iter().find(|v| source.has_metric(&v.metric)) {
             notes.push(format!("{}: {}", a.name, v.version));
         }
     }
 
-    let engine = input.engine.as_deref().and_then(|e| rules.adapters.get(e));
     if let Some(engine) = engine {
-        apply_engine_facts(&mut snapshot, rules, engine, input, frame, &mut notes)?;
+        apply_engine_facts(snapshot, rules, engine, source, notes)?;
     }
-    if let Some(cl) = command_line {
+    if let Some(cl) = user.command_line {
         if snapshot
             .target
             .engine
@@ -279,14 +379,14 @@ fn prepare_target(
                 .with_context(|| format!("--engine-args: `{value}` for {fact}"))?;
         }
     }
-    for (fact, value) in &opts.facts {
+    for (fact, value) in user.facts {
         snapshot
             .set_fact_str(catalog, fact, value, "--fact")
             .map_err(|e| {
                 anyhow::anyhow!("--fact {fact}={value}: {e}{}", suggest_fact(rules, fact))
             })?;
     }
-    for (name, value) in &opts.signals {
+    for (name, value) in user.signals {
         snapshot
             .set_signal(
                 catalog,
@@ -304,7 +404,7 @@ fn prepare_target(
                 )
             })?;
     }
-    Ok(Prepared { snapshot, notes })
+    Ok(())
 }
 
 fn suggest_fact(rules: &Rules, name: &str) -> String {
@@ -330,15 +430,14 @@ fn apply_engine_facts(
     snapshot: &mut Snapshot,
     rules: &Rules,
     engine: &AdapterSpec,
-    input: &TargetInput<'_>,
-    frame: Frame,
+    source: &dyn FactSource,
     notes: &mut Vec<String>,
 ) -> Result<()> {
     let catalog = &rules.catalog;
     if let Some(v) = engine
         .versions
         .iter()
-        .find(|v| input.series.iter().any(|s| s.name == v.metric))
+        .find(|v| source.has_metric(&v.metric))
     {
         snapshot.set_fact(
             catalog,
@@ -366,12 +465,11 @@ fn apply_engine_facts(
         snapshot.set_fact_str(catalog, fact, &text, format!("{} default", engine.name))?;
     }
     for info in &engine.info_facts {
-        // One series per engine index under data parallelism; they agree on configuration.
-        let Some(series) = input.series.iter().find(|s| s.name == info.metric) else {
+        let Some(labels) = source.info_labels(&info.metric) else {
             continue;
         };
         for (label, fact) in &info.labels {
-            let Some(value) = series.labels.get(label) else {
+            let Some(value) = labels.get(label) else {
                 continue;
             };
             if value.is_empty() || value == "None" {
@@ -385,10 +483,8 @@ fn apply_engine_facts(
             }
         }
     }
-    let ts = TargetSeries::new(input.series.iter().copied());
     for (fact, selector) in &engine.gauge_facts {
-        let expr = Expr::Max(Box::new(Expr::Gauge(selector.clone())));
-        if let Ok(v) = crate::adapter::eval::eval_signal(&expr, &ts, frame, Stat::Last) {
+        if let Some(v) = source.gauge_fact(fact, selector) {
             snapshot.set_fact(
                 catalog,
                 fact,
@@ -398,16 +494,8 @@ fn apply_engine_facts(
         }
     }
     for (label, fact) in &engine.label_facts {
-        let mut values: BTreeMap<&str, ()> = BTreeMap::new();
-        for s in &input.series {
-            if engine.detect.iter().any(|p| s.name.starts_with(p.as_str())) {
-                if let Some(v) = s.labels.get(label) {
-                    values.insert(v, ());
-                }
-            }
-        }
-        if let Some((v, _)) = values.iter().next() {
-            snapshot.set_fact_str(catalog, fact, v, format!("label {label}"))?;
+        if let Some(v) = source.engine_label(engine, label) {
+            snapshot.set_fact_str(catalog, fact, &v, format!("label {label}"))?;
         }
     }
     Ok(())

@@ -15,9 +15,17 @@ use crate::adapter::{AdapterKind, Adapters, TargetInput};
 use crate::series::{Series, SeriesSet};
 
 /// Labels that identify a replica in reports.
-const IDENTITY_LABELS: &[&str] = &["namespace", "pod", "instance", "model_name", "model", "job"];
+pub const IDENTITY_LABELS: &[&str] =
+    &["namespace", "pod", "instance", "model_name", "model", "job"];
 
-fn host_of(instance: &str) -> &str {
+/// Labels a series is joined to a replica by (see [`join_keys_of`]).
+pub const JOIN_LABELS: &[&str] = &["pod", "Hostname", "hostname", "instance"];
+
+/// The note on a target whose only engine has no series at all.
+pub const NO_ENGINE_NOTE: &str = "no serving-engine metrics found: only GPU and host checks apply";
+
+/// The host part of an `instance` label.
+pub fn host_of(instance: &str) -> &str {
     // `host:port`, `[v6]:port`, or a bare host.
     if let Some(rest) = instance.strip_prefix('[') {
         return rest.split(']').next().unwrap_or(rest);
@@ -28,21 +36,76 @@ fn host_of(instance: &str) -> &str {
     }
 }
 
-/// Keys a series can be joined by.
-fn join_keys(s: &Series) -> Vec<String> {
+/// Keys a series can be joined by, from its labels (`get` returns a label's value): the pod,
+/// the `Hostname`/`hostname` label and the host part of `instance`, in that order. Only
+/// [`JOIN_LABELS`] are read, so series that agree on those join alike.
+pub fn join_keys_of<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Vec<String> {
     let mut keys = Vec::new();
-    if let Some(p) = s.labels.get("pod") {
+    if let Some(p) = get("pod") {
         keys.push(format!("pod={p}"));
     }
     for l in ["Hostname", "hostname"] {
-        if let Some(h) = s.labels.get(l) {
+        if let Some(h) = get(l) {
             keys.push(format!("host={}", h.to_ascii_lowercase()));
         }
     }
-    if let Some(i) = s.labels.get("instance") {
+    if let Some(i) = get("instance") {
         keys.push(format!("host={}", host_of(i).to_ascii_lowercase()));
     }
     keys
+}
+
+fn join_keys(s: &Series) -> Vec<String> {
+    join_keys_of(|l| s.labels.get(l))
+}
+
+/// Where an exporter's series go, given its join keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Join {
+    /// To the target with this index: its keys matched.
+    Matched(usize),
+    /// To the only target, which it did not match (see [`elimination_note`]).
+    Elimination,
+    /// Nowhere: it matches no target and there are several (or none).
+    Orphan,
+    /// Nowhere: it matches several targets (see [`ambiguous_note`]).
+    Ambiguous,
+}
+
+/// Decides the join of series with `keys` to targets whose (sorted) join keys are
+/// `target_keys`: a match with exactly one target, else by elimination when there is one
+/// target only.
+pub fn join(keys: &[String], target_keys: &[Vec<String>]) -> Join {
+    let hits: Vec<usize> = (0..target_keys.len())
+        .filter(|&i| keys.iter().any(|k| target_keys[i].binary_search(k).is_ok()))
+        .collect();
+    match hits.as_slice() {
+        [i] => Join::Matched(*i),
+        [] if target_keys.len() == 1 => Join::Elimination,
+        [] => Join::Orphan,
+        _ => Join::Ambiguous,
+    }
+}
+
+/// The note on the only replica when `adapter`'s series matched it by elimination.
+pub fn elimination_note(adapter: &str) -> String {
+    format!("{adapter} series matched no replica by host or pod; joined to the only replica")
+}
+
+/// The note on every target when `adapter`'s series with `keys` match several replicas.
+pub fn ambiguous_note(adapter: &str, keys: &[String]) -> String {
+    format!(
+        "{adapter} {}: matches several replicas, not joined",
+        keys.join(",")
+    )
+}
+
+/// The `host` label of an exporter-only target, from the first join key of its series.
+pub fn host_label(first_key: &str) -> String {
+    first_key
+        .trim_start_matches("host=")
+        .trim_start_matches("pod=")
+        .to_string()
 }
 
 /// Groups series into targets. Series no adapter recognises are ignored, except those scraped
@@ -119,36 +182,30 @@ pub fn split<'a>(set: &'a SeriesSet, adapters: &Adapters) -> Vec<TargetInput<'a>
     let mut ambiguous: BTreeMap<String, ()> = BTreeMap::new();
     for (s, adapter) in exporters {
         let keys = join_keys(s);
-        let hits: Vec<usize> = (0..targets.len())
-            .filter(|&i| keys.iter().any(|k| target_keys[i].contains(k)))
-            .collect();
-        match hits.as_slice() {
-            [i] => attach(&mut targets[*i], s, adapter),
-            [] if targets.len() == 1 => {
-                let note = format!(
-                    "{adapter} series matched no replica by host or pod; joined to the only replica"
-                );
+        match join(&keys, &target_keys) {
+            Join::Matched(i) => attach(&mut targets[i], s, adapter),
+            Join::Elimination => {
+                let note = elimination_note(adapter);
                 if !targets[0].notes.contains(&note) {
                     targets[0].notes.push(note);
                 }
                 attach(&mut targets[0], s, adapter);
             }
-            [] => {
+            Join::Orphan => {
                 let key = keys.first().cloned().unwrap_or_default();
                 orphans
                     .entry(format!("{adapter} {key}"))
                     .or_default()
                     .push(s);
             }
-            _ => {
-                ambiguous.insert(format!("{adapter} {}", keys.join(",")), ());
+            Join::Ambiguous => {
+                ambiguous.insert(ambiguous_note(adapter, &keys), ());
             }
         }
     }
     for t in &mut targets {
-        for k in ambiguous.keys() {
-            t.notes
-                .push(format!("{k}: matches several replicas, not joined"));
+        for note in ambiguous.keys() {
+            t.notes.push(note.clone());
         }
     }
 
@@ -160,19 +217,12 @@ pub fn split<'a>(set: &'a SeriesSet, adapters: &Adapters) -> Vec<TargetInput<'a>
             let t = by_host.entry(host.clone()).or_insert_with(|| TargetInput {
                 target: Target {
                     engine: None,
-                    labels: BTreeMap::from([(
-                        "host".to_string(),
-                        host.trim_start_matches("host=")
-                            .trim_start_matches("pod=")
-                            .to_string(),
-                    )]),
+                    labels: BTreeMap::from([("host".to_string(), host_label(&host))]),
                 },
                 engine: None,
                 series: Vec::new(),
                 adapters: Vec::new(),
-                notes: vec![
-                    "no serving-engine metrics found: only GPU and host checks apply".to_string(),
-                ],
+                notes: vec![NO_ENGINE_NOTE.to_string()],
             });
             for s in series {
                 let adapter = adapters

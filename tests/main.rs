@@ -3,6 +3,7 @@
 mod cli;
 mod fixtures;
 mod inputs;
+mod live;
 mod nvml;
 mod prom;
 mod prom_harness;

@@ -7,7 +7,7 @@
 pub mod eval;
 pub mod spec;
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
 use llm_doctor_engine::condition::WindowStats;
 use llm_doctor_engine::suggest::did_you_mean;
@@ -142,15 +142,11 @@ pub fn fill_signals(
     frame: Frame,
 ) {
     let ts = TargetSeries::new(input.series.iter().copied());
-    let mut provided: BTreeMap<&str, ()> = BTreeMap::new();
-    let present: Vec<&AdapterSpec> = adapters
-        .list
-        .iter()
-        .filter(|a| input.adapters.contains(&a.name))
-        .collect();
+    let mut provided: BTreeSet<&str> = BTreeSet::new();
+    let present = adapters.present(&input.adapters);
     for a in &present {
         for (name, expr) in &a.signals {
-            if provided.contains_key(name.as_str()) {
+            if provided.contains(name.as_str()) {
                 continue;
             }
             match eval::eval_signal(expr, &ts, frame, Stat::Last) {
@@ -171,23 +167,58 @@ pub fn fill_signals(
                     };
                     // Names were validated against the catalog at load.
                     let _ = snapshot.set_signal(catalog, name, sv);
-                    provided.insert(name, ());
+                    provided.insert(name);
                 }
                 Err(reason) => {
-                    // A configured hint says what to do; the raw reason only when there is none.
-                    let hint = match a.hints.get(name) {
-                        Some(h) => h.clone(),
-                        None => format!("{}: {reason}", a.name),
-                    };
-                    let _ = snapshot.set_hint(catalog, name, hint);
+                    let _ = snapshot.set_hint(catalog, name, absent_hint(a, name, &reason));
                 }
             }
         }
     }
-    // Signals no present adapter defines: the hints of adapters that could provide them.
+    fill_missing_hints(
+        snapshot,
+        catalog,
+        adapters,
+        &present,
+        input.engine.as_deref(),
+        &provided,
+    );
+}
+
+impl Adapters {
+    /// The adapters named in `names`, in load order (engines first): the order in which they
+    /// provide signals, the first one winning.
+    pub fn present(&self, names: &[String]) -> Vec<&AdapterSpec> {
+        self.list
+            .iter()
+            .filter(|a| names.contains(&a.name))
+            .collect()
+    }
+}
+
+/// The hint for signal `name`, which adapter `a` defines but could not compute for `reason`:
+/// the adapter's configured hint says what to do; the raw reason only when there is none.
+pub fn absent_hint(a: &AdapterSpec, name: &str, reason: &str) -> String {
+    match a.hints.get(name) {
+        Some(h) => h.clone(),
+        None => format!("{}: {reason}", a.name),
+    }
+}
+
+/// Hints for the catalog signals that no `present` adapter provided and that have no hint yet:
+/// the hint of a present adapter, else where such a signal would come from (an exporter to
+/// scrape, or "`engine` does not export it").
+pub fn fill_missing_hints(
+    snapshot: &mut Snapshot,
+    catalog: &Catalog,
+    adapters: &Adapters,
+    present: &[&AdapterSpec],
+    engine: Option<&str>,
+    provided: &BTreeSet<&str>,
+) {
     for def in catalog.signals() {
         let name = def.name.as_str();
-        if provided.contains_key(name)
+        if provided.contains(name)
             || snapshot
                 .hint_at(catalog.signal(name).unwrap_or(0))
                 .is_some()
@@ -206,7 +237,7 @@ pub fn fill_signals(
                 match kind {
                     Some(AdapterKind::Gpu) => Some("no GPU metrics for this target: scrape dcgm-exporter (default :9400) beside the engine, or use --nvml".to_string()),
                     Some(AdapterKind::Host) => Some("no host metrics for this target: scrape node_exporter (default :9100) beside the engine".to_string()),
-                    Some(AdapterKind::Engine) => input.engine.as_ref().map(|e| format!("{e} does not export it")),
+                    Some(AdapterKind::Engine) => engine.map(|e| format!("{e} does not export it")),
                     None => None,
                 }
             });

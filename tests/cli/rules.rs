@@ -102,4 +102,10 @@ fn usage_errors_exit_2() {
     let (code, out, _) = outcome(&run(&["--help"]));
     assert_eq!(code, 0);
     assert!(out.contains("diagnose"));
+    // Debug builds check clap's definitions when a subcommand is parsed.
+    for sub in ["diagnose", "record", "signals", "rules"] {
+        let (code, out, err) = outcome(&run(&[sub, "--help"]));
+        assert_eq!(code, 0, "{sub}: {err}");
+        assert!(out.contains("Usage"), "{sub}: {out}");
+    }
 }
