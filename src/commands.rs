@@ -216,8 +216,16 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
             timeout: positive_duration(&args.timeout, "--timeout")?,
             concurrency: crate::live::DEFAULT_CONCURRENCY,
         };
+        let started = std::time::Instant::now();
         let result = crate::live::prepare_from_prometheus(&rules, &live, &options)
             .with_context(|| format!("querying Prometheus at {url}"))?;
+        eprintln!(
+            "queried {url}: {} queries in {} ms (slowest {} ms), {} targets",
+            result.queries,
+            started.elapsed().as_millis(),
+            result.slowest_query.as_millis(),
+            result.prepared.len()
+        );
         prepared.extend(result.prepared);
         errors.extend(result.errors);
     }
