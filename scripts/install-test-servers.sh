@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real servers the integration tests start (tests/prom/mod.rs): Debian's
-# `prometheus` package (prometheus, promtool) and `victoria-metrics`. Idempotent: installs only
+# `prometheus` package (prometheus, promtool), `victoria-metrics` and `prometheus-alertmanager`
+# (prometheus-alertmanager, amtool). Idempotent: installs only
 # what is missing, and runs `apt-get update` only then. Needs root and the Debian package
 # registry; see shared/reference/real-servers.md for the facts behind each step.
 set -euo pipefail
@@ -10,10 +11,12 @@ declare -A package_of=(
   [prometheus]=prometheus
   [promtool]=prometheus
   [victoria-metrics]=victoria-metrics
+  [prometheus-alertmanager]=prometheus-alertmanager
+  [amtool]=prometheus-alertmanager
 )
 
 missing=()
-for bin in prometheus promtool victoria-metrics; do
+for bin in prometheus promtool victoria-metrics prometheus-alertmanager amtool; do
   if command -v "$bin" >/dev/null 2>&1; then
     echo "install-test-servers: $bin already installed ($(command -v "$bin"))"
   else

@@ -24,6 +24,13 @@ pub enum Format {
     Markdown,
 }
 
+/// Rule export formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// Prometheus alerting rules (YAML, for `rule_files`).
+    Prometheus,
+}
+
 /// Graph formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum GraphFormat {
@@ -214,6 +221,24 @@ pub enum RulesCommand {
     Explain {
         /// The id.
         id: String,
+        /// Extra or overriding rules directory.
+        #[arg(long)]
+        rules: Option<PathBuf>,
+    },
+    /// Export alerting rules for every symptom, per engine (only `prometheus` for now).
+    Export {
+        /// Rule format.
+        #[arg(value_enum)]
+        format: ExportFormat,
+        /// Only this engine (vllm, sglang, tgi, trtllm, llamacpp).
+        #[arg(long)]
+        engine: Option<String>,
+        /// Range of rates and window functions in the rules.
+        #[arg(long, default_value = "5m")]
+        window: String,
+        /// How long a condition must hold before the alert fires.
+        #[arg(long = "for", default_value = "2m")]
+        for_: String,
         /// Extra or overriding rules directory.
         #[arg(long)]
         rules: Option<PathBuf>,

@@ -566,6 +566,24 @@ fn rules(cmd: RulesCommand) -> Result<Outcome> {
                 code: 0,
             })
         }
+        RulesCommand::Export {
+            format: crate::cli::ExportFormat::Prometheus,
+            engine,
+            window,
+            for_,
+            rules: rdir,
+        } => {
+            let rules = load_rules(rdir.as_deref())?;
+            Ok(Outcome {
+                stdout: crate::alert_rules::export_prometheus(
+                    &rules,
+                    engine.as_deref(),
+                    &window,
+                    &for_,
+                )?,
+                code: 0,
+            })
+        }
         RulesCommand::Graph {
             format,
             rules: rdir,

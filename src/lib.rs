@@ -7,6 +7,7 @@
 //! (`render`).
 
 pub mod adapter;
+pub mod alert_rules;
 pub mod api_json;
 pub mod cli;
 pub mod commands;

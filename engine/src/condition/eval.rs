@@ -89,7 +89,7 @@ pub(crate) enum CmpOp {
 }
 
 impl CmpOp {
-    fn apply(self, a: f64, b: f64) -> bool {
+    pub(crate) fn apply(self, a: f64, b: f64) -> bool {
         match self {
             CmpOp::Lt => a < b,
             CmpOp::Le => a <= b,

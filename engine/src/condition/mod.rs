@@ -42,6 +42,7 @@ mod error;
 mod eval;
 mod lexer;
 mod parser;
+pub mod promql;
 
 #[cfg(test)]
 mod proptests;

@@ -1,0 +1,251 @@
+//! Conditions as PromQL, for alerting rules generated from the playbooks.
+//!
+//! A condition mixes signals (which Prometheus can compute), facts and SLOs (constants at rule
+//! generation time). Export is partial evaluation: facts and SLOs are folded to constants (from
+//! an engine's defaults, say), signals become PromQL from the host's compiler, and what cannot be
+//! expressed is dropped the way three-valued logic allows: a clause that stays unknown under
+//! `and` or `or` is left out, so an alert checks what Prometheus can see. Negation is pushed down
+//! to the comparisons (`not (x > 1)` becomes `x <= 1`), since PromQL comparisons filter series.
+
+use super::eval::{ArithOp, BoolExpr, CmpOp, NumExpr, Stat};
+use super::{Env, Input, Root, Slot, WindowStats};
+
+/// Which window statistic of a signal a query reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SignalStat {
+    /// The current value.
+    Last,
+    /// Mean over the window.
+    Mean,
+    /// Maximum over the window.
+    Max,
+    /// Minimum over the window.
+    Min,
+}
+
+/// What the exporter knows.
+pub trait PromqlScope {
+    /// PromQL computing a signal's statistic, or None when it cannot be computed.
+    fn signal(&self, slot: Slot, stat: SignalStat) -> Option<String>;
+    /// A signal that is a constant for this engine (llama.cpp never preempts: 0), if it is one.
+    fn constant_signal(&self, _slot: Slot) -> Option<f64> {
+        None
+    }
+    /// Facts and SLOs, as constants (None: unknown).
+    fn constants(&self) -> &dyn Env;
+}
+
+/// The result of exporting a boolean condition.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Exported {
+    /// Always true whatever the metrics say.
+    True,
+    /// Never true.
+    False,
+    /// Cannot be expressed.
+    Unknown,
+    /// A PromQL expression whose result series are the targets where the condition holds.
+    Query(String),
+}
+
+enum Num {
+    Lit(f64),
+    Query(String),
+    Unknown,
+}
+
+fn lit(x: f64) -> String {
+    format!("{x:?}")
+}
+
+fn num(e: &NumExpr, s: &dyn PromqlScope) -> Num {
+    match e {
+        NumExpr::Const(c) => Num::Lit(*c),
+        NumExpr::Load(slot) => match slot {
+            Slot::Signal(_) => match s.constant_signal(*slot) {
+                Some(c) => Num::Lit(c),
+                None => s
+                    .signal(*slot, SignalStat::Last)
+                    .map_or(Num::Unknown, Num::Query),
+            },
+            _ => match s.constants().get(*slot) {
+                Some(Input::Number(n)) if n.is_finite() => Num::Lit(n),
+                _ => Num::Unknown,
+            },
+        },
+        NumExpr::OverTime(_, slot) if s.constant_signal(*slot).is_some() => {
+            s.constant_signal(*slot).map_or(Num::Unknown, Num::Lit)
+        }
+        NumExpr::OverTime(stat, slot) => {
+            let st = match stat {
+                Stat::Avg => SignalStat::Mean,
+                Stat::Max => SignalStat::Max,
+                Stat::Min => SignalStat::Min,
+            };
+            s.signal(*slot, st).map_or(Num::Unknown, Num::Query)
+        }
+        NumExpr::Neg(x) => match num(x, s) {
+            Num::Lit(v) => Num::Lit(-v),
+            Num::Query(q) => Num::Query(format!("-({q})")),
+            Num::Unknown => Num::Unknown,
+        },
+        NumExpr::Abs(x) => match num(x, s) {
+            Num::Lit(v) => Num::Lit(v.abs()),
+            Num::Query(q) => Num::Query(format!("abs({q})")),
+            Num::Unknown => Num::Unknown,
+        },
+        NumExpr::Arith(op, a, b) => {
+            let sym = match op {
+                ArithOp::Add => "+",
+                ArithOp::Sub => "-",
+                ArithOp::Mul => "*",
+                ArithOp::Div => "/",
+            };
+            match (num(a, s), num(b, s)) {
+                (Num::Lit(x), Num::Lit(y)) => {
+                    let v = op.apply(x, y);
+                    if v.is_finite() {
+                        Num::Lit(v)
+                    } else {
+                        Num::Unknown
+                    }
+                }
+                (Num::Unknown, _) | (_, Num::Unknown) => Num::Unknown,
+                (Num::Query(q), Num::Lit(y)) => Num::Query(format!("({q}) {sym} {}", lit(y))),
+                (Num::Lit(x), Num::Query(q)) => Num::Query(format!("{} {sym} ({q})", lit(x))),
+                // A zero denominator gives no value, as in the evaluator.
+                (Num::Query(p), Num::Query(q)) if *op == ArithOp::Div => {
+                    Num::Query(format!("({p}) / (({q}) != 0)"))
+                }
+                (Num::Query(p), Num::Query(q)) => Num::Query(format!("({p}) {sym} ({q})")),
+            }
+        }
+        NumExpr::MinMax(is_max, args) => {
+            let vals: Vec<Num> = args.iter().map(|a| num(a, s)).collect();
+            let lits: Option<Vec<f64>> = vals
+                .iter()
+                .map(|v| match v {
+                    Num::Lit(x) => Some(*x),
+                    _ => None,
+                })
+                .collect();
+            match lits {
+                Some(l) => Num::Lit(if *is_max {
+                    l.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+                } else {
+                    l.iter().copied().fold(f64::INFINITY, f64::min)
+                }),
+                None => Num::Unknown,
+            }
+        }
+    }
+}
+
+fn flip(op: CmpOp, negate: bool) -> CmpOp {
+    if !negate {
+        return op;
+    }
+    match op {
+        CmpOp::Lt => CmpOp::Ge,
+        CmpOp::Le => CmpOp::Gt,
+        CmpOp::Gt => CmpOp::Le,
+        CmpOp::Ge => CmpOp::Lt,
+        CmpOp::Eq => CmpOp::Ne,
+        CmpOp::Ne => CmpOp::Eq,
+    }
+}
+
+fn sym(op: CmpOp) -> &'static str {
+    match op {
+        CmpOp::Lt => "<",
+        CmpOp::Le => "<=",
+        CmpOp::Gt => ">",
+        CmpOp::Ge => ">=",
+        CmpOp::Eq => "==",
+        CmpOp::Ne => "!=",
+    }
+}
+
+fn constant(b: Option<bool>, negate: bool) -> Exported {
+    match b {
+        Some(v) if v != negate => Exported::True,
+        Some(_) => Exported::False,
+        None => Exported::Unknown,
+    }
+}
+
+fn boolean(e: &BoolExpr, s: &dyn PromqlScope, negate: bool) -> Exported {
+    match e {
+        BoolExpr::Not(x) => boolean(x, s, !negate),
+        // De Morgan: under negation `and` becomes `or`.
+        BoolExpr::And(a, b) if !negate => and(boolean(a, s, false), boolean(b, s, false)),
+        BoolExpr::And(a, b) => or(boolean(a, s, true), boolean(b, s, true)),
+        BoolExpr::Or(a, b) if !negate => or(boolean(a, s, false), boolean(b, s, false)),
+        BoolExpr::Or(a, b) => and(boolean(a, s, true), boolean(b, s, true)),
+        BoolExpr::CmpNum(op, a, b) => {
+            let op = flip(*op, negate);
+            match (num(a, s), num(b, s)) {
+                (Num::Lit(x), Num::Lit(y)) => constant(Some(op.apply(x, y)), false),
+                (Num::Unknown, _) | (_, Num::Unknown) => Exported::Unknown,
+                (Num::Query(q), Num::Lit(y)) => {
+                    Exported::Query(format!("({q}) {} {}", sym(op), lit(y)))
+                }
+                (Num::Lit(x), Num::Query(q)) => {
+                    let mirrored = match op {
+                        CmpOp::Lt => CmpOp::Gt,
+                        CmpOp::Le => CmpOp::Ge,
+                        CmpOp::Gt => CmpOp::Lt,
+                        CmpOp::Ge => CmpOp::Le,
+                        other => other,
+                    };
+                    Exported::Query(format!("({q}) {} {}", sym(mirrored), lit(x)))
+                }
+                (Num::Query(p), Num::Query(q)) => {
+                    Exported::Query(format!("({p}) {} ({q})", sym(op)))
+                }
+            }
+        }
+        // Strings, booleans and known() only ever involve constants here: evaluate them.
+        other => constant(other.eval(s.constants()), negate),
+    }
+}
+
+fn and(a: Exported, b: Exported) -> Exported {
+    match (a, b) {
+        (Exported::False, _) | (_, Exported::False) => Exported::False,
+        (Exported::True, x) | (x, Exported::True) => x,
+        (Exported::Unknown, x) | (x, Exported::Unknown) => x,
+        (Exported::Query(p), Exported::Query(q)) => Exported::Query(format!("({p}) and ({q})")),
+    }
+}
+
+fn or(a: Exported, b: Exported) -> Exported {
+    match (a, b) {
+        (Exported::True, _) | (_, Exported::True) => Exported::True,
+        (Exported::False, x) | (x, Exported::False) => x,
+        (Exported::Unknown, x) | (x, Exported::Unknown) => x,
+        (Exported::Query(p), Exported::Query(q)) => Exported::Query(format!("({p}) or ({q})")),
+    }
+}
+
+impl super::Condition {
+    /// Exports a boolean condition as PromQL (see the module docs for what is dropped).
+    pub fn to_promql(&self, scope: &dyn PromqlScope) -> Exported {
+        match &self.root {
+            Root::Bool(b) => boolean(b, scope, false),
+            Root::Number(_) => Exported::Unknown,
+        }
+    }
+}
+
+/// An environment with nothing in it, for conditions without facts or SLOs.
+pub struct NoConstants;
+
+impl Env for NoConstants {
+    fn get(&self, _: Slot) -> Option<Input<'_>> {
+        None
+    }
+    fn stats(&self, _: Slot) -> Option<WindowStats> {
+        None
+    }
+}

@@ -1,0 +1,132 @@
+//! `rules export prometheus` and the examples/ that pair it with Alertmanager: the committed
+//! rules are what the export writes, promtool and amtool accept them, and the exported alert for
+//! the kv_cache_exhaustion incident fires in a real Prometheus.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::prom::{end_recording_at, fixture_text, now_ms, Prometheus};
+use crate::support::{outcome, root, run};
+
+fn tool(cmd: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new(cmd)
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd} runs (run scripts/install-test-servers.sh): {e}"));
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn the_committed_rules_are_the_export_and_promtool_accepts_them() {
+    let (code, rules, err) = outcome(&run(&["rules", "export", "prometheus"]));
+    assert_eq!(code, 0, "{err}");
+    // examples/ is reviewed as a diff when playbooks change.
+    let path = root().join("examples/prometheus-rules.yml");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &rules).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        rules,
+        "examples/prometheus-rules.yml is stale: run with UPDATE_GOLDEN=1"
+    );
+    let (ok, out) = tool(
+        "promtool",
+        &["check", "rules", "examples/prometheus-rules.yml"],
+    );
+    assert!(ok, "{out}");
+    assert!(out.contains("SUCCESS: 64 rules found"), "{out}");
+    // Every symptom has an alert for vLLM.
+    let (_, vllm, _) = outcome(&run(&["rules", "export", "prometheus", "--engine", "vllm"]));
+    for s in [
+        "HighTtft",
+        "HighLatency",
+        "HighItl",
+        "LowThroughput",
+        "Oom",
+        "HighErrorRate",
+        "Truncation",
+    ] {
+        assert!(
+            vllm.contains(&format!("alert: LLMDoctor{s}\n")),
+            "{s} missing:\n{vllm}"
+        );
+    }
+    // What an engine cannot tell is said, not silently dropped.
+    assert!(rules.contains("# not exported: tgi: high_ttft"), "{rules}");
+    let (code, _, err) = outcome(&run(&["rules", "export", "prometheus", "--engine", "nope"]));
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown engine"), "{err}");
+}
+
+#[test]
+fn the_alertmanager_example_is_valid() {
+    let (ok, out) = tool("amtool", &["check-config", "examples/alertmanager.yml"]);
+    assert!(ok, "{out}");
+}
+
+#[test]
+fn the_exported_ttft_alert_fires_on_the_kv_incident() {
+    // Prometheus evaluates rules at its wall clock: shift the recording to end just before now.
+    let end_ms = (now_ms() / 1000 - 5) * 1000;
+    let (om, _) = end_recording_at(&fixture_text("kv_cache_exhaustion"), end_ms);
+    let dir = tempfile::tempdir().unwrap();
+    let rule_file = dir.path().join("rules.yml");
+    let (_, rules, _) = outcome(&run(&[
+        "rules",
+        "export",
+        "prometheus",
+        "--engine",
+        "vllm",
+        "--for",
+        "0s",
+    ]));
+    std::fs::write(&rule_file, rules).unwrap();
+    let config = format!(
+        "global:\n  evaluation_interval: 1s\nrule_files:\n- {}\nscrape_configs: []\n",
+        rule_file.display()
+    );
+    let prom = Prometheus::start_with_args(&om, &[], Some(&config));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let firing = loop {
+        let alerts = prom.api("/api/v1/alerts");
+        let names: Vec<String> = alerts["data"]["alerts"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|x| x["state"] == "firing")
+                    .map(|x| x["labels"]["alertname"].as_str().unwrap_or("").to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if names.iter().any(|n| n == "LLMDoctorHighTtftCritical") || Instant::now() > deadline {
+            break names;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert!(
+        firing.contains(&"LLMDoctorHighTtft".to_string()),
+        "{firing:?}\n{}",
+        prom.log()
+    );
+    assert!(
+        firing.contains(&"LLMDoctorHighTtftCritical".to_string()),
+        "{firing:?}"
+    );
+    assert!(
+        firing.contains(&"LLMDoctorOom".to_string()),
+        "KV 99.5% with preemptions: {firing:?}"
+    );
+    assert!(
+        !firing.contains(&"LLMDoctorTruncation".to_string()),
+        "{firing:?}"
+    );
+}
