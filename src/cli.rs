@@ -52,12 +52,25 @@ pub enum Command {
     Rules(RulesCommand),
     /// Record /metrics endpoints to an OpenMetrics file for later diagnosis or Prometheus import.
     Record(RecordArgs),
+    /// Receive Alertmanager webhooks, diagnose each firing alert and hand it on with its diagnosis.
+    Serve(ServeArgs),
     /// List the canonical signals and facts.
     Signals {
         /// Output format (table or json).
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+}
+
+/// Arguments of `serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// The server's configuration (YAML; see examples/doctor.yaml).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// A directory of playbooks (and `signals/` adapters) that add to or override the shipped ones.
+    #[arg(long)]
+    pub rules: Option<PathBuf>,
 }
 
 /// Arguments of `diagnose`.

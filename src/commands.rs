@@ -30,6 +30,13 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         Command::Diagnose(args) => diagnose(args),
         Command::Rules(cmd) => rules(cmd),
         Command::Record(args) => record(args),
+        Command::Serve(args) => {
+            crate::serve::run(&args.config, args.rules.as_deref())?;
+            Ok(Outcome {
+                stdout: String::new(),
+                code: 0,
+            })
+        }
         Command::Signals { format } => signals(format),
     }
 }

@@ -24,6 +24,7 @@ pub mod rules;
 pub mod scrape;
 pub mod selector;
 pub mod series;
+pub mod serve;
 pub mod snapshot_file;
 pub mod targets;
 pub mod window;

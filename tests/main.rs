@@ -10,4 +10,5 @@ mod prom;
 mod prom_harness;
 mod promql;
 mod scrape;
+mod serve;
 mod support;

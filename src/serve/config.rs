@@ -1,0 +1,541 @@
+//! `serve --config FILE`: the YAML as written ([`ConfigFile`], strict: unknown keys are errors),
+//! validated into the [`Settings`] the server runs on (durations parsed, files read, URLs
+//! checked, symptom ids resolved against the playbook). Every problem is reported at once, each
+//! naming the file and the field.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+use crate::live::PromAuth;
+
+/// The configuration file as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// Address to listen on, `HOST:PORT`.
+    pub listen: String,
+    /// The Prometheus-compatible API the triage queries.
+    pub prometheus: PrometheusSpec,
+    /// How incoming webhooks are accepted.
+    #[serde(default)]
+    pub receiver: ReceiverSpec,
+    /// Diagnosis window ending at the alert's `startsAt` (Prometheus duration).
+    #[serde(default)]
+    pub window: Option<String>,
+    /// `alertname` → symptom id.
+    #[serde(default)]
+    pub symptoms: BTreeMap<String, String>,
+    /// Alert labels that form the selector.
+    #[serde(default)]
+    pub target_labels: Option<Vec<String>>,
+    /// Where diagnosed notifications go.
+    pub sinks: Vec<SinkSpec>,
+    /// Retrying failing sinks.
+    #[serde(default)]
+    pub retry: RetrySpec,
+    /// How long a delivered (fingerprint, startsAt) is remembered (Prometheus duration).
+    #[serde(default)]
+    pub dedupe_ttl: Option<String>,
+}
+
+/// `prometheus:`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrometheusSpec {
+    /// Base URL (`http://prom:9090`, or with a path prefix).
+    pub url: String,
+    /// Bearer token.
+    pub bearer_token: Option<String>,
+    /// File holding the bearer token.
+    pub bearer_token_file: Option<String>,
+    /// Basic authentication.
+    pub basic_auth: Option<BasicAuthSpec>,
+    /// Per-query timeout (Prometheus duration, default 10s).
+    pub timeout: Option<String>,
+}
+
+/// `basic_auth:` (Prometheus' own shape).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BasicAuthSpec {
+    /// User name.
+    pub username: String,
+    /// Password.
+    pub password: Option<String>,
+    /// File holding the password.
+    pub password_file: Option<String>,
+}
+
+/// `receiver:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiverSpec {
+    /// Required `Authorization: Bearer` token.
+    pub bearer_token: Option<String>,
+    /// File holding the required bearer token.
+    pub bearer_token_file: Option<String>,
+    /// Required basic authentication.
+    pub basic_auth: Option<BasicAuthSpec>,
+    /// Largest accepted body in bytes (default 1 MiB).
+    pub max_body_bytes: Option<usize>,
+    /// Limit for handling one request (default 30s).
+    pub timeout: Option<String>,
+    /// Most webhook requests handled at once (default 64); more are answered 503.
+    pub max_in_flight: Option<usize>,
+}
+
+/// One sink.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, tag = "type", rename_all = "snake_case")]
+pub enum SinkSpec {
+    /// The original payload with a `diagnosis` per alert.
+    Webhook {
+        /// Where to POST.
+        url: String,
+    },
+    /// A Slack-compatible incoming webhook (`{"text": ...}`).
+    Slack {
+        /// Where to POST.
+        url: String,
+    },
+    /// An Alertmanager: the diagnosed alerts go to its `POST /api/v2/alerts`.
+    Alertmanager {
+        /// Alertmanager's base URL.
+        url: String,
+    },
+}
+
+/// `retry:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrySpec {
+    /// Give up on a sink after this long and answer 503 (default 30s).
+    pub deadline: Option<String>,
+    /// First wait between attempts, doubled each time (default 200ms).
+    pub initial_backoff: Option<String>,
+}
+
+/// What kind of sink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SinkKind {
+    /// Generic webhook.
+    Webhook,
+    /// Slack-compatible.
+    Slack,
+    /// Alertmanager API.
+    Alertmanager,
+}
+
+impl SinkKind {
+    /// Lowercase name, as in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SinkKind::Webhook => "webhook",
+            SinkKind::Slack => "slack",
+            SinkKind::Alertmanager => "alertmanager",
+        }
+    }
+}
+
+/// One validated sink.
+#[derive(Debug, Clone)]
+pub struct Sink {
+    /// Kind.
+    pub kind: SinkKind,
+    /// Where to POST (for Alertmanager, the full `/api/v2/alerts` URL).
+    pub url: String,
+    /// `kind[index]`, for logs and metrics.
+    pub name: String,
+}
+
+/// Receiver credentials.
+#[derive(Clone, Default)]
+pub struct ReceiverAuth {
+    /// The exact `Authorization` header values accepted (`Bearer T`, `Basic B64`).
+    pub accepted: Vec<String>,
+}
+
+impl std::fmt::Debug for ReceiverAuth {
+    // Never print secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ReceiverAuth({} credentials)", self.accepted.len())
+    }
+}
+
+/// The validated configuration the server runs on.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Prometheus base URL.
+    pub prometheus_url: String,
+    /// Prometheus credentials.
+    pub prometheus_auth: PromAuth,
+    /// Per-query timeout.
+    pub prometheus_timeout: Duration,
+    /// Receiver credentials (none: open).
+    pub auth: ReceiverAuth,
+    /// Largest body.
+    pub max_body_bytes: usize,
+    /// Per-request limit.
+    pub request_timeout: Duration,
+    /// Most requests at once.
+    pub max_in_flight: usize,
+    /// Diagnosis window.
+    pub window: Duration,
+    /// alertname → symptom id.
+    pub symptoms: BTreeMap<String, String>,
+    /// Labels forming the selector.
+    pub target_labels: Vec<String>,
+    /// Sinks, in configuration order.
+    pub sinks: Vec<Sink>,
+    /// Retry deadline.
+    pub retry_deadline: Duration,
+    /// First backoff.
+    pub initial_backoff: Duration,
+    /// Dedupe memory.
+    pub dedupe_ttl: Duration,
+}
+
+/// The label an alert may carry to name its symptom.
+pub const SYMPTOM_LABEL: &str = "llm_doctor_symptom";
+
+/// Default selector labels.
+pub const DEFAULT_TARGET_LABELS: &[&str] = &["namespace", "pod", "instance", "model_name", "job"];
+
+/// Reads and validates `path`; `symptom_ids` are the playbook's symptoms.
+pub fn load(path: &Path, symptom_ids: &[&str]) -> Result<Settings> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading `{}`", path.display()))?;
+    parse(&text, &path.display().to_string(), symptom_ids)
+}
+
+/// Parses and validates configuration `text`; `file` names it in errors.
+pub fn parse(text: &str, file: &str, symptom_ids: &[&str]) -> Result<Settings> {
+    let spec: ConfigFile =
+        serde_yaml::from_str(text).map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+    validate(spec, file, symptom_ids)
+}
+
+fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settings> {
+    let mut errors: Vec<String> = Vec::new();
+    let mut err = |field: &str, msg: String| errors.push(format!("{file}: `{field}`: {msg}"));
+
+    let listen = match spec.listen.parse::<SocketAddr>() {
+        Ok(a) => a,
+        Err(e) => {
+            err(
+                "listen",
+                format!("`{}` is not HOST:PORT ({e})", spec.listen),
+            );
+            SocketAddr::from(([127, 0, 0, 1], 0))
+        }
+    };
+    let mut duration = |field: &str, v: &Option<String>, default_ms: i64| -> Duration {
+        let Some(s) = v else {
+            return Duration::from_millis(default_ms as u64);
+        };
+        match crate::window::parse_duration(s) {
+            Ok(ms) if ms > 0 => Duration::from_millis(ms as u64),
+            Ok(_) => {
+                err(field, format!("must be longer than zero, got `{s}`"));
+                Duration::from_millis(default_ms as u64)
+            }
+            Err(e) => {
+                err(field, e);
+                Duration::from_millis(default_ms as u64)
+            }
+        }
+    };
+    let prometheus_timeout = duration("prometheus.timeout", &spec.prometheus.timeout, 10_000);
+    let request_timeout = duration("receiver.timeout", &spec.receiver.timeout, 30_000);
+    let window = duration("window", &spec.window, 300_000);
+    let retry_deadline = duration("retry.deadline", &spec.retry.deadline, 30_000);
+    let initial_backoff = duration("retry.initial_backoff", &spec.retry.initial_backoff, 200);
+    let dedupe_ttl = duration("dedupe_ttl", &spec.dedupe_ttl, 3_600_000);
+
+    let mut errors2: Vec<String> = Vec::new();
+    let mut err = |field: &str, msg: String| errors2.push(format!("{file}: `{field}`: {msg}"));
+    let mut url = |field: &str, u: &str| match reqwest::Url::parse(u) {
+        Ok(p) if matches!(p.scheme(), "http" | "https") => {}
+        Ok(p) => err(
+            field,
+            format!("`{u}`: scheme `{}` is not http or https", p.scheme()),
+        ),
+        Err(e) => err(field, format!("`{u}` is not a URL ({e})")),
+    };
+    url("prometheus.url", &spec.prometheus.url);
+    let sinks: Vec<Sink> = spec
+        .sinks
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let (kind, u) = match s {
+                SinkSpec::Webhook { url } => (SinkKind::Webhook, url),
+                SinkSpec::Slack { url } => (SinkKind::Slack, url),
+                SinkSpec::Alertmanager { url } => (SinkKind::Alertmanager, url),
+            };
+            url(&format!("sinks[{i}].url"), u);
+            let full = match kind {
+                SinkKind::Alertmanager => format!("{}/api/v2/alerts", u.trim_end_matches('/')),
+                _ => u.clone(),
+            };
+            Sink {
+                kind,
+                url: full,
+                name: format!("{}[{i}]", kind.as_str()),
+            }
+        })
+        .collect();
+    if sinks.is_empty() {
+        err("sinks", "at least one sink is needed".to_string());
+    }
+
+    let read_secret = |field: &str, file_path: &str, err: &mut dyn FnMut(&str, String)| {
+        match std::fs::read_to_string(file_path) {
+            Ok(s) => Some(s.trim().to_string()),
+            Err(e) => {
+                err(field, format!("cannot read `{file_path}`: {e}"));
+                None
+            }
+        }
+    };
+    let secret = |field: &str,
+                  inline: &Option<String>,
+                  from_file: &Option<String>,
+                  err: &mut dyn FnMut(&str, String)|
+     -> Option<String> {
+        match (inline, from_file) {
+            (Some(_), Some(_)) => {
+                err(field, "give the value or the `_file`, not both".to_string());
+                None
+            }
+            (Some(v), None) => Some(v.clone()),
+            (None, Some(f)) => read_secret(&format!("{field}_file"), f, err),
+            (None, None) => None,
+        }
+    };
+    let basic = |field: &str, b: &Option<BasicAuthSpec>, err: &mut dyn FnMut(&str, String)| {
+        let b = b.as_ref()?;
+        let pass = secret(
+            &format!("{field}.password"),
+            &b.password,
+            &b.password_file,
+            err,
+        );
+        match pass {
+            Some(p) => Some((b.username.clone(), p)),
+            None if b.password.is_none() && b.password_file.is_none() => {
+                err(field, "needs `password` or `password_file`".to_string());
+                None
+            }
+            None => None,
+        }
+    };
+
+    let prom_bearer = secret(
+        "prometheus.bearer_token",
+        &spec.prometheus.bearer_token,
+        &spec.prometheus.bearer_token_file,
+        &mut err,
+    );
+    let prom_basic = basic(
+        "prometheus.basic_auth",
+        &spec.prometheus.basic_auth,
+        &mut err,
+    );
+    let recv_bearer = secret(
+        "receiver.bearer_token",
+        &spec.receiver.bearer_token,
+        &spec.receiver.bearer_token_file,
+        &mut err,
+    );
+    let recv_basic = basic("receiver.basic_auth", &spec.receiver.basic_auth, &mut err);
+    let mut accepted = Vec::new();
+    if let Some(t) = recv_bearer {
+        if t.is_empty() {
+            err("receiver.bearer_token", "is empty".to_string());
+        }
+        accepted.push(format!("Bearer {t}"));
+    }
+    if let Some((u, p)) = recv_basic {
+        accepted.push(format!("Basic {}", base64(format!("{u}:{p}").as_bytes())));
+    }
+
+    let max_body_bytes = spec.receiver.max_body_bytes.unwrap_or(1 << 20);
+    if max_body_bytes == 0 {
+        err(
+            "receiver.max_body_bytes",
+            "must be more than zero".to_string(),
+        );
+    }
+    let max_in_flight = spec.receiver.max_in_flight.unwrap_or(64);
+    if max_in_flight == 0 {
+        err(
+            "receiver.max_in_flight",
+            "must be more than zero".to_string(),
+        );
+    }
+    for (alertname, id) in &spec.symptoms {
+        if !symptom_ids.contains(&id.as_str()) {
+            let hint = llm_doctor_engine::suggest::did_you_mean(id, symptom_ids.iter().copied())
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            err(
+                &format!("symptoms.{alertname}"),
+                format!("unknown symptom `{id}`{hint}"),
+            );
+        }
+    }
+    let target_labels = match spec.target_labels {
+        Some(l) if l.is_empty() => {
+            err("target_labels", "needs at least one label".to_string());
+            Vec::new()
+        }
+        Some(l) => {
+            for name in &l {
+                let ok = name
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if !ok {
+                    err("target_labels", format!("`{name}` is not a label name"));
+                }
+            }
+            l
+        }
+        None => DEFAULT_TARGET_LABELS
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+    };
+    errors.extend(errors2);
+    if !errors.is_empty() {
+        bail!("invalid configuration:\n  {}", errors.join("\n  "));
+    }
+    Ok(Settings {
+        listen,
+        prometheus_url: spec.prometheus.url.trim_end_matches('/').to_string(),
+        prometheus_auth: PromAuth {
+            bearer: prom_bearer,
+            basic: prom_basic,
+            headers: Vec::new(),
+            ca_file: None,
+        },
+        prometheus_timeout,
+        auth: ReceiverAuth { accepted },
+        max_body_bytes,
+        request_timeout,
+        max_in_flight,
+        window,
+        symptoms: spec.symptoms,
+        target_labels,
+        sinks,
+        retry_deadline,
+        initial_backoff,
+        dedupe_ttl,
+    })
+}
+
+/// Standard base64 with padding (for `Authorization: Basic`).
+pub fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SYMPTOMS: &[&str] = &["high_ttft", "high_tpot"];
+
+    #[test]
+    fn base64_matches_rfc4648() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"user:pass"), "dXNlcjpwYXNz");
+    }
+
+    #[test]
+    fn minimal_file_takes_defaults() {
+        let s = parse(
+            "listen: 127.0.0.1:9095\nprometheus:\n  url: http://127.0.0.1:9090\nsinks:\n  - type: webhook\n    url: http://127.0.0.1:8080/hook\n",
+            "doctor.yaml",
+            SYMPTOMS,
+        )
+        .unwrap();
+        assert_eq!(s.max_body_bytes, 1 << 20);
+        assert_eq!(s.request_timeout, Duration::from_secs(30));
+        assert_eq!(s.max_in_flight, 64);
+        assert_eq!(s.window, Duration::from_secs(300));
+        assert_eq!(s.retry_deadline, Duration::from_secs(30));
+        assert_eq!(s.initial_backoff, Duration::from_millis(200));
+        assert_eq!(s.dedupe_ttl, Duration::from_secs(3600));
+        assert_eq!(s.target_labels, DEFAULT_TARGET_LABELS);
+        assert!(s.auth.accepted.is_empty());
+    }
+
+    #[test]
+    fn unknown_field_names_the_file() {
+        let e = parse(
+            "listen: 127.0.0.1:9095\nprometheus:\n  url: http://x\n  tiemout: 5s\nsinks: []\n",
+            "doctor.yaml",
+            SYMPTOMS,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("doctor.yaml: "), "{e}");
+        assert!(e.contains("unknown field `tiemout`"), "{e}");
+    }
+
+    #[test]
+    fn every_error_is_reported_with_its_field() {
+        let e = format!(
+            "{:#}",
+            parse(
+                "listen: nowhere\nprometheus:\n  url: ftp://x\nwindow: 0s\nsymptoms:\n  HighTTFT: high_ttf\nsinks: []\nretry:\n  deadline: soon\n",
+                "doctor.yaml",
+                SYMPTOMS,
+            )
+            .unwrap_err()
+        );
+        for field in [
+            "`listen`",
+            "`prometheus.url`",
+            "`window`",
+            "`symptoms.HighTTFT`",
+            "`sinks`",
+            "`retry.deadline`",
+        ] {
+            assert!(
+                e.contains(&format!("doctor.yaml: {field}")),
+                "{field} missing in {e}"
+            );
+        }
+        assert!(e.contains("did you mean `high_ttft`?"), "{e}");
+    }
+}

@@ -1,0 +1,545 @@
+//! `llm-doctor serve`: an Alertmanager webhook receiver that diagnoses each firing alert against
+//! Prometheus at the moment it started and hands the alert on, diagnosis attached, to the
+//! configured sinks (a generic webhook, Slack, an Alertmanager).
+//!
+//! Nothing is lost: the receiver answers 2xx only once every sink accepted the notification,
+//! retries a failing sink with backoff until `retry.deadline`, and otherwise answers 503 so
+//! Alertmanager resends. Resends are deduplicated by (fingerprint, startsAt) for `dedupe_ttl`:
+//! an alert is diagnosed once, a group already delivered is answered 200 at once, and a group
+//! delivered to some sinks only is retried on the others. Dedupe state lives in memory: a
+//! restart forgets it, which at worst repeats a notification.
+//!
+//! The triage itself ([`crate::live`]) is blocking and builds its own runtime, so it runs on a
+//! plain thread of its own, at most [`TRIAGE_SLOTS`] at once.
+
+pub mod config;
+pub mod metrics;
+pub mod payload;
+pub mod sinks;
+pub mod triage;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::json;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use self::config::Settings;
+use self::metrics::Metrics;
+use self::payload::{Alert, Notification};
+use self::triage::{Outcome, Triage};
+use crate::live::LiveOptions;
+use crate::rules::Rules;
+
+/// Triages running at once (each sends up to [`crate::live::DEFAULT_CONCURRENCY`] queries).
+pub const TRIAGE_SLOTS: usize = 8;
+
+/// The server's shared state.
+pub struct App {
+    settings: Settings,
+    triage: Arc<Triage>,
+    client: reqwest::Client,
+    prom_client: reqwest::Client,
+    metrics: Metrics,
+    in_flight: Arc<Semaphore>,
+    triage_slots: Arc<Semaphore>,
+    /// (fingerprint, startsAt) → diagnosis and when it was made.
+    diagnoses: Mutex<HashMap<(String, String), (Outcome, Instant)>>,
+    /// Delivery identity of a group → which sinks accepted it.
+    deliveries: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Delivery>>>>,
+}
+
+/// What one group's delivery has achieved so far.
+#[derive(Debug)]
+struct Delivery {
+    /// Indices of the sinks that accepted it.
+    done: BTreeSet<usize>,
+    /// When it was first seen.
+    first_seen: Instant,
+}
+
+impl App {
+    /// The state for `settings`, diagnosing with `rules`.
+    pub fn new(settings: Settings, rules: Arc<Rules>) -> Result<Arc<App>> {
+        let slos = rules
+            .playbook
+            .slo_values(&Default::default())
+            .map_err(anyhow::Error::msg)?;
+        let live = LiveOptions {
+            url: settings.prometheus_url.clone(),
+            auth: settings.prometheus_auth.clone(),
+            timeout: settings.prometheus_timeout,
+            concurrency: crate::live::DEFAULT_CONCURRENCY,
+        };
+        let triage = Triage {
+            rules,
+            slos,
+            live,
+            window_ms: settings.window.as_millis() as i64,
+            target_labels: settings.target_labels.clone(),
+            symptoms: settings.symptoms.clone(),
+        };
+        let https = settings.sinks.iter().any(|s| s.url.starts_with("https:"));
+        let client = http_client(https)?;
+        let prom_client = http_client(settings.prometheus_url.starts_with("https:"))?;
+        Ok(Arc::new(App {
+            in_flight: Arc::new(Semaphore::new(settings.max_in_flight)),
+            triage_slots: Arc::new(Semaphore::new(TRIAGE_SLOTS)),
+            settings,
+            triage: Arc::new(triage),
+            client,
+            prom_client,
+            metrics: Metrics::default(),
+            diagnoses: Mutex::new(HashMap::new()),
+            deliveries: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// The configuration it runs on.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+}
+
+fn http_client(https: bool) -> Result<reqwest::Client> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let builder = reqwest::Client::builder()
+        .no_proxy()
+        .user_agent(concat!("llm-doctor/", env!("CARGO_PKG_VERSION")));
+    // The platform verifier costs time and fails on hosts without CA certificates; plain HTTP
+    // needs none.
+    let builder = if https {
+        builder
+    } else {
+        builder.tls_certs_only([])
+    };
+    builder.build().context("cannot build the HTTP client")
+}
+
+/// The HTTP routes: `POST /alertmanager`, `GET /healthz`, `GET /readyz`, `GET /metrics`.
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/alertmanager", post(webhook))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_page))
+        .with_state(app)
+}
+
+/// Runs the server of configuration file `config` until SIGTERM or ctrl-c, then finishes the
+/// requests in flight.
+pub fn run(config: &Path, rules_dir: Option<&Path>) -> Result<()> {
+    let rules = crate::commands::load_rules(rules_dir)?;
+    let ids: Vec<&str> = rules
+        .playbook
+        .symptoms
+        .iter()
+        .map(|s| s.id.as_str())
+        .collect();
+    let settings = config::load(config, &ids)?;
+    let listen = settings.listen;
+    let app = App::new(settings, Arc::new(rules))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the server runtime")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("cannot listen on {listen}"))?;
+        eprintln!(
+            "listen={} prometheus={} sinks={}: llm-doctor serve is ready",
+            listener.local_addr().map_or(listen, |a| a),
+            app.settings.prometheus_url,
+            app.settings.sinks.len()
+        );
+        axum::serve(listener, router(app))
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+            .context("serving")?;
+        eprintln!("llm-doctor serve stopped after finishing the requests in flight");
+        Ok(())
+    })
+}
+
+/// Resolves on ctrl-c or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    eprintln!("shutting down: finishing the requests in flight");
+}
+
+fn answer(code: StatusCode, body: serde_json::Value) -> Response {
+    (code, Json(body)).into_response()
+}
+
+/// Compares without an early exit, so the time taken does not reveal how much of a secret
+/// matched (the length still shows).
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn authorized(app: &App, headers: &HeaderMap) -> bool {
+    if app.settings.auth.accepted.is_empty() {
+        return true;
+    }
+    let Some(given) = headers.get(header::AUTHORIZATION) else {
+        return false;
+    };
+    // Check every credential, so timing does not say which kind matched.
+    app.settings.auth.accepted.iter().fold(false, |ok, want| {
+        constant_time_eq(given.as_bytes(), want.as_bytes()) | ok
+    })
+}
+
+async fn webhook(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
+    let started = std::time::Instant::now();
+    let response = handle(&app, &headers, body).await;
+    app.metrics.inc(
+        "llm_doctor_webhook_requests_total",
+        response.status().as_str(),
+    );
+    app.metrics.observe_seconds(started.elapsed().as_secs_f64());
+    response
+}
+
+async fn handle(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Response {
+    if !authorized(app, headers) {
+        let mut r = answer(StatusCode::UNAUTHORIZED, json!({"error": "unauthorized"}));
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer, Basic realm=\"llm-doctor\""),
+        );
+        return r;
+    }
+    let Ok(_permit) = app.in_flight.clone().try_acquire_owned() else {
+        return answer(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"error": format!("busy: {} requests in flight", app.settings.max_in_flight)}),
+        );
+    };
+    let limit = app.settings.max_body_bytes;
+    let too_large = || {
+        answer(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            json!({"error": format!("body larger than {limit} bytes")}),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return too_large();
+    }
+    let bytes = match axum::body::to_bytes(body, limit).await {
+        Ok(b) => b,
+        // Over the limit (a chunked body has no length to check first), or the client left.
+        Err(_) => return too_large(),
+    };
+    let (raw, group) = match payload::parse(&bytes) {
+        Ok(p) => p,
+        Err(reason) => return answer(StatusCode::BAD_REQUEST, json!({"error": reason})),
+    };
+    for a in &group.alerts {
+        app.metrics
+            .inc("llm_doctor_alerts_received_total", &a.status);
+    }
+    let fingerprints: Vec<&str> = group
+        .alerts
+        .iter()
+        .map(|a| a.fingerprint.as_str())
+        .collect();
+    match tokio::time::timeout(app.settings.request_timeout, process(app, &raw, &group)).await {
+        Ok(r) => r,
+        Err(_) => {
+            eprintln!(
+                "group_key={:?} fingerprints={fingerprints:?}: handling took longer than {} ms; answering 503 so Alertmanager resends",
+                group.group_key,
+                app.settings.request_timeout.as_millis()
+            );
+            answer(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": "timed out handling the notification"}),
+            )
+        }
+    }
+}
+
+/// The identity of a group's notification: the group and each alert's (fingerprint,
+/// startsAt, status). A resend of the same alerts has the same identity.
+fn delivery_key(group: &Notification) -> String {
+    let mut alerts: Vec<String> = group
+        .alerts
+        .iter()
+        .map(|a| format!("{}|{}|{}", a.fingerprint, a.starts_at, a.status))
+        .collect();
+    alerts.sort();
+    format!("{}\n{}", group.group_key, alerts.join("\n"))
+}
+
+async fn process(app: &Arc<App>, raw: &serde_json::Value, group: &Notification) -> Response {
+    let ttl = app.settings.dedupe_ttl;
+    let fingerprints: Vec<&str> = group
+        .alerts
+        .iter()
+        .map(|a| a.fingerprint.as_str())
+        .collect();
+    let entry = {
+        let mut map = app.deliveries.lock().unwrap_or_else(|e| e.into_inner());
+        // Forget deliveries older than the TTL; one whose lock is held is in use and stays.
+        map.retain(|_, d| d.try_lock().map_or(true, |d| d.first_seen.elapsed() < ttl));
+        map.entry(delivery_key(group))
+            .or_insert_with(|| {
+                Arc::new(tokio::sync::Mutex::new(Delivery {
+                    done: BTreeSet::new(),
+                    first_seen: Instant::now(),
+                }))
+            })
+            .clone()
+    };
+    // A concurrent resend of the same group waits here, then sees what this one delivered.
+    let mut delivery = entry.lock().await;
+    let sinks = &app.settings.sinks;
+    if delivery.done.len() == sinks.len() {
+        eprintln!(
+            "group_key={:?} fingerprints={fingerprints:?}: already delivered, answering 200",
+            group.group_key
+        );
+        return answer(StatusCode::OK, json!({"status": "duplicate"}));
+    }
+
+    let outcomes = diagnose_group(app, group).await;
+    let alerts: Vec<sinks::Diagnosed> = group
+        .alerts
+        .iter()
+        .zip(&outcomes)
+        .map(|(a, o)| (a, o.as_ref()))
+        .collect();
+    let deadline = Instant::now() + app.settings.retry_deadline;
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, sink) in sinks.iter().enumerate() {
+        if delivery.done.contains(&i) {
+            continue;
+        }
+        let Some(body) = sinks::body(sink.kind, raw, group, &alerts) else {
+            delivery.done.insert(i);
+            continue;
+        };
+        let (app, sink) = (app.clone(), sink.clone());
+        tasks.spawn(async move {
+            let retries = |name: &str| app.metrics.inc("llm_doctor_sink_retries_total", name);
+            let r = sinks::deliver(
+                &app.client,
+                &sink,
+                &body,
+                app.settings.initial_backoff,
+                deadline,
+                || retries(&sink.name),
+            )
+            .await;
+            (i, sink.name, r)
+        });
+    }
+    let mut failed = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        let Ok((i, name, result)) = joined else {
+            continue;
+        };
+        match result {
+            Ok(attempts) => {
+                delivery.done.insert(i);
+                eprintln!(
+                    "group_key={:?} fingerprints={fingerprints:?} sink={name} attempts={attempts}: delivered",
+                    group.group_key
+                );
+            }
+            Err(gave_up) => {
+                app.metrics.inc("llm_doctor_sink_failures_total", &name);
+                eprintln!(
+                    "group_key={:?} fingerprints={fingerprints:?} sink={name} attempts={} error={:?}: sink did not accept the notification before the deadline; answering 503",
+                    group.group_key, gave_up.attempts, gave_up.last_error
+                );
+                failed.push(json!({"sink": name, "error": gave_up.last_error}));
+            }
+        }
+    }
+    if failed.is_empty() {
+        answer(StatusCode::OK, json!({"status": "delivered"}))
+    } else {
+        answer(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"error": "some sinks did not accept the notification", "failed": failed}),
+        )
+    }
+}
+
+/// A diagnosis per alert: None for resolved alerts and for alerts this server already
+/// diagnosed (labelled `diagnosed="true"`); cached by (fingerprint, startsAt).
+async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Outcome>> {
+    let mut pending = tokio::task::JoinSet::new();
+    let mut out: Vec<Option<Outcome>> = vec![None; group.alerts.len()];
+    for (i, alert) in group.alerts.iter().enumerate() {
+        if !alert.is_firing()
+            || alert
+                .labels
+                .get(sinks::DIAGNOSED_LABEL)
+                .is_some_and(|v| v == "true")
+        {
+            continue;
+        }
+        if let Some(o) = cached(app, alert) {
+            app.metrics.inc("llm_doctor_diagnoses_total", "cached");
+            out[i] = Some(o);
+            continue;
+        }
+        let (app, alert) = (app.clone(), alert.clone());
+        pending.spawn(async move {
+            let Ok(_slot) = app.triage_slots.clone().acquire_owned().await else {
+                return (
+                    i,
+                    alert,
+                    Outcome::unavailable("the server is shutting down"),
+                );
+            };
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let triage = app.triage.clone();
+            let a = alert.clone();
+            // live.rs refuses to run inside a runtime (it builds its own), and tokio's blocking
+            // pool threads carry the runtime context: a plain thread it is.
+            let spawned = std::thread::Builder::new()
+                .name("llm-doctor-triage".to_string())
+                .spawn(move || {
+                    let _ = tx.send(triage.diagnose(&a));
+                });
+            let outcome = match spawned {
+                Ok(_) => rx
+                    .await
+                    .unwrap_or_else(|_| Outcome::unavailable("the triage thread panicked")),
+                Err(e) => Outcome::unavailable(format!("cannot start a triage thread: {e}")),
+            };
+            (i, alert, outcome)
+        });
+    }
+    while let Some(joined) = pending.join_next().await {
+        let Ok((i, alert, outcome)) = joined else {
+            continue;
+        };
+        app.metrics
+            .inc("llm_doctor_diagnoses_total", outcome.metric_outcome());
+        match &outcome.unavailable {
+            Some(reason) => eprintln!(
+                "fingerprint={} starts_at={} reason={reason:?}: diagnosis unavailable",
+                alert.fingerprint, alert.starts_at
+            ),
+            None => eprintln!(
+                "fingerprint={} starts_at={} status={}: diagnosed",
+                alert.fingerprint,
+                alert.starts_at,
+                outcome.json["status"].as_str().unwrap_or("?")
+            ),
+        }
+        // Unavailable diagnoses are not cached: a resend may find Prometheus back.
+        if outcome.unavailable.is_none() {
+            let mut map = app.diagnoses.lock().unwrap_or_else(|e| e.into_inner());
+            let ttl = app.settings.dedupe_ttl;
+            map.retain(|_, (_, at)| at.elapsed() < ttl);
+            map.insert(alert.key(), (outcome.clone(), Instant::now()));
+        }
+        out[i] = Some(outcome);
+    }
+    out
+}
+
+fn cached(app: &App, alert: &Alert) -> Option<Outcome> {
+    let map = app.diagnoses.lock().unwrap_or_else(|e| e.into_inner());
+    map.get(&alert.key())
+        .filter(|(_, at)| at.elapsed() < app.settings.dedupe_ttl)
+        .map(|(o, _)| o.clone())
+}
+
+async fn metrics_page(State(app): State<Arc<App>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        app.metrics.render(),
+    )
+        .into_response()
+}
+
+/// 200 when Prometheus answers `/-/ready`, or else an instant query; 503 otherwise.
+async fn readyz(State(app): State<Arc<App>>) -> Response {
+    let s = &app.settings;
+    let timeout = s.prometheus_timeout.min(Duration::from_secs(5));
+    let auth = |rb: reqwest::RequestBuilder| {
+        let rb = rb.timeout(timeout);
+        let rb = match &s.prometheus_auth.bearer {
+            Some(t) => rb.bearer_auth(t),
+            None => rb,
+        };
+        match &s.prometheus_auth.basic {
+            Some((u, p)) => rb.basic_auth(u, Some(p)),
+            None => rb,
+        }
+    };
+    let ready = auth(app.prom_client.get(format!("{}/-/ready", s.prometheus_url)))
+        .send()
+        .await;
+    if ready.as_ref().is_ok_and(|r| r.status().is_success()) {
+        return (StatusCode::OK, "ready\n").into_response();
+    }
+    let query = auth(
+        app.prom_client
+            .get(format!("{}/api/v1/query?query=1", s.prometheus_url)),
+    )
+    .send()
+    .await;
+    match query {
+        Ok(r) if r.status().is_success() => (StatusCode::OK, "ready\n").into_response(),
+        Ok(r) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "Prometheus at {} answered HTTP {}\n",
+                s.prometheus_url,
+                r.status()
+            ),
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("Prometheus at {} is unreachable: {e}\n", s.prometheus_url),
+        )
+            .into_response(),
+    }
+}

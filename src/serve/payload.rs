@@ -1,0 +1,76 @@
+//! Alertmanager's webhook payload, version 4. The payload is kept as JSON as received, so the
+//! generic webhook sink hands on every field (including ones a later Alertmanager adds); the
+//! typed view here reads only what the receiver needs.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The fields of a notification the receiver reads.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Notification {
+    /// Payload version; only "4" is accepted.
+    pub version: String,
+    /// Identifies the group across redeliveries.
+    #[serde(default)]
+    pub group_key: String,
+    /// The alerts.
+    pub alerts: Vec<Alert>,
+}
+
+/// One alert.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Alert {
+    /// `firing` or `resolved`.
+    pub status: String,
+    /// Labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    /// RFC 3339.
+    pub starts_at: String,
+    /// RFC 3339 (`0001-01-01T00:00:00Z` while firing).
+    #[serde(default)]
+    pub ends_at: String,
+    /// Link to the expression.
+    #[serde(default, rename = "generatorURL")]
+    pub generator_url: String,
+    /// Alertmanager's id of the label set.
+    #[serde(default)]
+    pub fingerprint: String,
+}
+
+impl Alert {
+    /// Whether the alert is firing (anything else, `resolved` included, is passed through).
+    pub fn is_firing(&self) -> bool {
+        self.status == "firing"
+    }
+
+    /// The dedupe identity of this alert occurrence.
+    pub fn key(&self) -> (String, String) {
+        (self.fingerprint.clone(), self.starts_at.clone())
+    }
+}
+
+/// Parses a body: the raw JSON (kept for the webhook sink) and the typed view. Errors say why,
+/// in words fit for a 400 answer.
+pub fn parse(body: &[u8]) -> Result<(Value, Notification), String> {
+    let raw: Value = serde_json::from_slice(body).map_err(|e| format!("malformed JSON: {e}"))?;
+    if !raw.is_object() {
+        return Err("malformed payload: expected a JSON object".to_string());
+    }
+    let n: Notification = serde_json::from_value(raw.clone())
+        .map_err(|e| format!("not an Alertmanager webhook payload: {e}"))?;
+    if n.version != "4" {
+        return Err(format!(
+            "unsupported payload version `{}` (expected \"4\")",
+            n.version
+        ));
+    }
+    Ok((raw, n))
+}

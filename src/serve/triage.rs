@@ -1,0 +1,252 @@
+//! One firing alert → one diagnosis: the alert's target labels become a selector, Prometheus is
+//! triaged at the alert's `startsAt` (the window ending there) with [`crate::live`], and the
+//! worst matching target's diagnosis is kept, as `render::json` writes a target, plus a short
+//! [`Summary`] for the chat and Alertmanager sinks. Blocking: call it off the async runtime.
+
+use std::sync::Arc;
+
+use llm_doctor_engine::playbook::spec::CauseSeverity;
+use llm_doctor_engine::report::Diagnosis;
+use serde_json::{json, Value};
+
+use super::config::SYMPTOM_LABEL;
+use super::payload::Alert;
+use crate::live::LiveOptions;
+use crate::render::{evidence_line, TargetReport};
+use crate::rules::Rules;
+use crate::selector::Selector;
+
+/// What the triage needs, shared by every request.
+#[derive(Debug)]
+pub struct Triage {
+    /// The rules.
+    pub rules: Arc<Rules>,
+    /// Default SLO values.
+    pub slos: Vec<f64>,
+    /// Where Prometheus is.
+    pub live: LiveOptions,
+    /// Window length, ms.
+    pub window_ms: i64,
+    /// Alert labels forming the selector.
+    pub target_labels: Vec<String>,
+    /// alertname → symptom.
+    pub symptoms: std::collections::BTreeMap<String, String>,
+}
+
+/// A diagnosis as the sinks use it.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The `diagnosis` object of the webhook sink.
+    pub json: Value,
+    /// For short messages; None when the diagnosis is unavailable.
+    pub summary: Option<Summary>,
+    /// Why the diagnosis is unavailable (None when it is available).
+    pub unavailable: Option<String>,
+}
+
+/// The gist of a diagnosis, one line each.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    /// The alert's symptom, when known.
+    pub symptom: Option<String>,
+    /// Overall status.
+    pub status: String,
+    /// The target heading.
+    pub target: String,
+    /// Top causes (id, title, evidence in one line), best first, at most three.
+    pub causes: Vec<(String, String, String)>,
+    /// The first fix of the top cause, in one line.
+    pub fix: Option<String>,
+}
+
+impl Outcome {
+    /// An unavailable diagnosis.
+    pub fn unavailable(reason: impl Into<String>) -> Outcome {
+        let reason = reason.into();
+        Outcome {
+            json: json!({"status": "unavailable", "reason": reason}),
+            summary: None,
+            unavailable: Some(reason),
+        }
+    }
+
+    /// The `llm_doctor_diagnoses_total` outcome label.
+    pub fn metric_outcome(&self) -> &'static str {
+        if self.unavailable.is_some() {
+            "unavailable"
+        } else {
+            "diagnosed"
+        }
+    }
+}
+
+impl Triage {
+    /// The symptom an alert is about: its `llm_doctor_symptom` label, else the mapping of its
+    /// `alertname`.
+    pub fn symptom_of(&self, alert: &Alert) -> Option<String> {
+        alert.labels.get(SYMPTOM_LABEL).cloned().or_else(|| {
+            alert
+                .labels
+                .get("alertname")
+                .and_then(|a| self.symptoms.get(a))
+                .cloned()
+        })
+    }
+
+    /// The selector made of the alert's target labels (only those it has); None when it has
+    /// none of them.
+    pub fn selector_text(&self, alert: &Alert) -> Option<String> {
+        let parts: Vec<String> = self
+            .target_labels
+            .iter()
+            .filter_map(|l| {
+                let v = alert.labels.get(l)?;
+                let escaped = v
+                    .replace('\\', "\\\\")
+                    .replace('"', "\\\"")
+                    .replace('\n', "\\n");
+                Some(format!("{l}=\"{escaped}\""))
+            })
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(","))
+    }
+
+    /// Diagnoses one firing alert. Never fails: problems become an unavailable outcome.
+    pub fn diagnose(&self, alert: &Alert) -> Outcome {
+        let Ok(at_ms) = crate::window::parse_time(&alert.starts_at) else {
+            return Outcome::unavailable(format!("startsAt `{}` is not a time", alert.starts_at));
+        };
+        let selector_text = self.selector_text(alert);
+        let selector = match selector_text.as_deref().map(Selector::parse).transpose() {
+            Ok(s) => s,
+            Err(e) => {
+                return Outcome::unavailable(format!("selector from the alert's labels: {e}"))
+            }
+        };
+        let opts = crate::pipeline::Options {
+            at_ms: Some(at_ms),
+            window_ms: self.window_ms,
+            selector,
+            ..Default::default()
+        };
+        let result = match crate::live::prepare_from_prometheus(&self.rules, &self.live, &opts) {
+            Ok(r) => r,
+            Err(e) => {
+                return Outcome::unavailable(format!(
+                    "querying Prometheus at {}: {e:#}",
+                    self.live.url
+                ))
+            }
+        };
+        if result.prepared.is_empty() {
+            return Outcome::unavailable(format!(
+                "Prometheus at {} knows no target matching {{{}}} at {}",
+                self.live.url,
+                selector_text.unwrap_or_default(),
+                alert.starts_at
+            ));
+        }
+        let symptom = self.symptom_of(alert);
+        let mut reports: Vec<TargetReport> = result
+            .prepared
+            .into_iter()
+            .map(|p| TargetReport {
+                diagnosis: llm_doctor_engine::diagnose(
+                    &self.rules.playbook,
+                    &p.snapshot,
+                    &self.slos,
+                ),
+                notes: p.notes,
+            })
+            .collect();
+        // Worst first; among equals, the one where the alert's symptom fired; then by labels
+        // so the choice is deterministic.
+        reports.sort_by(|a, b| {
+            b.diagnosis
+                .status
+                .cmp(&a.diagnosis.status)
+                .then_with(|| fired(&b.diagnosis, &symptom).cmp(&fired(&a.diagnosis, &symptom)))
+                .then_with(|| a.diagnosis.target.labels.cmp(&b.diagnosis.target.labels))
+        });
+        let others: Vec<String> = reports[1..]
+            .iter()
+            .map(|r| target_id(&r.diagnosis))
+            .collect();
+        let chosen = &reports[0];
+        let mut json = serde_json::to_value(chosen)
+            .unwrap_or_else(|e| json!({"status": "unavailable", "reason": e.to_string()}));
+        if let Value::Object(map) = &mut json {
+            if let Some(s) = &symptom {
+                map.insert("symptom".to_string(), json!(s));
+            }
+            if !others.is_empty() {
+                map.insert("other_targets".to_string(), json!(others));
+            }
+            if !result.errors.is_empty() {
+                map.insert("errors".to_string(), json!(result.errors));
+            }
+        }
+        Outcome {
+            json,
+            summary: Some(summarize(&chosen.diagnosis, symptom)),
+            unavailable: None,
+        }
+    }
+}
+
+fn fired(d: &Diagnosis, symptom: &Option<String>) -> bool {
+    symptom
+        .as_ref()
+        .is_some_and(|s| d.symptoms.iter().any(|f| &f.id == s))
+}
+
+/// A target's short name: its pod, else instance, else its labels.
+pub fn target_id(d: &Diagnosis) -> String {
+    let l = &d.target.labels;
+    l.get("pod")
+        .or_else(|| l.get("instance"))
+        .cloned()
+        .unwrap_or_else(|| {
+            l.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+}
+
+/// The gist: causes that lead to the alert's symptom first (when it names one), faults before
+/// informational causes.
+fn summarize(d: &Diagnosis, symptom: Option<String>) -> Summary {
+    let mut causes: Vec<_> = d.causes.iter().collect();
+    causes.sort_by_key(|c| {
+        let leads = symptom
+            .as_ref()
+            .is_some_and(|s| c.chain.iter().any(|x| x == s));
+        (!leads, c.severity == CauseSeverity::Info, c.rank)
+    });
+    let fix = causes.first().and_then(|c| {
+        c.remediations.first().map(|r| match &r.action {
+            Some(a) => format!("{}: {} ({})", r.title, a, r.tradeoff),
+            None => format!("{} ({})", r.title, r.tradeoff),
+        })
+    });
+    Summary {
+        symptom,
+        status: d.status.as_str().to_string(),
+        target: crate::render::heading(d),
+        causes: causes
+            .iter()
+            .take(3)
+            .map(|c| {
+                let evidence = c
+                    .evidence
+                    .iter()
+                    .map(evidence_line)
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                (c.id.clone(), c.title.clone(), evidence)
+            })
+            .collect(),
+        fix,
+    }
+}

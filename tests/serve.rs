@@ -1,0 +1,443 @@
+//! `llm-doctor serve` (`llm_doctor::serve`): the handler without a socket (auth, limits, bad
+//! payloads, health and metrics pages) through `tower::ServiceExt::oneshot`, then end to end on
+//! 127.0.0.1: a real Prometheus over a backfilled fixture, the receiver on a random port, and
+//! sinks played by small HTTP servers in the test that can refuse a few deliveries.
+
+use std::net::TcpListener as StdListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{Request, StatusCode, Uri};
+use axum::Router;
+use llm_doctor::serve::{self, config, App};
+use serde_json::Value;
+use tower::ServiceExt;
+
+use crate::prom::{fixture_text, Prometheus};
+
+/// The reference firing payload (Alertmanager 0.25), pointed at the kv_cache_exhaustion
+/// fixture's replica and at the fixture's last sample (2026-12-01T00:10:07Z).
+const FIRING: &str = r#"{
+  "receiver": "diagnoser",
+  "status": "firing",
+  "alerts": [
+    {
+      "status": "firing",
+      "labels": {"alertname": "HighTTFT", "instance": "gpu-node-1:8000", "job": "vllm", "severity": "warning"},
+      "annotations": {"summary": "p99 TTFT high on gpu-node-1:8000"},
+      "startsAt": "2026-12-01T00:10:07Z",
+      "endsAt": "0001-01-01T00:00:00Z",
+      "generatorURL": "http://127.0.0.1:19092/graph?g0.expr=x",
+      "fingerprint": "6c3ca8b93f573832"
+    }
+  ],
+  "groupLabels": {"alertname": "HighTTFT"},
+  "commonLabels": {"alertname": "HighTTFT", "instance": "gpu-node-1:8000", "job": "vllm", "severity": "warning"},
+  "commonAnnotations": {"summary": "p99 TTFT high on gpu-node-1:8000"},
+  "externalURL": "http://127.0.0.1:19093",
+  "version": "4",
+  "groupKey": "{}:{alertname=\"HighTTFT\"}",
+  "truncatedAlerts": 0
+}"#;
+
+fn resolved() -> String {
+    FIRING
+        .replace("\"status\": \"firing\"", "\"status\": \"resolved\"")
+        .replace("0001-01-01T00:00:00Z", "2026-12-01T00:20:07Z")
+}
+
+fn rules() -> Arc<llm_doctor::rules::Rules> {
+    Arc::new(llm_doctor::commands::load_rules(None).unwrap())
+}
+
+fn settings(yaml: &str) -> config::Settings {
+    let rules = rules();
+    let ids: Vec<&str> = rules
+        .playbook
+        .symptoms
+        .iter()
+        .map(|s| s.id.as_str())
+        .collect();
+    config::parse(yaml, "test.yaml", &ids).unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+fn app(yaml: &str) -> Arc<App> {
+    App::new(settings(yaml), rules()).unwrap()
+}
+
+/// A URL where nothing listens.
+fn closed_url() -> String {
+    let l = StdListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    format!("http://127.0.0.1:{port}")
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn oneshot(router: Router, req: Request<Body>) -> (StatusCode, String) {
+    let r = tokio::time::timeout(Duration::from_secs(30), router.oneshot(req))
+        .await
+        .expect("answered in time")
+        .unwrap();
+    let status = r.status();
+    let body = axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+fn post(body: &str, auth: Option<&str>) -> Request<Body> {
+    let mut b = Request::post("/alertmanager").header("content-type", "application/json");
+    if let Some(a) = auth {
+        b = b.header("authorization", a);
+    }
+    b.body(Body::from(body.to_string())).unwrap()
+}
+
+fn minimal(extra: &str, prom: &str, sinks: &str) -> String {
+    format!(
+        "listen: 127.0.0.1:0\nprometheus:\n  url: {prom}\n  timeout: 5s\nsinks:\n{sinks}{extra}"
+    )
+}
+
+#[test]
+fn example_config_parses() {
+    let rules = rules();
+    let ids: Vec<&str> = rules
+        .playbook
+        .symptoms
+        .iter()
+        .map(|s| s.id.as_str())
+        .collect();
+    let path = crate::support::root().join("examples/doctor.yaml");
+    let s = config::load(&path, &ids).unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(s.listen.to_string(), "127.0.0.1:9095");
+    assert_eq!(s.sinks.len(), 1);
+    assert_eq!(s.sinks[0].url, "http://127.0.0.1:8080/hook");
+}
+
+#[test]
+fn bad_config_names_file_and_field() {
+    let rules = rules();
+    let ids: Vec<&str> = rules
+        .playbook
+        .symptoms
+        .iter()
+        .map(|s| s.id.as_str())
+        .collect();
+    let e = config::parse(
+        "listen: 127.0.0.1:1\nprometheus: {url: 'http://x'}\nsinks: [{type: pager, url: 'http://y'}]\n",
+        "doctor.yaml",
+        &ids,
+    )
+    .unwrap_err();
+    let e = format!("{e:#}");
+    assert!(e.starts_with("doctor.yaml: "), "{e}");
+    assert!(e.contains("pager"), "{e}");
+}
+
+#[test]
+fn auth_limits_and_bad_payloads_without_a_socket() {
+    let sinks = "  - type: webhook\n    url: http://127.0.0.1:9/hook\n";
+    let yaml = minimal(
+        "receiver:\n  bearer_token: s3cret\n  max_body_bytes: 2000\n",
+        &closed_url(),
+        sinks,
+    );
+    let app = app(&yaml);
+    let rt = runtime();
+    rt.block_on(async {
+        let r = || serve::router(app.clone());
+        let (code, _) = oneshot(r(), post("{}", None)).await;
+        assert_eq!(code, StatusCode::UNAUTHORIZED);
+        let (code, _) = oneshot(r(), post("{}", Some("Bearer wrong"))).await;
+        assert_eq!(code, StatusCode::UNAUTHORIZED);
+        let (code, _) = oneshot(r(), post("{}", Some("Basic czNjcmV0"))).await;
+        assert_eq!(code, StatusCode::UNAUTHORIZED);
+        // Authorized, but the body is not JSON.
+        let (code, body) = oneshot(r(), post("{not json", Some("Bearer s3cret"))).await;
+        assert_eq!(code, StatusCode::BAD_REQUEST, "{body}");
+        assert!(body.contains("malformed JSON"), "{body}");
+        // JSON, but not a webhook payload.
+        let (code, body) = oneshot(r(), post(r#"{"version": "4"}"#, Some("Bearer s3cret"))).await;
+        assert_eq!(code, StatusCode::BAD_REQUEST, "{body}");
+        assert!(body.contains("alerts"), "{body}");
+        let (code, body) = oneshot(
+            r(),
+            post(&FIRING.replace("\"4\"", "\"3\""), Some("Bearer s3cret")),
+        )
+        .await;
+        assert_eq!(code, StatusCode::BAD_REQUEST, "{body}");
+        // Too large.
+        let big = format!("{{\"pad\": \"{}\"}}", "x".repeat(3000));
+        let (code, _) = oneshot(r(), post(&big, Some("Bearer s3cret"))).await;
+        assert_eq!(code, StatusCode::PAYLOAD_TOO_LARGE);
+
+        let get = |path: &str| Request::get(path).body(Body::empty()).unwrap();
+        let (code, body) = oneshot(r(), get("/healthz")).await;
+        assert_eq!((code, body.as_str()), (StatusCode::OK, "ok\n"));
+        // Prometheus is not there.
+        let (code, body) = oneshot(r(), get("/readyz")).await;
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        let (code, text) = oneshot(r(), get("/metrics")).await;
+        assert_eq!(code, StatusCode::OK);
+        for family in [
+            "# TYPE llm_doctor_alerts_received_total counter",
+            "# TYPE llm_doctor_diagnoses_total counter",
+            "# TYPE llm_doctor_sink_failures_total counter",
+            "# TYPE llm_doctor_sink_retries_total counter",
+            "# TYPE llm_doctor_handling_seconds histogram",
+            "llm_doctor_webhook_requests_total{code=\"401\"} 3\n",
+            "llm_doctor_webhook_requests_total{code=\"413\"} 1\n",
+            "llm_doctor_handling_seconds_count 7\n",
+        ] {
+            assert!(text.contains(family), "{family} missing:\n{text}");
+        }
+        // The token never shows.
+        assert!(!text.contains("s3cret"));
+    });
+}
+
+#[test]
+fn basic_auth_is_accepted() {
+    let yaml = minimal(
+        "receiver:\n  basic_auth: {username: am, password: pw}\n",
+        &closed_url(),
+        "  - type: webhook\n    url: http://127.0.0.1:9/hook\n",
+    );
+    let app = app(&yaml);
+    runtime().block_on(async {
+        let (code, _) = oneshot(
+            serve::router(app.clone()),
+            post("[", Some("Basic YW06cHc=")),
+        )
+        .await;
+        assert_eq!(code, StatusCode::BAD_REQUEST);
+        let (code, _) = oneshot(
+            serve::router(app.clone()),
+            post("[", Some("Basic YW06cHg=")),
+        )
+        .await;
+        assert_eq!(code, StatusCode::UNAUTHORIZED);
+    });
+}
+
+/// A sink: records what it is sent, refusing (500) the first `fail_first` requests or, with
+/// `fail_first == usize::MAX`, all of them until `accept` is set.
+#[derive(Clone, Default)]
+struct Sink {
+    received: Arc<Mutex<Vec<(String, Value)>>>,
+    hits: Arc<AtomicUsize>,
+    fail_first: Arc<AtomicUsize>,
+}
+
+impl Sink {
+    async fn start(fail_first: usize) -> (Sink, String) {
+        let sink = Sink::default();
+        sink.fail_first.store(fail_first, Ordering::SeqCst);
+        let router = Router::new()
+            .fallback(|State(s): State<Sink>, uri: Uri, body: Bytes| async move {
+                let n = s.hits.fetch_add(1, Ordering::SeqCst);
+                if n < s.fail_first.load(Ordering::SeqCst) {
+                    return StatusCode::INTERNAL_SERVER_ERROR;
+                }
+                let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                s.received.lock().unwrap().push((uri.path().to_string(), v));
+                StatusCode::OK
+            })
+            .with_state(sink.clone());
+        let url = spawn_server(router).await;
+        (sink, url)
+    }
+
+    fn received(&self) -> Vec<(String, Value)> {
+        self.received.lock().unwrap().clone()
+    }
+}
+
+async fn spawn_server(router: Router) -> String {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(l, router).await });
+    url
+}
+
+async fn send(url: &str, body: &str) -> (u16, String) {
+    let r = reqwest::Client::new()
+        .post(format!("{url}/alertmanager"))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+#[test]
+fn firing_alert_is_diagnosed_retried_and_deduplicated() {
+    let prom = Prometheus::start_with(&fixture_text("kv_cache_exhaustion"));
+    runtime().block_on(async {
+        let (hook, hook_url) = Sink::start(2).await;
+        let (am, am_url) = Sink::start(0).await;
+        let (slack, slack_url) = Sink::start(0).await;
+        let yaml = minimal(
+            "symptoms:\n  HighTTFT: high_ttft\nretry:\n  initial_backoff: 50ms\n",
+            &prom.url,
+            &format!("  - type: webhook\n    url: {hook_url}/hook\n  - type: alertmanager\n    url: {am_url}\n  - type: slack\n    url: {slack_url}\n"),
+        );
+        let app = app(&yaml);
+        let url = spawn_server(serve::router(app.clone())).await;
+
+        let (code, body) = send(&url, FIRING).await;
+        assert_eq!(code, 200, "{body}");
+        let got = hook.received();
+        assert_eq!(got.len(), 1, "one notification despite two refusals");
+        assert_eq!(hook.hits.load(Ordering::SeqCst), 3);
+        let (path, payload) = &got[0];
+        assert_eq!(path, "/hook");
+        assert_eq!(payload["groupKey"], "{}:{alertname=\"HighTTFT\"}");
+        assert_eq!(payload["truncatedAlerts"], 0);
+        assert_eq!(payload["receiver"], "diagnoser");
+        let d = &payload["alerts"][0]["diagnosis"];
+        assert_eq!(d["causes"][0]["id"], "kv_cache_exhaustion", "{d:#}");
+        assert_eq!(d["target"]["labels"]["instance"], "gpu-node-1:8000", "{d:#}");
+        assert_eq!(d["symptom"], "high_ttft");
+        assert_ne!(d["status"], "unavailable");
+
+        let alerts = am.received();
+        assert_eq!(alerts.len(), 1);
+        assert_eq!(alerts[0].0, "/api/v2/alerts");
+        let a = &alerts[0].1[0];
+        assert_eq!(a["labels"]["diagnosed"], "true");
+        assert_eq!(a["labels"]["alertname"], "HighTTFT");
+        assert_eq!(a["annotations"]["llm_doctor_top_cause"], "kv_cache_exhaustion");
+        assert!(a["annotations"]["llm_doctor_summary"]
+            .as_str()
+            .unwrap()
+            .contains("kv_cache_exhaustion"));
+        assert!(!a["annotations"]["llm_doctor_fix"].as_str().unwrap().is_empty());
+        assert_eq!(a["annotations"]["summary"], "p99 TTFT high on gpu-node-1:8000");
+
+        let text = slack.received()[0].1["text"].as_str().unwrap().to_string();
+        for part in ["[FIRING] HighTTFT", "symptom: high_ttft", "1. `kv_cache_exhaustion`", "fix: "] {
+            assert!(text.contains(part), "{part} missing:\n{text}");
+        }
+        eprintln!("{text}");
+
+        // Alertmanager resends: nothing is diagnosed or sent again.
+        let (code, body) = send(&url, FIRING).await;
+        assert_eq!(code, 200, "{body}");
+        assert_eq!(hook.received().len(), 1);
+        assert_eq!(am.received().len(), 1);
+        assert_eq!(slack.received().len(), 1);
+
+        let text = serve::router(app.clone())
+            .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let text = axum::body::to_bytes(text.into_body(), 1 << 20).await.unwrap();
+        let text = String::from_utf8_lossy(&text);
+        for line in [
+            "llm_doctor_alerts_received_total{status=\"firing\"} 2\n",
+            "llm_doctor_diagnoses_total{outcome=\"diagnosed\"} 1\n",
+            "llm_doctor_sink_retries_total{sink=\"webhook[0]\"} 2\n",
+        ] {
+            assert!(text.contains(line), "{line} missing:\n{text}");
+        }
+        let (code, _) = oneshot(serve::router(app.clone()), Request::get("/readyz").body(Body::empty()).unwrap()).await;
+        assert_eq!(code, StatusCode::OK);
+    });
+}
+
+#[test]
+fn prometheus_down_still_delivers_and_resolved_passes_through() {
+    runtime().block_on(async {
+        let (hook, hook_url) = Sink::start(0).await;
+        let (slack, slack_url) = Sink::start(0).await;
+        let yaml = minimal(
+            "",
+            &closed_url(),
+            &format!("  - type: webhook\n    url: {hook_url}/hook\n  - type: slack\n    url: {slack_url}/slack\n"),
+        );
+        let url = spawn_server(serve::router(app(&yaml))).await;
+        let (code, body) = send(&url, FIRING).await;
+        assert_eq!(code, 200, "{body}");
+        let got = hook.received();
+        assert_eq!(got.len(), 1);
+        let d = &got[0].1["alerts"][0]["diagnosis"];
+        assert_eq!(d["status"], "unavailable", "{d:#}");
+        assert!(d["reason"].as_str().unwrap().contains("127.0.0.1"), "{d:#}");
+        let text = slack.received()[0].1["text"].as_str().unwrap().to_string();
+        assert!(text.contains("[FIRING] HighTTFT"), "{text}");
+        assert!(text.contains("diagnosis unavailable"), "{text}");
+
+        let (code, body) = send(&url, &resolved()).await;
+        assert_eq!(code, 200, "{body}");
+        let got = hook.received();
+        assert_eq!(got.len(), 2, "a resolved alert is a new notification");
+        assert_eq!(got[1].1["alerts"][0]["status"], "resolved");
+        assert!(got[1].1["alerts"][0].get("diagnosis").is_none(), "{:#}", got[1].1);
+        assert!(slack.received()[1].1["text"].as_str().unwrap().contains("[RESOLVED] HighTTFT"));
+    });
+}
+
+#[test]
+fn failing_sink_gets_503_then_only_it_is_retried() {
+    runtime().block_on(async {
+        let (good, good_url) = Sink::start(0).await;
+        let (bad, bad_url) = Sink::start(usize::MAX).await;
+        let yaml = minimal(
+            "retry:\n  deadline: 400ms\n  initial_backoff: 50ms\n",
+            &closed_url(),
+            &format!("  - type: webhook\n    url: {good_url}/a\n  - type: webhook\n    url: {bad_url}/b\n"),
+        );
+        let url = spawn_server(serve::router(app(&yaml))).await;
+        let (code, body) = send(&url, FIRING).await;
+        assert_eq!(code, 503, "{body}");
+        assert!(body.contains("webhook[1]"), "{body}");
+        assert!(bad.hits.load(Ordering::SeqCst) >= 2, "retried within the deadline");
+        assert_eq!(good.received().len(), 1);
+
+        bad.fail_first.store(0, Ordering::SeqCst);
+        let (code, body) = send(&url, FIRING).await;
+        assert_eq!(code, 200, "{body}");
+        assert_eq!(good.received().len(), 1, "the sink that accepted is not sent it again");
+        assert_eq!(bad.received().len(), 1);
+        let (code, _) = send(&url, FIRING).await;
+        assert_eq!(code, 200);
+        assert_eq!(bad.received().len(), 1);
+    });
+}
+
+#[test]
+fn busy_server_answers_503() {
+    let yaml = minimal(
+        "receiver:\n  max_in_flight: 1\nretry:\n  deadline: 3s\n  initial_backoff: 100ms\n",
+        &closed_url(),
+        &format!("  - type: webhook\n    url: {}/hook\n", closed_url()),
+    );
+    let app = app(&yaml);
+    runtime().block_on(async {
+        let url = spawn_server(serve::router(app)).await;
+        // The first request retries an unreachable sink for about 3 s; the second finds no room.
+        let first = tokio::spawn({
+            let url = url.clone();
+            async move { send(&url, FIRING).await }
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (code, body) = send(&url, &FIRING.replace("6c3ca8b93f573832", "other")).await;
+        assert_eq!(code, 503, "{body}");
+        assert!(body.contains("busy"), "{body}");
+        let (code, _) = first.await.unwrap();
+        assert_eq!(code, 503);
+    });
+}
