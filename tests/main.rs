@@ -11,4 +11,5 @@ mod prom_harness;
 mod promql;
 mod scrape;
 mod serve;
+mod serve_e2e;
 mod support;

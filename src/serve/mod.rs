@@ -88,6 +88,7 @@ impl App {
             window_ms: settings.window.as_millis() as i64,
             target_labels: settings.target_labels.clone(),
             symptoms: settings.symptoms.clone(),
+            results: triage::TriageCache::new(settings.dedupe_ttl),
         };
         let https = settings.sinks.iter().any(|s| s.url.starts_with("https:"));
         let client = http_client(https)?;

@@ -3,7 +3,9 @@
 //! worst matching target's diagnosis is kept, as `render::json` writes a target, plus a short
 //! [`Summary`] for the chat and Alertmanager sinks. Blocking: call it off the async runtime.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use llm_doctor_engine::playbook::spec::CauseSeverity;
 use llm_doctor_engine::report::Diagnosis;
@@ -31,6 +33,50 @@ pub struct Triage {
     pub target_labels: Vec<String>,
     /// alertname → symptom.
     pub symptoms: std::collections::BTreeMap<String, String>,
+    /// Triage results by (selector, startsAt): alerts of one target at one moment (a group of
+    /// ten, a burst of resends) share one set of queries. Concurrent callers wait for the first.
+    pub results: TriageCache,
+}
+
+/// What one triage produced: every matching target's report and the failed queries.
+type TriageResult = Result<(Vec<TargetReport>, Vec<String>), String>;
+
+/// Single-flight cache of triage results, kept for `ttl`; failures are not kept.
+#[derive(Debug, Default)]
+pub struct TriageCache {
+    entries: Mutex<HashMap<(String, i64), (Arc<OnceLock<TriageResult>>, Instant)>>,
+    /// How long a result is reused.
+    pub ttl: Duration,
+}
+
+impl TriageCache {
+    /// A cache keeping results for `ttl`.
+    pub fn new(ttl: Duration) -> TriageCache {
+        TriageCache {
+            entries: Mutex::default(),
+            ttl,
+        }
+    }
+
+    fn get_or_run(&self, key: (String, i64), run: impl FnOnce() -> TriageResult) -> TriageResult {
+        let cell = {
+            let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            map.retain(|_, (_, at)| at.elapsed() < self.ttl);
+            map.entry(key.clone())
+                .or_insert_with(|| (Arc::new(OnceLock::new()), Instant::now()))
+                .0
+                .clone()
+        };
+        let result = cell.get_or_init(run).clone();
+        if result.is_err() {
+            // A later alert may find Prometheus back.
+            let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            if map.get(&key).is_some_and(|(c, _)| Arc::ptr_eq(c, &cell)) {
+                map.remove(&key);
+            }
+        }
+        result
+    }
 }
 
 /// A diagnosis as the sinks use it.
@@ -123,42 +169,43 @@ impl Triage {
                 return Outcome::unavailable(format!("selector from the alert's labels: {e}"))
             }
         };
-        let opts = crate::pipeline::Options {
-            at_ms: Some(at_ms),
-            window_ms: self.window_ms,
-            selector,
-            ..Default::default()
-        };
-        let result = match crate::live::prepare_from_prometheus(&self.rules, &self.live, &opts) {
-            Ok(r) => r,
-            Err(e) => {
-                return Outcome::unavailable(format!(
-                    "querying Prometheus at {}: {e:#}",
-                    self.live.url
-                ))
+        let key = (selector_text.clone().unwrap_or_default(), at_ms);
+        let result = self.results.get_or_run(key, || {
+            let opts = crate::pipeline::Options {
+                at_ms: Some(at_ms),
+                window_ms: self.window_ms,
+                selector,
+                ..Default::default()
+            };
+            let result = crate::live::prepare_from_prometheus(&self.rules, &self.live, &opts)
+                .map_err(|e| format!("querying Prometheus at {}: {e:#}", self.live.url))?;
+            if result.prepared.is_empty() {
+                return Err(format!(
+                    "Prometheus at {} knows no target matching {{{}}} at {}",
+                    self.live.url,
+                    selector_text.clone().unwrap_or_default(),
+                    alert.starts_at
+                ));
             }
+            let reports = result
+                .prepared
+                .into_iter()
+                .map(|p| TargetReport {
+                    diagnosis: llm_doctor_engine::diagnose(
+                        &self.rules.playbook,
+                        &p.snapshot,
+                        &self.slos,
+                    ),
+                    notes: p.notes,
+                })
+                .collect();
+            Ok((reports, result.errors))
+        });
+        let (mut reports, errors) = match result {
+            Ok(r) => r,
+            Err(reason) => return Outcome::unavailable(reason),
         };
-        if result.prepared.is_empty() {
-            return Outcome::unavailable(format!(
-                "Prometheus at {} knows no target matching {{{}}} at {}",
-                self.live.url,
-                selector_text.unwrap_or_default(),
-                alert.starts_at
-            ));
-        }
         let symptom = self.symptom_of(alert);
-        let mut reports: Vec<TargetReport> = result
-            .prepared
-            .into_iter()
-            .map(|p| TargetReport {
-                diagnosis: llm_doctor_engine::diagnose(
-                    &self.rules.playbook,
-                    &p.snapshot,
-                    &self.slos,
-                ),
-                notes: p.notes,
-            })
-            .collect();
         // Worst first; among equals, the one where the alert's symptom fired; then by labels
         // so the choice is deterministic.
         reports.sort_by(|a, b| {
@@ -182,8 +229,8 @@ impl Triage {
             if !others.is_empty() {
                 map.insert("other_targets".to_string(), json!(others));
             }
-            if !result.errors.is_empty() {
-                map.insert("errors".to_string(), json!(result.errors));
+            if !errors.is_empty() {
+                map.insert("errors".to_string(), json!(errors));
             }
         }
         Outcome {

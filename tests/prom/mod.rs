@@ -776,6 +776,77 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     parts.join(": ")
 }
 
+/// A real Alertmanager (Debian's `prometheus-alertmanager` 0.25) on 127.0.0.1 with the given
+/// configuration, clustering off (`--cluster.listen-address=`); stopped on drop, like the
+/// other servers here.
+pub struct Alertmanager {
+    /// `http://127.0.0.1:PORT`, without a trailing slash.
+    pub url: String,
+    /// The port it listens on.
+    pub port: u16,
+    // Field order matters: the process stops before its data directory is removed.
+    process: ServerProcess,
+    http: Http,
+    _dir: tempfile::TempDir,
+}
+
+impl Alertmanager {
+    /// Writes `config_yaml` (checked by Alertmanager itself at start) and starts the server;
+    /// returns once `GET /-/ready` answers 200. Panics with the server's log otherwise.
+    pub fn start(config_yaml: &str) -> Alertmanager {
+        let alertmanager = binary("prometheus-alertmanager");
+        let dir = temp_dir("alertmanager");
+        let config = dir.path().join("alertmanager.yml");
+        std::fs::write(&config, config_yaml).expect("write alertmanager.yml");
+        let data = dir.path().join("data");
+        let (process, port) = start_on_free_port("alertmanager", dir.path(), |port| {
+            let mut cmd = Command::new(&alertmanager);
+            cmd.arg(format!("--config.file={}", config.display()))
+                .arg(format!("--storage.path={}", data.display()))
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                // No gossip: a lone instance, and no port of its own to collide on.
+                .arg("--cluster.listen-address=");
+            cmd
+        });
+        let mut server = Alertmanager {
+            url: format!("http://127.0.0.1:{port}"),
+            port,
+            process,
+            http: Http::new(),
+            _dir: dir,
+        };
+        let ready = format!("{}/-/ready", server.url);
+        server
+            .process
+            .wait_until("/-/ready answers 200", READY_TIMEOUT, || {
+                matches!(server.http.get(&ready), Ok((200, _)))
+            });
+        server
+    }
+
+    /// `POST /api/v2/alerts` with `alerts` (a JSON array of postable alerts); the status and
+    /// body of the answer.
+    pub fn post_alerts(&self, alerts: &Value) -> Result<(u16, String), String> {
+        let request = self
+            .http
+            .client
+            .post(format!("{}/api/v2/alerts", self.url))
+            .header("content-type", "application/json")
+            .body(alerts.to_string());
+        self.http.send(request)
+    }
+
+    /// `GET` of an API path (`/api/v2/alerts`), parsed as JSON whatever the HTTP status.
+    pub fn api(&self, path: &str) -> Value {
+        api_json(&self.http, &format!("{}{path}", self.url), &[])
+    }
+
+    /// What the server has logged so far, for assertion messages.
+    pub fn log(&self) -> String {
+        self.process.log()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
