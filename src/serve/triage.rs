@@ -41,10 +41,13 @@ pub struct Triage {
 /// What one triage produced: every matching target's report and the failed queries.
 type TriageResult = Result<(Vec<TargetReport>, Vec<String>), String>;
 
+/// One cache entry: the result (filled by the first caller) and when it was created.
+type Entry = (Arc<OnceLock<TriageResult>>, Instant);
+
 /// Single-flight cache of triage results, kept for `ttl`; failures are not kept.
 #[derive(Debug, Default)]
 pub struct TriageCache {
-    entries: Mutex<HashMap<(String, i64), (Arc<OnceLock<TriageResult>>, Instant)>>,
+    entries: Mutex<HashMap<(String, i64), Entry>>,
     /// How long a result is reused.
     pub ttl: Duration,
 }
