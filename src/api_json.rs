@@ -351,22 +351,30 @@ pub fn infer_families(set: &SeriesSet) -> BTreeMap<String, MetricType> {
 
 // ----- the answer as JSON -----
 
-#[derive(Deserialize)]
-struct Answer {
-    status: String,
-    #[serde(default)]
-    data: Option<Data>,
+/// The envelope of a Prometheus HTTP API answer (VictoriaMetrics adds `isPartial`), shared with
+/// the live client, which reads the same envelope around its own `data`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Envelope<D> {
+    pub(crate) status: String,
+    #[serde(default = "none")]
+    pub(crate) data: Option<D>,
     #[serde(default, rename = "errorType")]
-    error_type: Option<String>,
+    pub(crate) error_type: Option<String>,
     #[serde(default)]
-    error: Option<String>,
+    pub(crate) error: Option<String>,
     #[serde(default)]
-    warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     #[serde(default)]
-    infos: Vec<String>,
+    pub(crate) infos: Vec<String>,
     #[serde(default, rename = "isPartial")]
-    is_partial: bool,
+    pub(crate) is_partial: bool,
 }
+
+fn none<D>() -> Option<D> {
+    None
+}
+
+type Answer = Envelope<Data>;
 
 #[derive(Deserialize)]
 #[serde(tag = "resultType", content = "result", rename_all = "lowercase")]

@@ -143,15 +143,7 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
     let scrape_opts = if args.scrape.is_empty() {
         None
     } else {
-        Some(crate::scrape::ScrapeOptions {
-            timeout: positive_duration(&args.timeout, "--timeout")?,
-            headers: args
-                .headers
-                .iter()
-                .map(|h| crate::scrape::parse_header(h))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(anyhow::Error::msg)?,
-        })
+        Some(scrape_options(&args.timeout, &args.headers)?)
     };
     // The GPUs are sampled while the endpoints are scraped, so both cover the same time.
     let (scraped, gpus) = with_nvml(nvml, || match &scrape_opts {
@@ -392,12 +384,25 @@ fn prometheus_auth(
     Ok(crate::live::PromAuth {
         bearer,
         basic,
-        headers: headers
-            .iter()
-            .map(|h| crate::scrape::parse_header(h))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(anyhow::Error::msg)?,
+        headers: parse_headers(headers)?,
         ca_file: args.ca_file.clone(),
+    })
+}
+
+/// `--header 'Name: value'` arguments.
+fn parse_headers(headers: &[String]) -> Result<Vec<(String, String)>> {
+    headers
+        .iter()
+        .map(|h| crate::scrape::parse_header(h))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(anyhow::Error::msg)
+}
+
+/// How `--scrape` and `record --scrape` talk to endpoints.
+fn scrape_options(timeout: &str, headers: &[String]) -> Result<crate::scrape::ScrapeOptions> {
+    Ok(crate::scrape::ScrapeOptions {
+        timeout: positive_duration(timeout, "--timeout")?,
+        headers: parse_headers(headers)?,
     })
 }
 
@@ -461,15 +466,7 @@ fn record(args: RecordArgs) -> Result<Outcome> {
         .nvml
         .then(|| nvml_sampling(&args.nvml_sampling))
         .transpose()?;
-    let opts = crate::scrape::ScrapeOptions {
-        timeout: positive_duration(&args.timeout, "--timeout")?,
-        headers: args
-            .headers
-            .iter()
-            .map(|h| crate::scrape::parse_header(h))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(anyhow::Error::msg)?,
-    };
+    let opts = scrape_options(&args.timeout, &args.headers)?;
     let duration = positive_duration(&args.duration, "--duration")?;
     let interval = positive_duration(&args.interval, "--interval")?;
     let ((text, mut errors), gpus) = with_nvml(nvml, || {

@@ -554,23 +554,7 @@ impl Http {
     }
 }
 
-/// Prometheus' answer envelope (VictoriaMetrics adds `isPartial`).
-#[derive(Debug, Deserialize)]
-struct Envelope {
-    status: String,
-    #[serde(default)]
-    data: Option<Data>,
-    #[serde(default, rename = "errorType")]
-    error_type: Option<String>,
-    #[serde(default)]
-    error: Option<String>,
-    #[serde(default)]
-    warnings: Vec<String>,
-    #[serde(default)]
-    infos: Vec<String>,
-    #[serde(default, rename = "isPartial")]
-    is_partial: bool,
-}
+type Envelope = crate::api_json::Envelope<Data>;
 
 #[derive(Debug, Deserialize)]
 struct Data {
@@ -775,24 +759,7 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// A PromQL string literal's content.
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-/// A literal inside a regular expression.
-fn regex_quote(v: &str) -> String {
-    let mut out = String::new();
-    for c in v.chars() {
-        if "\\.+*?()|[]{}^$".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
+use crate::promql::{escape, regex_quote};
 
 // ---------------------------------------------------------------------------------------------
 // Targets

@@ -182,13 +182,15 @@ fn alternatives(
     )
 }
 
-fn escape(v: &str) -> String {
+/// A PromQL string literal's content.
+pub(crate) fn escape(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
 }
 
-fn regex_quote(v: &str) -> String {
+/// A literal inside a regular expression.
+pub(crate) fn regex_quote(v: &str) -> String {
     // Values are literals: escape regex metacharacters inside the alternation.
     let mut out = String::new();
     for c in v.chars() {
