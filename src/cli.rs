@@ -139,12 +139,14 @@ pub struct DiagnoseArgs {
 /// How `--nvml` samples the GPUs (`diagnose` and `record`).
 #[derive(Debug, clap::Args)]
 pub struct NvmlSamplingArgs {
-    /// NVML readings per GPU, spread over --nvml-interval.
-    #[arg(long, default_value_t = 5, value_name = "N")]
-    pub nvml_samples: usize,
-    /// Time from the first NVML reading to the last (a Prometheus duration; 0 reads back to back).
-    #[arg(long, default_value = "5s", value_name = "DURATION")]
-    pub nvml_interval: String,
+    /// NVML readings per GPU, spread over --nvml-interval (diagnose: 5; record: one per
+    /// --interval over --duration).
+    #[arg(long, value_name = "N")]
+    pub nvml_samples: Option<usize>,
+    /// Time from the first NVML reading to the last, a Prometheus duration; 0 reads back to back
+    /// (diagnose: 5s; record: --duration).
+    #[arg(long, value_name = "DURATION")]
+    pub nvml_interval: Option<String>,
 }
 
 /// Where a Prometheus-compatible API is and how to authenticate.

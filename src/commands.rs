@@ -106,7 +106,7 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
     let interval = positive_duration(&args.interval, "--interval")?;
     let nvml = args
         .nvml
-        .then(|| nvml_sampling(&args.nvml_sampling))
+        .then(|| nvml_sampling(&args.nvml_sampling, crate::nvml::Sampling::default()))
         .transpose()?;
     let nvml_span_ms = nvml.map_or(0, |s| s.interval.as_millis() as i64);
     let window_ms = match &args.window {
@@ -302,23 +302,27 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
 }
 
 /// `--nvml-samples` and `--nvml-interval` as a sampling plan.
-fn nvml_sampling(args: &NvmlSamplingArgs) -> Result<crate::nvml::Sampling> {
-    if args.nvml_samples == 0 {
+fn nvml_sampling(
+    args: &NvmlSamplingArgs,
+    default: crate::nvml::Sampling,
+) -> Result<crate::nvml::Sampling> {
+    let samples = args.nvml_samples.unwrap_or(default.samples);
+    if samples == 0 {
         bail!("--nvml-samples must be at least 1");
     }
-    let ms = crate::window::parse_duration(&args.nvml_interval)
-        .map_err(anyhow::Error::msg)
-        .context("--nvml-interval")?;
-    if ms < 0 {
-        bail!(
-            "--nvml-interval must not be negative, got `{}`",
-            args.nvml_interval
-        );
-    }
-    Ok(crate::nvml::Sampling {
-        samples: args.nvml_samples,
-        interval: std::time::Duration::from_millis(ms as u64),
-    })
+    let interval = match &args.nvml_interval {
+        None => default.interval,
+        Some(text) => {
+            let ms = crate::window::parse_duration(text)
+                .map_err(anyhow::Error::msg)
+                .context("--nvml-interval")?;
+            if ms < 0 {
+                bail!("--nvml-interval must not be negative, got `{text}`");
+            }
+            std::time::Duration::from_millis(ms as u64)
+        }
+    };
+    Ok(crate::nvml::Sampling { samples, interval })
 }
 
 /// Runs `work` while, when `nvml` is given, the GPUs are sampled through NVML on another thread;
@@ -462,13 +466,18 @@ fn record(args: RecordArgs) -> Result<Outcome> {
             code: 0,
         });
     }
-    let nvml = args
-        .nvml
-        .then(|| nvml_sampling(&args.nvml_sampling))
-        .transpose()?;
     let opts = scrape_options(&args.timeout, &args.headers)?;
     let duration = positive_duration(&args.duration, "--duration")?;
     let interval = positive_duration(&args.interval, "--interval")?;
+    // A recording reads the GPUs as often as it scrapes, over the whole duration.
+    let every_interval = crate::nvml::Sampling {
+        samples: (duration.as_millis() / interval.as_millis().max(1)) as usize + 1,
+        interval: duration,
+    };
+    let nvml = args
+        .nvml
+        .then(|| nvml_sampling(&args.nvml_sampling, every_interval))
+        .transpose()?;
     let ((text, mut errors), gpus) = with_nvml(nvml, || {
         if args.scrape.is_empty() {
             (String::new(), Vec::new())

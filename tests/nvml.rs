@@ -639,6 +639,9 @@ fn record_nvml_writes_dcgm_series_that_diagnose_reads_back() {
         &[
             "record",
             "--nvml",
+            // One reading per --interval (15 s) over the minute: 5, taken back to back here.
+            "--duration",
+            "1m",
             "--nvml-interval",
             "0",
             "--out",
