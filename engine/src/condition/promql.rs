@@ -155,17 +155,6 @@ fn flip(op: CmpOp, negate: bool) -> CmpOp {
     }
 }
 
-fn sym(op: CmpOp) -> &'static str {
-    match op {
-        CmpOp::Lt => "<",
-        CmpOp::Le => "<=",
-        CmpOp::Gt => ">",
-        CmpOp::Ge => ">=",
-        CmpOp::Eq => "==",
-        CmpOp::Ne => "!=",
-    }
-}
-
 fn constant(b: Option<bool>, negate: bool) -> Exported {
     match b {
         Some(v) if v != negate => Exported::True,
@@ -188,20 +177,13 @@ fn boolean(e: &BoolExpr, s: &dyn PromqlScope, negate: bool) -> Exported {
                 (Num::Lit(x), Num::Lit(y)) => constant(Some(op.apply(x, y)), false),
                 (Num::Unknown, _) | (_, Num::Unknown) => Exported::Unknown,
                 (Num::Query(q), Num::Lit(y)) => {
-                    Exported::Query(format!("({q}) {} {}", sym(op), lit(y)))
+                    Exported::Query(format!("({q}) {} {}", op.text(), lit(y)))
                 }
                 (Num::Lit(x), Num::Query(q)) => {
-                    let mirrored = match op {
-                        CmpOp::Lt => CmpOp::Gt,
-                        CmpOp::Le => CmpOp::Ge,
-                        CmpOp::Gt => CmpOp::Lt,
-                        CmpOp::Ge => CmpOp::Le,
-                        other => other,
-                    };
-                    Exported::Query(format!("({q}) {} {}", sym(mirrored), lit(x)))
+                    Exported::Query(format!("({q}) {} {}", op.flipped().text(), lit(x)))
                 }
                 (Num::Query(p), Num::Query(q)) => {
-                    Exported::Query(format!("({p}) {} ({q})", sym(op)))
+                    Exported::Query(format!("({p}) {} ({q})", op.text()))
                 }
             }
         }
@@ -247,5 +229,97 @@ impl Env for NoConstants {
     }
     fn stats(&self, _: Slot) -> Option<WindowStats> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::{env, scope, TestEnv};
+    use super::super::Condition;
+    use super::*;
+
+    /// Signals 0..=3 have queries `s0`..`s3`; the rest cannot be computed. Facts and SLOs come
+    /// from the test environment.
+    struct Scope(TestEnv);
+
+    impl PromqlScope for Scope {
+        fn signal(&self, slot: Slot, stat: SignalStat) -> Option<String> {
+            match (slot, stat) {
+                (Slot::Signal(i), SignalStat::Last) if i <= 3 => Some(format!("s{i}")),
+                (Slot::Signal(i), SignalStat::Max) if i <= 3 => Some(format!("max_s{i}")),
+                _ => None,
+            }
+        }
+        fn constants(&self) -> &dyn Env {
+            &self.0
+        }
+    }
+
+    fn export(src: &str) -> Exported {
+        Condition::compile(src, &scope())
+            .unwrap()
+            .to_promql(&Scope(env()))
+    }
+
+    fn q(s: &str) -> Exported {
+        Exported::Query(s.to_string())
+    }
+
+    #[test]
+    fn comparisons_facts_and_slos_fold() {
+        assert_eq!(export("queue_depth > 10"), q("(s0) > 10.0"));
+        assert_eq!(export("10 < queue_depth"), q("(s0) > 10.0"));
+        assert_eq!(
+            export("running_requests >= 0.9 * fact.max_num_seqs"),
+            q("(s3) >= 230.4")
+        );
+        assert_eq!(
+            export("ttft_p99_seconds > slo.ttft_p99_seconds"),
+            Exported::Unknown
+        );
+        assert_eq!(
+            export("max_over_time(queue_depth) >= 5"),
+            q("(max_s0) >= 5.0")
+        );
+        assert_eq!(
+            export("queue_depth / kv_cache_usage_ratio > 2"),
+            q("((s0) / ((s1) != 0)) > 2.0")
+        );
+    }
+
+    #[test]
+    fn logic_drops_what_prometheus_cannot_see() {
+        // A fact decides a clause at export time.
+        assert_eq!(
+            export(r#"fact.engine == "vllm" and queue_depth > 1"#),
+            q("(s0) > 1.0")
+        );
+        assert_eq!(
+            export(r#"fact.engine == "sglang" and queue_depth > 1"#),
+            Exported::False
+        );
+        assert_eq!(
+            export("fact.enforce_eager or queue_depth > 1"),
+            Exported::True
+        );
+        // An unknown clause drops out of `and` and `or`.
+        assert_eq!(
+            export("absent_signal > 1 and queue_depth > 1"),
+            q("(s0) > 1.0")
+        );
+        assert_eq!(
+            export("absent_signal > 1 or queue_depth > 1"),
+            q("(s0) > 1.0")
+        );
+        assert_eq!(export("absent_signal > 1"), Exported::Unknown);
+        // Negation moves into the comparisons (De Morgan).
+        assert_eq!(
+            export("not (queue_depth > 1 and kv_cache_usage_ratio >= 90%)"),
+            q("((s0) <= 1.0) or ((s1) < 0.9)")
+        );
+        assert_eq!(
+            export("not known(fact.missing) or queue_depth > 1"),
+            Exported::True
+        );
     }
 }
