@@ -253,18 +253,14 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
         )
         .with_context(|| format!("writing `{}`", path.display()))?;
     }
-    let targets: Vec<TargetReport> = prepared
+    let mut targets: Vec<TargetReport> = prepared
         .into_iter()
-        .map(|p| TargetReport {
-            diagnosis: llm_doctor_engine::diagnose(&rules.playbook, &p.snapshot, &slo_values),
-            notes: p
-                .notes
-                .into_iter()
-                .chain(input_warnings.iter().cloned())
-                .collect(),
+        .map(|p| {
+            let mut t = TargetReport::diagnose(&rules.playbook, p, &slo_values);
+            t.notes.extend(input_warnings.iter().cloned());
+            t
         })
         .collect();
-    let mut targets = targets;
     // Worst first, so a fleet's problems lead.
     targets.sort_by(|a, b| {
         b.diagnosis

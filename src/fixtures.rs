@@ -197,11 +197,8 @@ fn run_inner(path: &Path, rules: &Rules, result: &mut FixtureResult) -> Result<(
         .slo_values(&test.slos)
         .map_err(anyhow::Error::msg)?;
     let reports: Vec<TargetReport> = prepared
-        .iter()
-        .map(|p| TargetReport {
-            diagnosis: llm_doctor_engine::diagnose(&rules.playbook, &p.snapshot, &slos),
-            notes: p.notes.clone(),
-        })
+        .into_iter()
+        .map(|p| TargetReport::diagnose(&rules.playbook, p, &slos))
         .collect();
     if let Some(n) = test.target_count {
         if reports.len() != n {

@@ -721,19 +721,6 @@ fn header_map(headers: &[(String, String)]) -> Result<HeaderMap> {
     Ok(map)
 }
 
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut cur = e.source();
-    while let Some(next) = cur {
-        let msg = next.to_string();
-        if parts.last() != Some(&msg) {
-            parts.push(msg);
-        }
-        cur = next.source();
-    }
-    parts.join(": ")
-}
-
 fn human(d: Duration) -> String {
     let ms = d.as_millis();
     if ms < 1000 || !ms.is_multiple_of(1000) {
@@ -760,6 +747,7 @@ fn now_ms() -> i64 {
 }
 
 use crate::promql::{escape, regex_quote};
+use crate::scrape::error_chain;
 
 // ---------------------------------------------------------------------------------------------
 // Targets
@@ -1458,12 +1446,12 @@ pub fn record_from_prometheus(
             .iter()
             .map(|p| format!("{}.+", regex_quote(p)))
             .collect();
-        if a.kind == AdapterKind::Engine
-            && a.signals
-                .values()
-                .any(|e| format!("{e:?}").contains("process_cpu_seconds_total"))
-        {
-            names.push("process_cpu_seconds_total".to_string());
+        // Metrics an adapter reads beyond its prefixes (vLLM's `process_cpu_seconds_total`).
+        for name in a.signals.values().flat_map(|e| e.metric_names()) {
+            let quoted = regex_quote(name);
+            if !a.detect.iter().any(|p| name.starts_with(p.as_str())) && !names.contains(&quoted) {
+                names.push(quoted);
+            }
         }
         let promql = format!("{{__name__=~\"{}\"}}", escape(&names.join("|")));
         let mut form = reqwest::Url::parse("http://form.invalid/").expect("a valid URL");

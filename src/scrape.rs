@@ -645,7 +645,7 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// All messages of an error chain, joined: for errors outside a request.
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut parts = vec![e.to_string()];
     let mut cur = e.source();
     while let Some(next) = cur {

@@ -230,6 +230,44 @@ pub enum Expr {
     First(Vec<Expr>),
 }
 
+impl Expr {
+    /// Every metric name the expression reads, alternatives included, in order of appearance.
+    pub fn metric_names(&self) -> Vec<&str> {
+        fn walk<'a>(e: &'a Expr, out: &mut Vec<&'a str>) {
+            match e {
+                Expr::Gauge(s)
+                | Expr::Rate(s)
+                | Expr::Increase(s)
+                | Expr::BitShare(s)
+                | Expr::Quantile(s)
+                | Expr::HistMean(s) => {
+                    for n in s.metric.values() {
+                        if !out.contains(&n) {
+                            out.push(n);
+                        }
+                    }
+                }
+                Expr::Sum(e)
+                | Expr::Max(e)
+                | Expr::Min(e)
+                | Expr::Avg(e)
+                | Expr::Count(e)
+                | Expr::Scale(e, _)
+                | Expr::PercentToRatio(e) => walk(e, out),
+                Expr::Div(a, b) | Expr::Sub(a, b) => {
+                    walk(a, out);
+                    walk(b, out);
+                }
+                Expr::Add(v) | Expr::First(v) => v.iter().for_each(|e| walk(e, out)),
+                Expr::Const(_) => {}
+            }
+        }
+        let mut out = Vec::new();
+        walk(self, &mut out);
+        out
+    }
+}
+
 /// Expressions are written as one-key maps (`{rate: {metric: x}}`, `{div: [a, b]}`), which
 /// serde_yaml would otherwise expect as YAML tags; this reads the map form.
 impl TryFrom<serde_yaml::Value> for Expr {

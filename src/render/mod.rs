@@ -23,6 +23,20 @@ pub struct TargetReport {
     pub notes: Vec<String>,
 }
 
+impl TargetReport {
+    /// Diagnoses a prepared snapshot; its notes come along.
+    pub fn diagnose(
+        playbook: &llm_doctor_engine::Playbook,
+        prepared: crate::pipeline::Prepared,
+        slos: &[f64],
+    ) -> TargetReport {
+        TargetReport {
+            diagnosis: llm_doctor_engine::diagnose(playbook, &prepared.snapshot, slos),
+            notes: prepared.notes,
+        }
+    }
+}
+
 /// Everything one `diagnose` run found.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {

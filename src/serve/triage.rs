@@ -193,14 +193,7 @@ impl Triage {
             let reports = result
                 .prepared
                 .into_iter()
-                .map(|p| TargetReport {
-                    diagnosis: llm_doctor_engine::diagnose(
-                        &self.rules.playbook,
-                        &p.snapshot,
-                        &self.slos,
-                    ),
-                    notes: p.notes,
-                })
+                .map(|p| TargetReport::diagnose(&self.rules.playbook, p, &self.slos))
                 .collect();
             Ok((reports, result.errors))
         });
