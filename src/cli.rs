@@ -54,12 +54,40 @@ pub enum Command {
     Record(RecordArgs),
     /// Receive Alertmanager webhooks, diagnose each firing alert and hand it on with its diagnosis.
     Serve(ServeArgs),
+    /// Score the diagnosis on a corpus of labelled runs (see corpus/README.md).
+    Eval(EvalArgs),
     /// List the canonical signals and facts.
     Signals {
         /// Output format (table or json).
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+}
+
+/// Arguments of `eval`.
+#[derive(Debug, clap::Args)]
+pub struct EvalArgs {
+    /// The corpus: a directory of cases (`<id>.yaml` beside its recording), searched recursively.
+    #[arg(default_value = "corpus")]
+    pub dir: PathBuf,
+    /// Which cases to score: `train`, `test` (held out while rules change) or `all`.
+    #[arg(long, value_enum, default_value_t = crate::eval::Split::All)]
+    pub split: crate::eval::Split,
+    /// Output format (default: Markdown tables; json for tools).
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Fail (exit 1) when the top-1 share of fault cases is below this (0..1).
+    #[arg(long, value_name = "RATIO")]
+    pub min_top1: Option<f64>,
+    /// Fail (exit 1) when the top-3 share of fault cases is below this (0..1).
+    #[arg(long, value_name = "RATIO")]
+    pub min_top3: Option<f64>,
+    /// Fail (exit 1) when more healthy or near-miss cases than this raise an alarm.
+    #[arg(long, value_name = "N")]
+    pub max_false_alarms: Option<usize>,
+    /// A directory of playbooks (and `signals/` adapters) that add to or override the shipped ones.
+    #[arg(long)]
+    pub rules: Option<PathBuf>,
 }
 
 /// Arguments of `serve`.

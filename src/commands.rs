@@ -38,6 +38,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             })
         }
         Command::Signals { format } => signals(format),
+        Command::Eval(args) => eval(args),
     }
 }
 
@@ -295,6 +296,31 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
         Format::Markdown => render::markdown::render(&report),
     };
     Ok(Outcome { stdout: text, code })
+}
+
+fn eval(args: crate::cli::EvalArgs) -> Result<Outcome> {
+    let rules = load_rules(args.rules.as_deref())?;
+    let report = crate::eval::run(&args.dir, &rules, args.split)?;
+    let floors = crate::eval::Floors {
+        min_top1: args.min_top1,
+        min_top3: args.min_top3,
+        max_false_alarms: args.max_false_alarms,
+    };
+    let failures = floors.failures(&report);
+    let mut stdout = match args.format {
+        Some(Format::Json) => crate::eval::render_json(&report),
+        _ => crate::eval::render_markdown(&report),
+    };
+    if args.format != Some(Format::Json) && !failures.is_empty() {
+        stdout.push_str("\nFloors not met:\n");
+        for f in &failures {
+            stdout.push_str(&format!("  {f}\n"));
+        }
+    }
+    Ok(Outcome {
+        stdout,
+        code: u8::from(!failures.is_empty()),
+    })
 }
 
 /// `--nvml-samples` and `--nvml-interval` as a sampling plan.

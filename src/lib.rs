@@ -12,6 +12,7 @@ pub mod api_json;
 pub mod cli;
 pub mod commands;
 pub mod engine_args;
+pub mod eval;
 pub mod exposition;
 pub mod fixtures;
 pub mod live;

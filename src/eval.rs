@@ -1,0 +1,663 @@
+//! Accuracy on runs nobody tuned the rules to (`llm-doctor eval DIR`).
+//!
+//! A case is a recording plus `<id>.yaml` with the run's label, taken from the run's own ground
+//! truth (the simulator's trace, the load generator's client-side numbers, a report's confirmed
+//! cause); `corpus/README.md` documents the format. Each case is diagnosed exactly as
+//! `diagnose` would (same pipeline, same engine), over the whole recording unless the case names
+//! a window, and scored:
+//!
+//! - a **fault** case is right at top 1 when its labelled cause ranks first, at top 3 when it is
+//!   among the first three;
+//! - a **healthy** or **near-miss** case raises a false alarm when any symptom fires or any
+//!   fault cause is reported (informational causes such as `low_demand` are not alarms).
+//!
+//! The split is not chosen by hand: a stable hash of the case id puts about a third of the cases
+//! in `test`, so rules can be changed looking at `train` only.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use llm_doctor_engine::playbook::spec::CauseSeverity;
+use llm_doctor_engine::report::Status;
+use serde::{Deserialize, Serialize};
+
+use crate::pipeline::{self, Options};
+use crate::render::TargetReport;
+use crate::rules::Rules;
+
+/// A case as written in `<id>.yaml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaseSpec {
+    /// Unique id, the file name without `.yaml`.
+    pub id: String,
+    /// Where the run came from: `vidur`, `llamacpp`, `report`.
+    pub family: String,
+    /// The engine, as `--engine` names it.
+    pub engine: String,
+    /// The recording, relative to the case file.
+    pub recording: String,
+    /// The serve command line.
+    #[serde(default)]
+    pub engine_args: Option<String>,
+    /// Facts the deployment would give (`--fact`).
+    #[serde(default)]
+    pub facts: BTreeMap<String, serde_yaml::Value>,
+    /// Measurements the metrics lack (`--signal`).
+    #[serde(default)]
+    pub signals: BTreeMap<String, f64>,
+    /// Window length; default the whole recording.
+    #[serde(default)]
+    pub window: Option<String>,
+    /// End of the window; default the newest sample.
+    #[serde(default)]
+    pub at: Option<serde_yaml::Value>,
+    /// How the run was made.
+    #[serde(default)]
+    pub made_by: Option<String>,
+    /// The label and what justifies it.
+    pub label: Label,
+    /// Numbers measured in the run itself.
+    #[serde(default)]
+    pub ground_truth: Option<serde_yaml::Value>,
+    /// Free text.
+    #[serde(default)]
+    pub notes: Option<String>,
+}
+
+/// What the run's own ground truth says.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Label {
+    /// fault, healthy or near_miss.
+    pub verdict: Verdict,
+    /// For a fault: the cause that must rank first.
+    #[serde(default)]
+    pub cause: Option<String>,
+    /// The predicate on the run's ground truth that justifies the label.
+    pub predicate: String,
+}
+
+/// The kind of run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// A fault bit: its cause must rank first.
+    Fault,
+    /// Nothing was wrong.
+    Healthy,
+    /// A fault was present but did not bite.
+    NearMiss,
+}
+
+impl Verdict {
+    fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Fault => "fault",
+            Verdict::Healthy => "healthy",
+            Verdict::NearMiss => "near_miss",
+        }
+    }
+}
+
+/// Which half of the corpus a case belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Split {
+    /// Cases rules may be tuned on.
+    Train,
+    /// Cases held out.
+    Test,
+    /// Both.
+    All,
+}
+
+/// The split of a case id: FNV-1a, a third in `test`. Stable across machines and releases.
+pub fn split_of(id: &str) -> Split {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    if h.is_multiple_of(3) {
+        Split::Test
+    } else {
+        Split::Train
+    }
+}
+
+/// How one case came out.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseResult {
+    /// Case id.
+    pub id: String,
+    /// Family.
+    pub family: String,
+    /// Engine.
+    pub engine: String,
+    /// train or test.
+    pub split: Split,
+    /// fault, healthy or near_miss.
+    pub verdict: Verdict,
+    /// The labelled cause (faults).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected: Option<String>,
+    /// Diagnosis status.
+    pub status: String,
+    /// Causes in rank order.
+    pub causes: Vec<String>,
+    /// Symptoms that fired.
+    pub symptoms: Vec<String>,
+    /// Fault: the labelled cause ranked first.
+    pub top1: bool,
+    /// Fault: the labelled cause ranked in the first three.
+    pub top3: bool,
+    /// Healthy or near miss: a symptom or a fault cause was reported.
+    pub false_alarm: bool,
+    /// The case could not be run (bad file); counted as wrong.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl CaseResult {
+    /// Whether the case came out right.
+    pub fn correct(&self) -> bool {
+        self.error.is_none()
+            && match self.verdict {
+                Verdict::Fault => self.top1,
+                _ => !self.false_alarm,
+            }
+    }
+
+    /// The first-ranked cause, or what stood in its place.
+    pub fn predicted(&self) -> &str {
+        if self.error.is_some() {
+            return "(error)";
+        }
+        self.causes.first().map_or(
+            if self.symptoms.is_empty() {
+                "(none)"
+            } else {
+                "(symptom only)"
+            },
+            String::as_str,
+        )
+    }
+}
+
+/// Counts over a set of cases.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Score {
+    /// Cases.
+    pub cases: usize,
+    /// Fault cases.
+    pub faults: usize,
+    /// Faults whose cause ranked first.
+    pub top1: usize,
+    /// Faults whose cause ranked in the first three.
+    pub top3: usize,
+    /// Healthy and near-miss cases.
+    pub quiet: usize,
+    /// Of those, cases with an alarm.
+    pub false_alarms: usize,
+}
+
+impl Score {
+    fn add(&mut self, r: &CaseResult) {
+        self.cases += 1;
+        if r.verdict == Verdict::Fault {
+            self.faults += 1;
+            self.top1 += usize::from(r.top1);
+            self.top3 += usize::from(r.top3);
+        } else {
+            self.quiet += 1;
+            self.false_alarms += usize::from(r.false_alarm);
+        }
+    }
+
+    /// Top-1 share of fault cases (1 when there are none).
+    pub fn top1_ratio(&self) -> f64 {
+        ratio(self.top1, self.faults)
+    }
+
+    /// Top-3 share of fault cases.
+    pub fn top3_ratio(&self) -> f64 {
+        ratio(self.top3, self.faults)
+    }
+}
+
+fn ratio(n: usize, d: usize) -> f64 {
+    if d == 0 {
+        1.0
+    } else {
+        n as f64 / d as f64
+    }
+}
+
+/// Everything one `eval` run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct EvalReport {
+    /// The split that was scored.
+    pub split: Split,
+    /// Per case, in id order.
+    pub cases: Vec<CaseResult>,
+    /// All scored cases.
+    pub total: Score,
+    /// Per split (`train`, `test`).
+    pub by_split: BTreeMap<String, Score>,
+    /// Per family.
+    pub by_family: BTreeMap<String, Score>,
+    /// Per engine.
+    pub by_engine: BTreeMap<String, Score>,
+    /// Expected (cause, or healthy / near_miss) -> predicted first cause -> count.
+    pub confusion: BTreeMap<String, BTreeMap<String, usize>>,
+}
+
+/// Finds case files (`*.yaml` with a recording beside them) under `dir`, sorted.
+pub fn discover(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries =
+            std::fs::read_dir(&d).with_context(|| format!("reading `{}`", d.display()))?;
+        for e in entries {
+            let p = e?.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "yaml") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    if out.is_empty() {
+        bail!("no case files (*.yaml) under `{}`", dir.display());
+    }
+    Ok(out)
+}
+
+/// Reads a case file.
+pub fn load_case(path: &Path) -> Result<CaseSpec> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading `{}`", path.display()))?;
+    let case: CaseSpec =
+        serde_yaml::from_str(&text).with_context(|| format!("{}", path.display()))?;
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    if case.id != stem {
+        bail!(
+            "{}: id `{}` differs from the file name `{stem}`",
+            path.display(),
+            case.id
+        );
+    }
+    match (case.label.verdict, &case.label.cause) {
+        (Verdict::Fault, None) => bail!("{}: a fault case needs `label.cause`", path.display()),
+        (Verdict::Fault, Some(_)) | (_, None) => {}
+        (v, Some(c)) => bail!(
+            "{}: a {} case names no cause (got `{c}`)",
+            path.display(),
+            v.as_str()
+        ),
+    }
+    Ok(case)
+}
+
+fn scalar(v: &serde_yaml::Value) -> String {
+    match v {
+        serde_yaml::Value::String(s) => s.clone(),
+        serde_yaml::Value::Bool(b) => b.to_string(),
+        serde_yaml::Value::Number(n) => n.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Diagnoses one case as `diagnose` would and returns the (worst) target's report.
+pub fn diagnose_case(path: &Path, case: &CaseSpec, rules: &Rules) -> Result<TargetReport> {
+    if let Some(c) = &case.label.cause {
+        if rules.playbook.causes.iter().all(|x| &x.id != c) {
+            bail!("label.cause `{c}` is not a cause of the playbooks");
+        }
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let file = dir.join(&case.recording);
+    let text = crate::commands::read_text(&file)?;
+    let set = pipeline::parse_inputs(&[(file.display().to_string(), text)])?;
+    let at_ms = case
+        .at
+        .as_ref()
+        .map(|v| crate::window::parse_time(&scalar(v)))
+        .transpose()
+        .map_err(anyhow::Error::msg)
+        .context("at")?;
+    let window_ms = match &case.window {
+        Some(w) => crate::window::parse_duration(w)
+            .map_err(anyhow::Error::msg)
+            .context("window")?,
+        // The whole recording: 1 ms more than its span, so the window (left-open) holds the
+        // first sample too.
+        None => {
+            let end = at_ms
+                .or(set.newest_ms())
+                .context("the recording has no timestamps")?;
+            let start = set.oldest_ms().context("the recording has no timestamps")?;
+            (end - start).max(1000) + 1
+        }
+    };
+    let opts = Options {
+        engine_args: case.engine_args.clone(),
+        facts: case
+            .facts
+            .iter()
+            .map(|(k, v)| (k.clone(), scalar(v)))
+            .collect(),
+        signals: case.signals.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        at_ms,
+        window_ms,
+        selector: None,
+        engine: Some(case.engine.clone()),
+    };
+    let prepared = pipeline::prepare(&set, rules, &opts)?;
+    let slos = rules
+        .playbook
+        .slo_values(&BTreeMap::new())
+        .map_err(anyhow::Error::msg)?;
+    let mut reports: Vec<TargetReport> = prepared
+        .into_iter()
+        .map(|p| TargetReport::diagnose(&rules.playbook, p, &slos))
+        .collect();
+    // A case is one replica; should a recording split into several, the worst one speaks.
+    reports.sort_by_key(|r| std::cmp::Reverse(r.diagnosis.status));
+    reports
+        .into_iter()
+        .next()
+        .context("the recording yields no target")
+}
+
+/// Runs and scores one case file.
+pub fn run_case(path: &Path, rules: &Rules) -> CaseResult {
+    let fallback_id = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("?")
+        .to_string();
+    let case = match load_case(path) {
+        Ok(c) => c,
+        Err(e) => {
+            return CaseResult {
+                split: split_of(&fallback_id),
+                id: fallback_id,
+                family: "?".into(),
+                engine: "?".into(),
+                verdict: Verdict::Fault,
+                expected: None,
+                status: "error".into(),
+                causes: vec![],
+                symptoms: vec![],
+                top1: false,
+                top3: false,
+                false_alarm: false,
+                error: Some(format!("{e:#}")),
+            }
+        }
+    };
+    let mut result = CaseResult {
+        id: case.id.clone(),
+        family: case.family.clone(),
+        engine: case.engine.clone(),
+        split: split_of(&case.id),
+        verdict: case.label.verdict,
+        expected: case.label.cause.clone(),
+        status: "error".into(),
+        causes: vec![],
+        symptoms: vec![],
+        top1: false,
+        top3: false,
+        false_alarm: false,
+        error: None,
+    };
+    match diagnose_case(path, &case, rules) {
+        Ok(report) => {
+            let d = &report.diagnosis;
+            result.status = d.status.as_str().to_string();
+            result.causes = d.causes.iter().map(|c| c.id.clone()).collect();
+            result.symptoms = d.symptoms.iter().map(|s| s.id.clone()).collect();
+            if let Some(want) = &case.label.cause {
+                result.top1 = result.causes.first() == Some(want);
+                result.top3 = result.causes.iter().take(3).any(|c| c == want);
+            }
+            result.false_alarm = case.label.verdict != Verdict::Fault
+                && (matches!(d.status, Status::Degraded | Status::Critical)
+                    || d.causes.iter().any(|c| c.severity == CauseSeverity::Fault));
+        }
+        Err(e) => result.error = Some(format!("{e:#}")),
+    }
+    result
+}
+
+/// Runs every case under `dir` in `split`.
+pub fn run(dir: &Path, rules: &Rules, split: Split) -> Result<EvalReport> {
+    let mut cases = Vec::new();
+    for path in discover(dir)? {
+        let r = run_case(&path, rules);
+        if split == Split::All || r.split == split {
+            cases.push(r);
+        }
+    }
+    cases.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut report = EvalReport {
+        split,
+        cases: Vec::new(),
+        total: Score::default(),
+        by_split: BTreeMap::new(),
+        by_family: BTreeMap::new(),
+        by_engine: BTreeMap::new(),
+        confusion: BTreeMap::new(),
+    };
+    for r in &cases {
+        report.total.add(r);
+        let split_name = match r.split {
+            Split::Test => "test",
+            _ => "train",
+        };
+        report.by_split.entry(split_name.into()).or_default().add(r);
+        report.by_family.entry(r.family.clone()).or_default().add(r);
+        report.by_engine.entry(r.engine.clone()).or_default().add(r);
+        let expected = r
+            .expected
+            .clone()
+            .unwrap_or_else(|| r.verdict.as_str().to_string());
+        let predicted = if r.verdict == Verdict::Fault || r.false_alarm {
+            r.predicted().to_string()
+        } else {
+            "(no alarm)".to_string()
+        };
+        *report
+            .confusion
+            .entry(expected)
+            .or_default()
+            .entry(predicted)
+            .or_default() += 1;
+    }
+    report.cases = cases;
+    Ok(report)
+}
+
+/// Floors a run must meet (`--min-top1`, `--min-top3`, `--max-false-alarms`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Floors {
+    /// Least top-1 share of faults.
+    pub min_top1: Option<f64>,
+    /// Least top-3 share of faults.
+    pub min_top3: Option<f64>,
+    /// Most false alarms.
+    pub max_false_alarms: Option<usize>,
+}
+
+impl Floors {
+    /// What the report fails, in words (empty: all met). Case errors always fail.
+    pub fn failures(&self, report: &EvalReport) -> Vec<String> {
+        let mut out = Vec::new();
+        let t = &report.total;
+        if let Some(m) = self.min_top1 {
+            if t.top1_ratio() < m {
+                out.push(format!(
+                    "top-1 {:.1} % is below the floor {:.1} %",
+                    100.0 * t.top1_ratio(),
+                    100.0 * m
+                ));
+            }
+        }
+        if let Some(m) = self.min_top3 {
+            if t.top3_ratio() < m {
+                out.push(format!(
+                    "top-3 {:.1} % is below the floor {:.1} %",
+                    100.0 * t.top3_ratio(),
+                    100.0 * m
+                ));
+            }
+        }
+        if let Some(m) = self.max_false_alarms {
+            if t.false_alarms > m {
+                out.push(format!(
+                    "{} false alarms, more than the {m} allowed",
+                    t.false_alarms
+                ));
+            }
+        }
+        for c in &report.cases {
+            if let Some(e) = &c.error {
+                out.push(format!("{}: {e}", c.id));
+            }
+        }
+        out
+    }
+}
+
+fn pct(n: usize, d: usize) -> String {
+    if d == 0 {
+        "-".into()
+    } else {
+        format!("{}/{} ({:.0} %)", n, d, 100.0 * n as f64 / d as f64)
+    }
+}
+
+fn score_row(name: &str, s: &Score) -> String {
+    format!(
+        "| {name} | {} | {} | {} | {} |\n",
+        s.cases,
+        pct(s.top1, s.faults),
+        pct(s.top3, s.faults),
+        if s.quiet == 0 {
+            "-".to_string()
+        } else {
+            format!("{}/{}", s.false_alarms, s.quiet)
+        }
+    )
+}
+
+/// The report as Markdown (also what the terminal shows: it reads well as plain text).
+pub fn render_markdown(report: &EvalReport) -> String {
+    let mut out = String::new();
+    out.push_str("| case | split | expected | first cause (then) | status | result |\n");
+    out.push_str("| --- | --- | --- | --- | --- | --- |\n");
+    for c in &report.cases {
+        let expected = c
+            .expected
+            .clone()
+            .unwrap_or_else(|| c.verdict.as_str().to_string());
+        let then: Vec<&str> = c
+            .causes
+            .iter()
+            .skip(1)
+            .take(2)
+            .map(String::as_str)
+            .collect();
+        let got = if then.is_empty() {
+            c.predicted().to_string()
+        } else {
+            format!("{} ({})", c.predicted(), then.join(", "))
+        };
+        let verdict = match (&c.error, c.verdict) {
+            (Some(e), _) => format!("ERROR: {e}"),
+            (None, Verdict::Fault) if c.top1 => "top-1".into(),
+            (None, Verdict::Fault) if c.top3 => "top-3".into(),
+            (None, Verdict::Fault) => "MISS".into(),
+            (None, _) if c.false_alarm => "FALSE ALARM".into(),
+            (None, _) => "quiet".into(),
+        };
+        let split = match c.split {
+            Split::Test => "test",
+            _ => "train",
+        };
+        out.push_str(&format!(
+            "| {} | {split} | {expected} | {got} | {} | {verdict} |\n",
+            c.id, c.status
+        ));
+    }
+    out.push_str(
+        "\n| scope | cases | top-1 | top-3 | false alarms |\n| --- | --- | --- | --- | --- |\n",
+    );
+    out.push_str(&score_row("all", &report.total));
+    for (k, s) in &report.by_split {
+        out.push_str(&score_row(&format!("split {k}"), s));
+    }
+    for (k, s) in &report.by_family {
+        out.push_str(&score_row(&format!("family {k}"), s));
+    }
+    for (k, s) in &report.by_engine {
+        out.push_str(&score_row(&format!("engine {k}"), s));
+    }
+    out.push_str("\nConfusion (expected → first cause, or alarm for quiet runs):\n\n");
+    out.push_str("| expected | predicted | n |\n| --- | --- | --- |\n");
+    for (expected, row) in &report.confusion {
+        for (predicted, n) in row {
+            out.push_str(&format!("| {expected} | {predicted} | {n} |\n"));
+        }
+    }
+    out
+}
+
+/// The report as JSON.
+pub fn render_json(report: &EvalReport) -> String {
+    serde_json::to_string_pretty(report).expect("the eval report serializes") + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_is_stable_and_about_a_third() {
+        // Fixed values: changing the hash would silently move cases between the splits.
+        assert_eq!(split_of("a"), split_of("a"));
+        let test = (0..3000)
+            .filter(|i| split_of(&format!("case-{i}")) == Split::Test)
+            .count();
+        assert!((900..1100).contains(&test), "{test} of 3000 in test");
+    }
+
+    #[test]
+    fn a_fault_needs_a_cause_and_a_quiet_case_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.yaml");
+        std::fs::write(
+            &p,
+            "id: x\nfamily: f\nengine: vllm\nrecording: x.om\nlabel: {verdict: fault, predicate: p}\n",
+        )
+        .unwrap();
+        assert!(format!("{:#}", load_case(&p).unwrap_err()).contains("needs `label.cause`"));
+        std::fs::write(
+            &p,
+            "id: x\nfamily: f\nengine: vllm\nrecording: x.om\nlabel: {verdict: healthy, cause: queue_backlog, predicate: p}\n",
+        )
+        .unwrap();
+        assert!(format!("{:#}", load_case(&p).unwrap_err()).contains("names no cause"));
+        std::fs::write(
+            &p,
+            "id: y\nfamily: f\nengine: vllm\nrecording: x.om\nlabel: {verdict: healthy, predicate: p}\n",
+        )
+        .unwrap();
+        assert!(format!("{:#}", load_case(&p).unwrap_err()).contains("differs from the file name"));
+    }
+}
