@@ -295,6 +295,7 @@ SIGNAL_FAMILIES = {
     "prefix_cache_hit_ratio": ["vllm:prefix_cache_queries", "vllm:prefix_cache_hits"],
     "truncation_ratio": None,  # part of vllm:request_success: cannot be removed alone
     "error_ratio": None,
+    "abort_ratio": None,
     "spec_decode_acceptance_ratio": ["vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
                                      "vllm:spec_decode_num_accepted_tokens",
                                      "vllm:spec_decode_num_accepted_tokens_per_pos"],
@@ -327,7 +328,7 @@ SIGNAL_KIND = {s: "hist" for s in SIGNAL_FAMILIES if s.endswith(("_seconds", "_p
 SIGNAL_KIND.update({s: "rate" for s in [
     "requests_per_second", "output_tokens_per_second", "prompt_tokens_per_second",
     "preemptions_per_second", "prefix_cache_hit_ratio", "truncation_ratio", "error_ratio",
-    "spec_decode_acceptance_ratio", "frontend_cpu_cores", "pcie_replays_per_second",
+    "abort_ratio", "spec_decode_acceptance_ratio", "frontend_cpu_cores", "pcie_replays_per_second",
     "nvlink_bytes_per_second", "host_cpu_utilization_ratio", "host_cpu_busiest_core_ratio",
     "host_cpu_iowait_ratio", "host_cpu_pressure_ratio"]})
 SIGNAL_KIND.update({s: "gauge" for s in [
@@ -364,7 +365,7 @@ BUILTIN = {
         "prompt_tokens_p99": 6000, "prompt_tokens_mean": 1000, "output_tokens_mean": 250,
         "iteration_tokens_mean": "auto",
         "kv_cache_usage_ratio": 0.5, "preemptions_per_second": 0.0,
-        "prefix_cache_hit_ratio": 0.3, "truncation_ratio": 0.02, "error_ratio": 0.005,
+        "prefix_cache_hit_ratio": 0.3, "truncation_ratio": 0.02, "error_ratio": 0.005, "abort_ratio": 0.0,
         "spec_decode_acceptance_ratio": None, "frontend_cpu_cores": 0.35,
         "gpu_utilization_ratio": 0.72, "sm_active_ratio": 0.55, "tensor_active_ratio": 0.22,
         "dram_active_ratio": 0.45, "gpu_memory_used_ratio": 0.91,
@@ -487,7 +488,7 @@ def engine_signals(cfg):
             "kv_cache_usage_ratio": (["sglang:token_usage", "sglang:num_used_tokens"], G),
             "preemptions_per_second": (["sglang:num_retracted_requests"], R),
             "prefix_cache_hit_ratio": (["sglang:cached_tokens"], R),
-            "error_ratio": (["sglang:num_aborted_requests"], R),
+            "abort_ratio": (["sglang:num_aborted_requests"], R),
             "spec_decode_acceptance_ratio": (["sglang:spec_accept_rate", "sglang:spec_accept_length"], G),
             "frontend_cpu_cores": (["sglang:process_cpu_seconds"], R),
         }
@@ -1308,27 +1309,33 @@ class Builder:
         rps_amp = lambda t: sc.amp("requests_per_second", t)
         _, tot_f = self.counter_series(g, rps, rps_amp, "rps")
         # split using the same noisy totals
+        # server errors (finished_reason "error") and client aborts ("abort") are apart:
+        # only the first counts as an error
+        error_f = [0.0] * g.n
         abort_f = [0.0] * g.n
         length_f = [0.0] * g.n
-        abort_f[0] = tot_f[0] * v("error_ratio", 0.0)
+        error_f[0] = tot_f[0] * v("error_ratio", 0.0)
+        abort_f[0] = tot_f[0] * v("abort_ratio", 0.0)
         length_f[0] = tot_f[0] * v("truncation_ratio", 0.0)
         for k in range(1, g.n):
             d = tot_f[k] - tot_f[k - 1]
-            abort_f[k] = abort_f[k - 1] + d * v("error_ratio", g.mid(k))
+            error_f[k] = error_f[k - 1] + d * v("error_ratio", g.mid(k))
+            abort_f[k] = abort_f[k - 1] + d * v("abort_ratio", g.mid(k))
             length_f[k] = length_f[k - 1] + d * v("truncation_ratio", g.mid(k))
         rnd = lambda xs: wround(xs, g.n - 1 - g.w_intervals)
-        abort, length, tot_i = rnd(abort_f), rnd(length_f), rnd(tot_f)
+        error, abort, length, tot_i = rnd(error_f), rnd(abort_f), rnd(length_f), rnd(tot_f)
         stop = []
         for k in range(g.n):
-            s_ = tot_i[k] - abort[k] - length[k]
+            s_ = tot_i[k] - error[k] - abort[k] - length[k]
             stop.append(max(s_, stop[-1] if stop else 0))
-        fin = [a + b + c for a, b, c in zip(stop, length, abort)]
+        fin = [a + b + c + e for a, b, c, e in zip(stop, length, abort, error)]
         self.model["requests_per_second"] = self.window_rate(g, tot_f)
-        self.model["error_ratio"] = (abort_f[-1] - abort_f[-1 - g.w_intervals]) / (tot_f[-1] - tot_f[-1 - g.w_intervals])
+        self.model["error_ratio"] = (error_f[-1] - error_f[-1 - g.w_intervals]) / (tot_f[-1] - tot_f[-1 - g.w_intervals])
+        self.model["abort_ratio"] = (abort_f[-1] - abort_f[-1 - g.w_intervals]) / (tot_f[-1] - tot_f[-1 - g.w_intervals])
         self.model["truncation_ratio"] = (length_f[-1] - length_f[-1 - g.w_intervals]) / (tot_f[-1] - tot_f[-1 - g.w_intervals])
 
         f = self.fam("vllm:request_success", "counter", "Count of successfully processed requests.")
-        for reason, vals in (("abort", abort), ("length", length), ("stop", stop)):
+        for reason, vals in (("abort", abort), ("error", error), ("length", length), ("stop", stop)):
             f.add("vllm:request_success_total", {**base, "finished_reason": reason}, g.times, vals)
 
         # tokens
@@ -1591,16 +1598,17 @@ class Builder:
             self.model[mean] = (sums[-1] - sums[-1 - w]) / (counts[-1] - counts[-1 - w]) / scale
         return fam
 
-    def requests_with_failures(self, g, tag="rps"):
+    def requests_with_failures(self, g, tag="rps", signal="error_ratio"):
         """Finished requests at requests_per_second and failed ones at rps * e / (1 - e), so that
-        failed / (finished + failed) = error_ratio (how SGLang, TGI, Triton and trtllm-serve
-        count them). Returns (ok_f, bad_f, ok_i, bad_i): float and integer cumulative counts."""
+        failed / (finished + failed) = `signal` (how SGLang, TGI, Triton and trtllm-serve
+        count them; SGLang's failures are aborts, abort_ratio). Returns (ok_f, bad_f, ok_i,
+        bad_i): float and integer cumulative counts."""
         sc, v = self.sc, self.sc.val
         _, ok_f = self.counter_series(g, lambda t: v("requests_per_second", t),
                                       lambda t: sc.amp("requests_per_second", t), tag)
 
         def odds(t):
-            e = min(max(v("error_ratio", t), 0.0), 0.95)
+            e = min(max(v(signal, t), 0.0), 0.95)
             return e / (1 - e)
         bad_f = [ok_f[0] * odds(0.0)]
         for k in range(1, g.n):
@@ -1609,7 +1617,7 @@ class Builder:
         w = g.w_intervals
         self.model["requests_per_second"] = self.window_rate(g, ok_f)
         d_ok, d_bad = ok_f[-1] - ok_f[-1 - w], bad_f[-1] - bad_f[-1 - w]
-        self.model["error_ratio"] = d_bad / (d_ok + d_bad) if d_ok + d_bad > 0 else 0.0
+        self.model[signal] = d_bad / (d_ok + d_bad) if d_ok + d_bad > 0 else 0.0
         return ok_f, bad_f, wround(ok_f, ws), wround(bad_f, ws)
 
     def split_counter(self, g, total_i, total_f, share_fn):
@@ -1656,7 +1664,7 @@ class Builder:
         # --mem-fraction-static 0.88 instead of vLLM's 0.9; page_size 1 (one token per page)
         max_total = int(int(cfg["num_gpu_blocks"]) * 16 * 0.88 / 0.9)
 
-        ok_f, ab_f, ok_i, ab_i = self.requests_with_failures(g)
+        ok_f, ab_f, ok_i, ab_i = self.requests_with_failures(g, signal="abort_ratio")
         gen_i, gen_f = self.counter_series(g, lambda t: v("output_tokens_per_second", t),
                                            lambda t: sc.amp("output_tokens_per_second", t), "gen", integer=True)
         prm_i, prm_f = self.counter_series(g, lambda t: v("prompt_tokens_per_second", t),
@@ -2935,12 +2943,12 @@ def targets(sc, b, plan=None):
             if sig == "prefix_cache_hit_ratio":  # token-weighted
                 num = sum(sc.val("prompt_tokens_per_second", t) * sc.val(sig, t) for t in mids)
                 out[sig] = num / sum(sc.val("prompt_tokens_per_second", t) for t in mids)
-            elif sig == "error_ratio" and sc.engine != "vllm":  # failed / (finished + failed)
+            elif sig in ("error_ratio", "abort_ratio") and sc.engine != "vllm":  # failed / (finished + failed)
                 odds = [min(max(sc.val(sig, t), 0.0), 0.95) for t in mids]
                 odds = [e / (1 - e) for e in odds]
                 num = sum(sc.val("requests_per_second", t) * o for t, o in zip(mids, odds))
                 out[sig] = num / sum(sc.val("requests_per_second", t) * (1 + o) for t, o in zip(mids, odds))
-            elif sig in ("truncation_ratio", "error_ratio"):
+            elif sig in ("truncation_ratio", "error_ratio", "abort_ratio"):
                 num = sum(sc.val("requests_per_second", t) * sc.val(sig, t) for t in mids)
                 out[sig] = num / sum(sc.val("requests_per_second", t) for t in mids)
             elif kind == "share":

@@ -51,7 +51,7 @@ fn explain_prints_a_cause_and_suggests_on_typos() {
     let (code, out, _) = outcome(&run(&["rules", "explain", "kv_cache_exhaustion"]));
     assert_eq!(code, 0);
     assert!(
-        out.contains("fires when: kv_cache_usage_ratio > 95%"),
+        out.contains("fires when: max_over_time(kv_cache_usage_ratio) > 95%"),
         "{out}"
     );
     assert!(out.contains("quantize_kv_cache"), "{out}");
