@@ -34,7 +34,7 @@ pub struct CaseSpec {
     pub id: String,
     /// Where the run came from: `vidur`, `llamacpp`, `report`.
     pub family: String,
-    /// The engine, as `--engine` names it.
+    /// The engine that served the run, as `--engine` names it (for scoring per engine).
     pub engine: String,
     /// The recording, relative to the case file.
     pub recording: String,
@@ -355,7 +355,9 @@ pub fn diagnose_case(path: &Path, case: &CaseSpec, rules: &Rules) -> Result<Targ
         at_ms,
         window_ms,
         selector: None,
-        engine: Some(case.engine.clone()),
+        // Detected from the metric names, as `diagnose` does: a case whose engine never came
+        // up (a crash loop) has only GPU and host series, and `--engine` would refuse it.
+        engine: None,
     };
     let prepared = pipeline::prepare(&set, rules, &opts)?;
     let slos = rules

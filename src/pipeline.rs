@@ -373,6 +373,20 @@ pub(crate) fn add_facts(
                 snapshot.target.engine.as_deref().unwrap_or("?")
             ));
         }
+        // The command line is known, so what it leaves unset is the engine's default.
+        if let Some(a) = rules
+            .adapters
+            .engines()
+            .find(|a| a.engine_name() == cl.engine && !a.command_line_defaults.is_empty())
+        {
+            set_defaults(
+                snapshot,
+                rules,
+                a,
+                &a.command_line_defaults,
+                "default (not set on the command line)",
+            )?;
+        }
         for (fact, value) in &cl.facts {
             snapshot
                 .set_fact_str(catalog, fact, value, "engine args")
@@ -425,6 +439,34 @@ fn suggest_signal(rules: &Rules, name: &str) -> String {
     .unwrap_or_default()
 }
 
+/// Sets an adapter's default facts, with `what` in their provenance.
+fn set_defaults(
+    snapshot: &mut Snapshot,
+    rules: &Rules,
+    engine: &AdapterSpec,
+    defaults: &BTreeMap<String, serde_yaml::Value>,
+    what: &str,
+) -> Result<()> {
+    for (fact, value) in defaults {
+        let text = match value {
+            serde_yaml::Value::Bool(b) => b.to_string(),
+            serde_yaml::Value::Number(n) => n.to_string(),
+            serde_yaml::Value::String(s) => s.clone(),
+            other => bail!(
+                "{}: default for `{fact}` must be a scalar, got {other:?}",
+                engine.name
+            ),
+        };
+        snapshot.set_fact_str(
+            &rules.catalog,
+            fact,
+            &text,
+            format!("{} {what}", engine.name),
+        )?;
+    }
+    Ok(())
+}
+
 /// Engine defaults, then info-metric labels, then series labels.
 fn apply_engine_facts(
     snapshot: &mut Snapshot,
@@ -452,18 +494,7 @@ fn apply_engine_facts(
         FactValue::Str(engine.engine_name().to_string()),
         "detected from metric names",
     )?;
-    for (fact, value) in &engine.defaults {
-        let text = match value {
-            serde_yaml::Value::Bool(b) => b.to_string(),
-            serde_yaml::Value::Number(n) => n.to_string(),
-            serde_yaml::Value::String(s) => s.clone(),
-            other => bail!(
-                "{}: default for `{fact}` must be a scalar, got {other:?}",
-                engine.name
-            ),
-        };
-        snapshot.set_fact_str(catalog, fact, &text, format!("{} default", engine.name))?;
-    }
+    set_defaults(snapshot, rules, engine, &engine.defaults, "default")?;
     for info in &engine.info_facts {
         let Some(labels) = source.info_labels(&info.metric) else {
             continue;

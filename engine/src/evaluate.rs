@@ -14,9 +14,12 @@
 //!
 //! Root causes are fired causes with no fired cause upstream. Ranking: root faults whose chain
 //! reaches a fired symptom first, then root faults that explain no fired symptom, then faults
-//! that follow from another fired cause, then informational causes; within each group by
-//! `score × (0.8 + 0.2 × impact)` (impact 0.5 when unknown), then by id, so the order is
-//! deterministic.
+//! that follow from another fired cause, then informational causes. Within each group, top-down
+//! as in toplev: causes of the worst symptom first (critical before warning), then causes of the
+//! dominant part of a request's time (the fired symptom with the largest `share`, e.g. TTFT
+//! against decode), then by `score × (0.8 + 0.2 × impact)` (impact 0.5 when unknown), then by
+//! id, so the order is deterministic. A cause reaches the symptoms it explains and those its
+//! fired downstream causes explain.
 
 use std::collections::BTreeMap;
 
@@ -63,6 +66,7 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
 
     // Symptoms.
     let mut symptom_fired = vec![false; playbook.symptoms.len()];
+    let mut symptom_severity: Vec<Option<Severity>> = vec![None; playbook.symptoms.len()];
     let mut symptoms = Vec::new();
     let mut healthy = Vec::new();
     let mut unchecked = Vec::new();
@@ -77,6 +81,11 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
                     .as_ref()
                     .and_then(|c| c.eval_bool(&env))
                     .unwrap_or(false);
+                symptom_severity[i] = Some(if critical {
+                    Severity::Critical
+                } else {
+                    Severity::Warning
+                });
                 symptoms.push(SymptomFinding {
                     id: s.id.clone(),
                     title: s.title.clone(),
@@ -184,10 +193,27 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
         (CauseSeverity::Fault, false, _) => 2,
         (CauseSeverity::Info, _, _) => 3,
     };
+    let reach: Vec<Vec<usize>> = (0..playbook.causes.len())
+        .map(|i| reached_symptoms(playbook, i, &is_fired, &symptom_fired))
+        .collect();
+    let worst = |i: usize| reach[i].iter().filter_map(|&s| symptom_severity[s]).max();
+    let dominant = dominant_symptom(playbook, &env, &symptom_fired);
+    // Causes of the dominant part first; a cause whose symptoms have no share is not demoted.
+    let off_dominant = |i: usize| match dominant {
+        Some(d) => {
+            !reach[i].contains(&d)
+                && reach[i]
+                    .iter()
+                    .any(|&s| playbook.symptoms[s].share.is_some())
+        }
+        None => false,
+    };
     let key = |s: &Scored| s.score * (0.8 + 0.2 * s.impact.unwrap_or(0.5));
     fired.sort_by(|a, b| {
         group(a.index)
             .cmp(&group(b.index))
+            .then(worst(b.index).cmp(&worst(a.index)))
+            .then(off_dominant(a.index).cmp(&off_dominant(b.index)))
             .then(key(b).total_cmp(&key(a)))
             .then_with(|| {
                 playbook.causes[a.index]
@@ -308,6 +334,56 @@ fn applies(c: &Cause, engine: Option<&str>) -> bool {
 
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
+}
+
+/// The fired symptoms a fired cause explains, itself or through fired downstream causes.
+fn reached_symptoms(
+    playbook: &Playbook,
+    start: usize,
+    cause_fired: &[bool],
+    symptom_fired: &[bool],
+) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut seen = vec![false; playbook.causes.len()];
+    let mut stack = vec![start];
+    while let Some(c) = stack.pop() {
+        if std::mem::replace(&mut seen[c], true) {
+            continue;
+        }
+        for &s in &playbook.causes[c].explains {
+            if symptom_fired[s] && !out.contains(&s) {
+                out.push(s);
+            }
+        }
+        stack.extend(
+            playbook.causes[c]
+                .leads_to
+                .iter()
+                .filter(|&&n| cause_fired[n]),
+        );
+    }
+    out
+}
+
+/// The fired symptom whose part of a request's time is largest (its `share`), if any has one.
+fn dominant_symptom(
+    playbook: &Playbook,
+    env: &SnapshotEnv<'_>,
+    symptom_fired: &[bool],
+) -> Option<usize> {
+    let mut best: Option<(usize, f64)> = None;
+    for (i, s) in playbook.symptoms.iter().enumerate() {
+        if !symptom_fired[i] {
+            continue;
+        }
+        let Some(Value::Number(v)) = s.share.as_ref().map(|c| c.eval(env)) else {
+            continue;
+        };
+        if best.is_none_or(|(_, b)| v > b) {
+            best = Some((i, v));
+        }
+    }
+    best.map(|(i, _)| i)
 }
 
 /// The path from a fired cause through fired downstream causes to a fired symptom (the longest

@@ -422,3 +422,105 @@ fn ranking_is_deterministic() {
         assert_eq!(diagnose(&pb, &snap, &slos), first);
     }
 }
+
+/// Two root causes, each explaining one latency part: the one behind the worse symptom ranks
+/// first, and between equally bad symptoms the one behind the larger share of a request's time
+/// (toplev's top-down order), whatever their scores.
+#[test]
+fn causes_of_the_worst_and_then_the_dominant_part_rank_first() {
+    const TOP_DOWN: &str = r#"
+slos:
+  - {id: ttft_p99_seconds, default: 1, title: TTFT objective, why: interactive}
+symptoms:
+  - id: high_ttft
+    title: TTFT is high
+    why: users wait
+    when: ttft_p99_seconds > slo.ttft_p99_seconds
+    critical_when: ttft_p99_seconds > 4 * slo.ttft_p99_seconds
+    share: queue_depth / 100
+  - id: oom
+    title: memory
+    why: crashes
+    when: kv_cache_usage_ratio >= 98%
+    critical_when: kv_cache_usage_ratio >= 99%
+    share: 1 - queue_depth / 100
+causes:
+  - id: queue_backlog
+    title: queue
+    why: arrivals exceed capacity
+    when: queue_depth >= 1
+    evidence:
+      - {when: "gpu_utilization_ratio >= 70%", weight: 1}
+      - {when: "preemptions_per_second > 100", weight: 3}
+    explains: [high_ttft]
+    remediations: [scale_out]
+  - id: kv_cache_exhaustion
+    title: kv full
+    why: preemption
+    when: kv_cache_usage_ratio > 95%
+    explains: [oom]
+    remediations: [scale_out]
+remediations:
+  - {id: scale_out, title: add replicas, why: capacity, favours: both, tradeoff: costs GPUs, actions: {any: "add replicas"}}
+"#;
+    let cat = catalog();
+    let pb = playbook(TOP_DOWN);
+    let slos = pb.slo_values(&BTreeMap::new()).unwrap();
+    let order = |ttft: f64, kv: f64, queue: f64| {
+        let snap = snapshot(
+            &cat,
+            &[
+                ("ttft_p99_seconds", ttft),
+                ("kv_cache_usage_ratio", kv),
+                ("queue_depth", queue),
+                ("gpu_utilization_ratio", 0.9),
+                ("preemptions_per_second", 0.0),
+            ],
+            None,
+        );
+        diagnose(&pb, &snap, &slos)
+            .causes
+            .iter()
+            .map(|c| c.id.clone())
+            .collect::<Vec<_>>()
+    };
+    // kv_cache_exhaustion scores higher (queue_backlog's strongest evidence is false) ...
+    let scores = diagnose(
+        &pb,
+        &snapshot(
+            &cat,
+            &[
+                ("ttft_p99_seconds", 10.0),
+                ("kv_cache_usage_ratio", 0.995),
+                ("queue_depth", 80.0),
+                ("gpu_utilization_ratio", 0.9),
+                ("preemptions_per_second", 0.0),
+            ],
+            None,
+        ),
+        &slos,
+    )
+    .causes
+    .iter()
+    .map(|c| (c.id.clone(), c.score))
+    .collect::<BTreeMap<_, _>>();
+    assert!(
+        scores["kv_cache_exhaustion"] > scores["queue_backlog"],
+        "{scores:?}"
+    );
+    // The worse symptom decides: a critical TTFT against a warning OOM.
+    assert_eq!(
+        order(10.0, 0.985, 50.0),
+        ["queue_backlog", "kv_cache_exhaustion"]
+    );
+    // Both critical: the larger part of a request's time decides (TTFT 80 % against 20 %) ...
+    assert_eq!(
+        order(10.0, 0.995, 80.0),
+        ["queue_backlog", "kv_cache_exhaustion"]
+    );
+    // ... and with TTFT the smaller part, the KV cause leads again.
+    assert_eq!(
+        order(10.0, 0.995, 20.0),
+        ["kv_cache_exhaustion", "queue_backlog"]
+    );
+}

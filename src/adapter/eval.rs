@@ -101,6 +101,63 @@ pub fn eval_signal(
     }
 }
 
+/// Window statistics (min, mean, max) of a signal whose expression combines gauges by division
+/// or subtraction: the statistic of a ratio is not the ratio of the statistics (a framebuffer
+/// whose total drops when the process dies would show a maximum below its minimum), so the
+/// expression is evaluated at every sample instant of the window and those values summarised.
+/// None when the expression has no such operator (leaf statistics are exact enough there).
+pub fn combined_window_stats(
+    expr: &Expr,
+    ts: &TargetSeries<'_>,
+    frame: Frame,
+) -> Option<(f64, f64, f64)> {
+    fn combines(e: &Expr) -> bool {
+        match e {
+            Expr::Div(..) | Expr::Sub(..) => true,
+            Expr::Sum(e)
+            | Expr::Max(e)
+            | Expr::Min(e)
+            | Expr::Avg(e)
+            | Expr::Count(e)
+            | Expr::Scale(e, _)
+            | Expr::PercentToRatio(e) => combines(e),
+            Expr::Add(v) | Expr::First(v) => v.iter().any(combines),
+            _ => false,
+        }
+    }
+    let end = frame.end_ms?;
+    if !combines(expr) {
+        return None;
+    }
+    let start = end.saturating_sub(frame.window_ms);
+    let mut times: Vec<i64> = expr
+        .metric_names()
+        .iter()
+        .flat_map(|n| ts.named(n))
+        .flat_map(|s| s.samples.iter().filter_map(|x| x.t_ms))
+        .filter(|&t| t > start && t <= end)
+        .collect();
+    times.sort_unstable();
+    times.dedup();
+    let values: Vec<f64> = times
+        .iter()
+        .filter_map(|&t| {
+            let at = Frame {
+                end_ms: Some(t),
+                window_ms: frame.window_ms,
+            };
+            eval_signal(expr, ts, at, Stat::Last).ok()
+        })
+        .collect();
+    if values.is_empty() {
+        return None;
+    }
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    Some((min, mean, max))
+}
+
 /// True when the expression reads a gauge, so window statistics are meaningful.
 pub fn reads_gauge(expr: &Expr) -> bool {
     match expr {

@@ -152,6 +152,16 @@ pub fn fill_signals(
             match eval::eval_signal(expr, &ts, frame, Stat::Last) {
                 Ok(value) => {
                     let stats = (frame.end_ms.is_some() && eval::reads_gauge(expr)).then(|| {
+                        if let Some((min, mean, max)) =
+                            eval::combined_window_stats(expr, &ts, frame)
+                        {
+                            return WindowStats {
+                                min,
+                                mean,
+                                max,
+                                last: value,
+                            };
+                        }
                         let get = |s| eval::eval_signal(expr, &ts, frame, s).unwrap_or(value);
                         WindowStats {
                             min: get(Stat::Min),

@@ -54,6 +54,11 @@ pub struct AdapterSpec {
     /// Engine defaults for facts, applied when nothing else sets them.
     #[serde(default)]
     pub defaults: BTreeMap<String, serde_yaml::Value>,
+    /// Defaults that hold only when the serve command line is known (`--engine-args`): without
+    /// it the operator may have set the flag, and the default would be a guess (a batch pinned
+    /// at 16 says more about `--max-num-seqs` than vLLM's 256 does).
+    #[serde(default)]
+    pub command_line_defaults: BTreeMap<String, serde_yaml::Value>,
     /// How to obtain a signal when it is missing: for signals this adapter defines but whose
     /// metrics were absent, and for catalog signals it cannot provide.
     #[serde(default)]

@@ -103,6 +103,8 @@ pub struct Symptom {
     pub when: Condition,
     /// Critical when true.
     pub critical_when: Option<Condition>,
+    /// Share of a request's time its part takes (a number expression).
+    pub share: Option<Condition>,
     /// Where it was defined.
     pub file: String,
 }
@@ -482,6 +484,10 @@ pub fn load(sources: &[Source<'_>], catalog: &Catalog) -> Result<Playbook, LoadE
         let critical_when = s.critical_when.as_ref().and_then(|c| {
             loader.condition(&scope, src, ("symptom", &s.id), "critical_when", c, false)
         });
+        let share = s
+            .share
+            .as_ref()
+            .and_then(|c| loader.condition(&scope, src, ("symptom", &s.id), "share", c, true));
         if let Some(when) = when {
             symptoms.push(Symptom {
                 id: s.id.clone(),
@@ -489,6 +495,7 @@ pub fn load(sources: &[Source<'_>], catalog: &Catalog) -> Result<Playbook, LoadE
                 why: s.why.clone(),
                 when,
                 critical_when,
+                share,
                 file: src.name.to_string(),
             });
         }

@@ -90,6 +90,10 @@ pub struct SymptomSpec {
     /// Critical instead of warning when true.
     #[serde(default)]
     pub critical_when: Option<String>,
+    /// The share of a request's time this symptom's part takes (a number 0..1, e.g.
+    /// `ttft_mean_seconds / e2e_mean_seconds`): causes of the dominant part rank first.
+    #[serde(default)]
+    pub share: Option<String>,
 }
 
 /// Whether a cause is a fault or only worth knowing.
