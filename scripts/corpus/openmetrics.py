@@ -12,6 +12,8 @@ import math
 
 def fmt(value):
     """A sample value as OpenMetrics writes it (shortest repr; +Inf/-Inf/NaN spelled out)."""
+    if not isinstance(value, (int, str)):
+        value = float(value)  # numpy scalars print as np.float64(...) otherwise
     if isinstance(value, float):
         if math.isnan(value):
             return "NaN"

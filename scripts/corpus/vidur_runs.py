@@ -1,0 +1,784 @@
+"""Run the Vidur simulator and record each run as the Prometheus metrics vLLM would have exported.
+
+What: for every run definition in RUNS this script builds a Vidur `SimulationConfig` (model, device,
+tensor parallelism, request lengths from Vidur's traces, Poisson or gamma arrivals, the vLLM or
+Sarathi replica scheduler, batch cap, KV blocks, chunk size), runs the simulator in-process with a
+small read-only probe, replays what the probe saw into vLLM's metric families (V1 or V0 names and
+buckets) scraped every 15 s, and writes `corpus/vidur/<id>.om.gz` plus `<id>.yaml`. The case's
+label comes from the simulator's own numbers through the predicates in `label_run`.
+
+Why a probe: Vidur writes request/batch summaries, not a time series of scheduler state. The probe
+wraps `Batch.on_schedule`/`Batch.on_batch_end` (when each step ran, its tokens, which request got a
+token when), `Request.restart` (preemptions) and `Simulator._add_events` (called right after each
+event is handled: it reads the replica scheduler's queue length, allocation map and allocated KV
+blocks). The wrappers call the original first and only read state, so Vidur's decisions are
+unchanged.
+
+Deviation: the repository's measured attention profiles were not available, so the attention
+kernels' times come from `vidur_attention_profile.py` (a roofline model); MLP and all-reduce
+times are Vidur's measured profiles. Vidur's execution-time predictor is its own (random forest)
+with a one-point hyper-parameter grid to keep training cheap on this machine.
+
+Usage: vidur_runs.py [--only ID] [--list] [--capacity ID RATE]     (run under `nice -n 19`)
+Needs: the `vidur` package (0.0.26) and the repository's data/ extracted to VIDUR_DATA.
+"""
+
+import argparse
+import bisect
+import gzip
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+from openmetrics import Recording  # noqa: E402
+import vidur_attention_profile as attn_profile  # noqa: E402
+
+VIDUR_DATA = os.environ.get("VIDUR_DATA", "/work/cache/vidur-data/data")
+SCRATCH = os.environ.get("VIDUR_SCRATCH", "/work/cache/vidur-scratch")
+OUT_DIR = os.path.join(REPO, "corpus", "vidur")
+T0 = 1796083200  # 2026-12-01T00:00:00Z
+SCRAPE = 15.0
+MAX_TOKENS = 4096  # Vidur's per-request token cap (prompt + output), also the predictor's range
+
+# Vidur model name -> (profile folder / HF name, max tokens per request)
+MODELS = {
+    "meta-llama/Llama-3-8B": ("meta-llama/Meta-Llama-3-8B", 4096),
+    "meta-llama/Llama-2-7b-hf": ("meta-llama/Llama-2-7b-hf", 4096),
+    "meta-llama/Llama-2-70b-hf": ("meta-llama/Llama-2-70b-hf", 4096),
+    "codellama/CodeLlama-34b-Instruct-hf": ("codellama/CodeLlama-34b-Instruct-hf", 4096),
+    "microsoft/phi-2": ("microsoft/phi-2", 2048),
+}
+NETWORK = {"a100": "a100_pairwise_nvlink", "h100": "h100_pairwise_nvlink", "a40": "a40_pairwise_nvlink"}
+TRACES = {
+    "conv": "processed_traces/splitwise_conv.csv",
+    "code": "processed_traces/splitwise_code.csv",
+    "arxiv": "processed_traces/arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv",
+}
+
+
+def run(id, model, device, trace, rate, design, tp=1, arrival="poisson", cv=None, sched=None,
+        cap=128, chunk=None, batched_tokens=4096, num_blocks=None, margin=0.1, duration=720,
+        v0=False, seed=1, note="", present="", capacity=None):
+    if sched is None:  # V1 deployments chunk prefills (its default); V0 ones do not
+        sched, chunk = ("vllm", None) if v0 else ("sarathi", chunk or 2048)
+    return dict(id=id, model=model, device=device, trace=trace, rate=rate, design=design, tp=tp,
+                arrival=arrival, cv=cv, sched=sched, cap=cap, chunk=chunk,
+                batched_tokens=batched_tokens, num_blocks=num_blocks, margin=margin,
+                duration=duration, v0=v0, seed=seed, note=note, present=present, capacity=capacity)
+
+
+L3, L27, L270, CL34, PHI = ("meta-llama/Llama-3-8B", "meta-llama/Llama-2-7b-hf",
+                            "meta-llama/Llama-2-70b-hf", "codellama/CodeLlama-34b-Instruct-hf",
+                            "microsoft/phi-2")
+
+# design: what the run was built to show (the label still comes from the trace).
+RUNS = [
+    # healthy at moderate load
+    run("vidur-llama3-8b-a100-healthy-conv", L3, "a100", "conv", 4.0, "healthy", capacity=6.98),
+    run("vidur-llama2-7b-h100-healthy-code", L27, "h100", "code", 5.0, "healthy", v0=True, capacity=17.7),
+    run("vidur-phi2-a40-healthy-conv", PHI, "a40", "conv", 2.2, "healthy", capacity=3.87),
+    run("vidur-codellama34b-h100-tp2-healthy-sarathi", CL34, "h100", "conv", 4.0, "healthy", tp=2, capacity=8.52,
+        sched="sarathi", chunk=1024),
+    run("vidur-llama2-70b-a100-tp4-no-chunk-conv", L270, "a100", "conv", 1.0, "healthy", tp=4, v0=True,
+        note="Meant as a healthy 70B run at moderate load; without chunked prefill its 4096-token prefill "
+        "steps (about 1 s at TP 4) stall the decodes, so the trace says interference."),
+    run("vidur-llama2-7b-a40-healthy-code", L27, "a40", "code", 1.0, "healthy", chunk=512, capacity=3.09),
+    # batch cap too low
+    run("vidur-llama3-8b-a100-small-batch", L3, "a100", "conv", 4.0, "small_batch_limit", cap=6),
+    run("vidur-llama2-7b-h100-small-batch", L27, "h100", "conv", 6.0, "small_batch_limit", cap=4, v0=True),
+    run("vidur-llama3-8b-a100-small-batch-nearmiss", L3, "a100", "conv", 1.0, "near_miss:small_batch_limit",
+        cap=16, present="--max-num-seqs 16 (low), but at 1 req/s the running batch never reaches it"),
+    # KV cache too small
+    run("vidur-llama3-8b-a100-small-kv", L3, "a100", "conv", 4.0, "kv_cache_exhaustion", num_blocks=1200),
+    run("vidur-llama2-7b-a40-small-kv", L27, "a40", "conv", 1.5, "kv_cache_exhaustion", margin=0.55, v0=True),
+    run("vidur-llama3-8b-a100-small-kv-nearmiss", L3, "a100", "conv", 1.0, "near_miss:kv_cache_exhaustion",
+        num_blocks=1200, present="only 1200 KV blocks (19200 tokens, the small-kv run's setting), but at 1 req/s "
+        "usage stays below 0.95 and nothing is preempted"),
+    # overload with ample batch and KV
+    run("vidur-llama3-8b-a100-overload-arxiv", L3, "a100", "arxiv", 6.0, "queue_backlog", sched="sarathi",
+        chunk=2048),
+    run("vidur-codellama34b-a100-tp2-overload", CL34, "a100", "conv", 6.0, "queue_backlog", tp=2, cap=256,
+        v0=True),
+    run("vidur-llama3-8b-a100-overload-nearmiss", L3, "a100", "arxiv", 2.0, "near_miss:queue_backlog",
+        sched="sarathi", chunk=2048, present="the overload run's deployment and trace at 2 req/s instead of 6: "
+        "busy but keeping up"),
+    # long prompts without chunked prefill
+    run("vidur-llama3-8b-a100-no-chunk-arxiv", L3, "a100", "arxiv", 1.6, "prefill_decode_interference",
+        sched="vllm"),
+    run("vidur-llama2-7b-h100-arxiv-no-chunk-5rps", L27, "h100", "arxiv", 5.0, "prefill_decode_interference",
+        v0=True, note="At 2 req/s the H100 prefills were too short to stall decodes; at 5 req/s the KV "
+        "cache (Llama-2-7B has no GQA) filled first."),
+    run("vidur-codellama34b-a100-tp2-no-chunk-arxiv", CL34, "a100", "arxiv", 0.8, "prefill_decode_interference",
+        tp=2, v0=True),
+    run("vidur-llama3-8b-a100-chunked-arxiv-nearmiss", L3, "a100", "arxiv", 1.6,
+        "near_miss:prefill_decode_interference", sched="sarathi", chunk=512,
+        present="long arxiv prompts while others decode (as in the no-chunk run), but chunked prefill "
+        "(512 tokens) bounds the decode stalls"),
+    # tiny prefill chunks
+    run("vidur-llama3-8b-a100-tiny-chunk", L3, "a100", "arxiv", 1.6, "small_batch_limit", sched="sarathi",
+        chunk=64, note="A 64-token per-step budget: a 2.7k-token prompt needs ~40 steps, so prompts queue "
+        "while the running batch stays far below the request cap and the KV cache is nearly empty."),
+    # bursty arrivals at a load the replica handles on average
+    run("vidur-llama3-8b-a100-burst", L3, "a100", "conv", 4.0, "concurrency_burst", arrival="gamma", cv=6.0,
+        capacity=6.98),
+    run("vidur-llama2-7b-h100-burst", L27, "h100", "code", 5.0, "concurrency_burst", arrival="gamma", cv=5.0,
+        v0=True, note="Bursts of code prompts (1.5k tokens) without chunked prefill: queue spikes stay short "
+        "(TTFT p99 < 2 s) but the batched prefills stall running decodes, which the trace shows most."),
+    run("vidur-codellama34b-h100-tp2-burst", CL34, "h100", "conv", 1.5, "concurrency_burst", tp=2,
+        arrival="gamma", cv=6.0, capacity=8.52),
+    run("vidur-llama3-8b-a100-burst-nearmiss", L3, "a100", "conv", 2.0, "near_miss:concurrency_burst",
+        arrival="gamma", cv=1.5, present="gamma arrivals (CV 1.5) at half the burst run's rate: the small "
+        "bursts are absorbed"),
+]
+
+
+# ----------------------------------------------------------------------------- simulation
+
+def ensure_attention_profile(model, device):
+    folder, max_len = MODELS[model]
+    path = os.path.join(VIDUR_DATA, "profiling", "compute", device, folder, "attention.csv")
+    if not os.path.exists(path):
+        from vidur.config.model_config import BaseModelConfig
+        cfg = BaseModelConfig.create_from_name(model)
+        attn_profile.write_profile(VIDUR_DATA, device, folder, cfg.embedding_dim, cfg.num_q_heads,
+                                   cfg.num_kv_heads, MAX_TOKENS)
+    return path
+
+
+def patch_predictor_inputs():
+    """Point Vidur's predictor at the local profiles (it would download them from HuggingFace)."""
+    from vidur.execution_time_predictor import sklearn_execution_time_predictor as sk
+
+    def local_inputs(self):
+        _, device, folder = self._config.model_profiling_dataset.split(":", 2)
+        net = self._config.network_profiling_dataset.split(":", 1)[1]
+        comp = os.path.join(VIDUR_DATA, "profiling", "compute", device, folder)
+        netd = os.path.join(VIDUR_DATA, "profiling", "network", net)
+        return (f"{comp}/mlp.csv", f"{comp}/attention.csv", f"{netd}/all_reduce.csv",
+                f"{netd}/send_recv.csv")
+
+    def no_hub(self):
+        raise RuntimeError("offline: predictions are trained locally")
+
+    sk.SklearnExecutionTimePredictor._get_input_files = local_inputs
+    sk.SklearnExecutionTimePredictor._load_predictions_from_hf = no_hub
+
+
+def build_config(r, out_dir):
+    from vidur import config as C
+    folder, max_len = MODELS[r["model"]]
+    lengths = C.TraceRequestLengthGeneratorConfig(
+        trace_file=os.path.join(VIDUR_DATA, TRACES[r["trace"]]), max_tokens=max_len, seed=r["seed"])
+    if r["arrival"] == "gamma":
+        intervals = C.GammaRequestIntervalGeneratorConfig(qps=r["rate"], cv=r["cv"], seed=r["seed"])
+    else:
+        intervals = C.PoissonRequestIntervalGeneratorConfig(qps=r["rate"], seed=r["seed"])
+    requests = C.SyntheticRequestGeneratorConfig(
+        length_generator_config=lengths, interval_generator_config=intervals,
+        duration=r["duration"], num_requests=None, max_tokens=max_len, seed=r["seed"])
+    if r["sched"] == "sarathi":
+        sched = C.SarathiSchedulerConfig(batch_size_cap=r["cap"], chunk_size=r["chunk"])
+    else:
+        sched = C.VllmSchedulerConfig(batch_size_cap=r["cap"], max_tokens_in_batch=r["batched_tokens"])
+    replica = C.ReplicaConfig(model_name=r["model"], device=r["device"], network_device=NETWORK[r["device"]],
+                              tensor_parallel_size=r["tp"], num_pipeline_stages=1)
+    cache = C.CacheConfig(num_blocks=r["num_blocks"], memory_margin_fraction=r["margin"])
+    cluster = C.ClusterConfig(num_replicas=1, replica_config=replica, cache_config=cache,
+                              global_scheduler_config=C.RoundRobinGlobalSchedulerConfig(),
+                              replica_scheduler_config=sched)
+    predictor = C.RandomForrestExecutionTimePredictorConfig(
+        model_profiling_dataset=f"local:{r['device']}:{folder}",
+        network_profiling_dataset=f"local:{NETWORK[r['device']]}",
+        cache_dir=os.path.join(SCRATCH, "predictor-cache"), num_estimators=[100], max_depth=[16],
+        min_samples_split=[2], k_fold_cv_splits=3, num_training_job_threads=1,
+        prediction_max_batch_size=256, prediction_max_tokens_per_request=MAX_TOKENS,
+        prediction_max_prefill_chunk_size=MAX_TOKENS)
+    metrics = C.MetricsConfig(write_metrics=False, enable_chrome_trace=False, store_plots=False,
+                              output_dir=out_dir)
+    return C.SimulationConfig(seed=r["seed"], time_limit=r["duration"], cluster_config=cluster,
+                              request_generator_config=requests, execution_time_predictor_config=predictor,
+                              metrics_config=metrics)
+
+
+class Probe:
+    """Read-only recorder of what the simulated replica did."""
+
+    def __init__(self):
+        self.batches = []      # (start, end, q_tokens, n_requests)
+        self.tokens = {}       # request id -> [times a token came out]
+        self.requests = {}     # request id -> Request
+        self.preemptions = []  # times
+        self.states = []       # (time, running, waiting, allocated_blocks)
+        self.sim = None
+
+    def install(self):
+        """Route the (once installed) wrappers to this probe."""
+        global _PROBE
+        if _PROBE is None:
+            _install_wrappers()
+        _PROBE = self
+
+    def snapshot(self, sim):
+        self.sim = sim
+        glob = sim.scheduler
+        rs = next(iter(glob._replica_schedulers.values()))
+        state = (len(rs._allocation_map), len(rs._request_queue) + len(glob._request_queue),
+                 rs._num_allocated_blocks)
+        if not self.states or self.states[-1][1:] != state:
+            self.states.append((sim._time,) + state)
+
+
+_PROBE = None
+
+
+def _install_wrappers():
+    """Wrap four Vidur methods once; each wrapper calls the original, then only reads state."""
+    from vidur.entities import batch as batch_mod, request as request_mod
+    from vidur import simulator as sim_mod
+    orig_sched, orig_end = batch_mod.Batch.on_schedule, batch_mod.Batch.on_batch_end
+    orig_restart, orig_add = request_mod.Request.restart, sim_mod.Simulator._add_events
+
+    def on_schedule(self, time):
+        orig_sched(self, time)
+        self._probe_start = time
+
+    def on_batch_end(self, time):
+        orig_end(self, time)
+        _PROBE.batches.append((self._probe_start, time, sum(self.num_q_tokens), len(self.requests)))
+        for req in self.requests:
+            _PROBE.requests[req.id] = req
+            if req.is_prefill_complete:  # a prefill that completed, or a decode step: one token
+                _PROBE.tokens.setdefault(req.id, []).append(time)
+
+    def restart(self):
+        _PROBE.preemptions.append(_PROBE.sim._time)
+        orig_restart(self)
+        # Vidur 0.0.26 bug fix: restart() resets the processed-token count but not the pipeline
+        # stage's copy, so the re-prefill trips `num_stage_processed_tokens <= total_tokens`.
+        self._num_stage_processed_tokens = 0
+        self._is_prefill_stage_complete = False
+
+    def add_events(self, events):
+        orig_add(self, events)
+        _PROBE.snapshot(self)
+
+    batch_mod.Batch.on_schedule = on_schedule
+    batch_mod.Batch.on_batch_end = on_batch_end
+    request_mod.Request.restart = restart
+    sim_mod.Simulator._add_events = add_events
+
+
+
+def simulate(r):
+    from vidur.simulator import Simulator
+    from vidur.utils.random import set_seeds
+    ensure_attention_profile(r["model"], r["device"])
+    patch_predictor_inputs()
+    out = os.path.join(SCRATCH, "runs", r["id"])
+    os.makedirs(out, exist_ok=True)
+    config = build_config(r, out)
+    set_seeds(config.seed)
+    probe = Probe()
+    probe.install()
+    sim = Simulator(config)
+    probe.sim = sim
+    arrivals = {req.id: req.arrived_at for _, ev in sim._event_queue for req in [ev._request]}
+    original = {req.id: (req.num_prefill_tokens, req.num_decode_tokens)
+                for _, ev in sim._event_queue for req in [ev._request]}
+    sim.run()
+    rs = next(iter(sim.scheduler._replica_schedulers.values()))
+    return dict(probe=probe, arrivals=arrivals, original=original, num_blocks=rs._cache_config.num_blocks,
+                max_len=MODELS[r["model"]][1], cap=r["cap"])
+
+
+# ----------------------------------------------------------------------------- trace numbers
+
+def request_table(sim_out, horizon):
+    """Per request: arrival, first scheduled, first token, completion, token counts, restarts."""
+    p = sim_out["probe"]
+    rows = []
+    for rid, arr in sim_out["arrivals"].items():
+        if arr > horizon:
+            continue
+        prompt, gen = sim_out["original"][rid]
+        req = p.requests.get(rid)
+        toks = [t for t in p.tokens.get(rid, []) if t <= horizon]
+        done = req is not None and req.completed and req.completed_at <= horizon
+        sched = req.scheduled_at if req is not None and req.scheduled_at <= horizon else None
+        rows.append(dict(id=rid, arrival=arr, scheduled=sched,
+                         tokens=toks, done=done, completed=req.completed_at if done else None,
+                         prompt=prompt, gen=gen, restarts=req.num_restarts if req is not None else 0,
+                         length=(prompt + gen) >= sim_out["max_len"]))
+    return rows
+
+
+def state_at(states, t):
+    i = bisect.bisect_right([s[0] for s in states], t) - 1
+    return states[i][1:] if i >= 0 else (0, 0, 0)
+
+
+def pct(values, q):
+    return float(np.percentile(values, q)) if len(values) else 0.0
+
+
+def trace_numbers(r, sim_out):
+    dur = r["duration"]
+    rows = request_table(sim_out, dur)
+    p = sim_out["probe"]
+    ttft = [x["tokens"][0] - x["arrival"] for x in rows if x["tokens"]]
+    itl = [b - a for x in rows for a, b in zip(x["tokens"], x["tokens"][1:])]
+    queue = [x["scheduled"] - x["arrival"] for x in rows if x["scheduled"] is not None]
+    scrapes = np.arange(0, dur + 1e-9, SCRAPE)
+    states = [state_at(p.states, t) for t in scrapes]
+    running = [s[0] for s in states]
+    waiting = [s[1] for s in states]
+    kv = [s[2] / sim_out["num_blocks"] for s in states]
+    half = len(scrapes) // 2
+    late = [x for x in rows if x["arrival"] >= dur / 2]
+    busy = sum(min(e, dur) - s for s, e, _, _ in p.batches if s < dur)
+    decode_steps = [e - s for s, e, q, n in p.batches if q == n]
+    return dict(
+        offered_rps=len(rows) / dur,
+        served_rps=sum(1 for x in rows if x["done"]) / dur,
+        served_rps_second_half=sum(1 for x in rows if x["done"] and x["completed"] >= dur / 2) / (dur / 2),
+        offered_rps_second_half=len(late) / (dur / 2),
+        requests=len(rows), completed=sum(1 for x in rows if x["done"]),
+        preemptions=len([t for t in p.preemptions if t <= dur]),
+        ttft_p50_s=pct(ttft, 50), ttft_p99_s=pct(ttft, 99),
+        itl_p50_s=pct(itl, 50), itl_p99_s=pct(itl, 99),
+        queue_p90_s=pct(queue, 90),
+        running_p95=pct(running, 95), running_max=max(running),
+        share_scrapes_running_at_cap=float(np.mean([x >= sim_out["cap"] for x in running])),
+        waiting_p50=pct(waiting, 50), waiting_max=max(waiting), waiting_last=waiting[-1],
+        waiting_mean_first_half=float(np.mean(waiting[:half])), waiting_mean_second_half=float(np.mean(waiting[half:])),
+        kv_usage_p95=pct(kv, 95), kv_usage_max=max(kv),
+        busy_fraction=busy / dur,
+        decode_step_p50_s=pct(decode_steps, 50),
+        prompt_tokens_p50=pct([x["prompt"] for x in rows], 50),
+        output_tokens_p50=pct([x["gen"] for x in rows], 50),
+        num_gpu_blocks=int(sim_out["num_blocks"]),
+    )
+
+
+# ----------------------------------------------------------------------------- labels
+
+def label_run(r, g):
+    """The label from the trace's numbers; `design` only says which predicate to try first."""
+    cap = r["cap"]
+    keeps_up = g["served_rps"] >= 0.9 * g["offered_rps"] and g["waiting_mean_second_half"] < 2
+    checks = [
+        ("kv_cache_exhaustion",
+         "preemptions > 0 and KV usage p95 >= 0.95 and (TTFT p99 > 2 s or served < 0.9 x offered)",
+         g["preemptions"] > 0 and g["kv_usage_p95"] >= 0.95 and (g["ttft_p99_s"] > 2 or not keeps_up)),
+        ("small_batch_limit",
+         "running at the request cap in >= 50 % of scrapes, cap <= 32, KV usage p95 < 0.8, waiting p50 > 2",
+         g["share_scrapes_running_at_cap"] >= 0.5 and cap <= 32 and g["kv_usage_p95"] < 0.8 and g["waiting_p50"] > 2),
+        ("small_batch_limit",
+         "sarathi chunk <= 128 tokens: replica busy >= 95 % with running p95 < cap/4, KV p95 < 0.8, "
+         "TTFT p50 > 2 s",
+         r["sched"] == "sarathi" and (r["chunk"] or 0) <= 128 and g["busy_fraction"] >= 0.95
+         and g["running_p95"] < cap / 4 and g["kv_usage_p95"] < 0.8 and g["ttft_p50_s"] > 2),
+        ("queue_backlog",
+         "served < 0.8 x offered, waiting grows (mean 2nd half > 2 x 1st half and > 10), no preemption, "
+         "KV p95 < 0.9, batch cap not small (>= 128): the offered load exceeds what the replica computes",
+         g["served_rps"] < 0.8 * g["offered_rps"] and g["waiting_mean_second_half"] > max(10, 2 * g["waiting_mean_first_half"])
+         and g["preemptions"] == 0 and cap >= 128 and g["kv_usage_p95"] < 0.9),
+        ("prefill_decode_interference",
+         "no chunked prefill, served >= 0.9 x offered, ITL p99 > 10 x ITL p50 and ITL p99 > 0.25 s",
+         r["sched"] == "vllm" and keeps_up and g["itl_p99_s"] > 10 * g["itl_p50_s"] and g["itl_p99_s"] > 0.25),
+        ("concurrency_burst",
+         "gamma arrivals, served within 10 % of offered over the run, waiting max > 20 but waiting p50 <= 2 "
+         "(spikes that drain), TTFT p99 > 2 s, no preemption",
+         r["arrival"] == "gamma" and g["served_rps"] >= 0.9 * g["offered_rps"] and g["waiting_max"] > 20
+         and g["waiting_p50"] <= 2 and g["ttft_p99_s"] > 2 and g["preemptions"] == 0),
+    ]
+    for cause, text, ok in checks:
+        if ok:
+            return dict(verdict="fault", cause=cause, predicate=text)
+    healthy = keeps_up and g["ttft_p99_s"] < 2 and g["preemptions"] == 0 and g["itl_p99_s"] < 0.25
+    text = ("served >= 0.9 x offered, waiting mean (2nd half) < 2, TTFT p99 < 2 s, ITL p99 < 0.25 s, "
+            "no preemption; none of the fault predicates holds")
+    if healthy:
+        if r["design"] == "healthy":
+            return dict(verdict="healthy", cause=None, predicate=text)
+        return dict(verdict="near_miss", cause=None,
+                    predicate="fault present (%s) but did not bite: %s" % (r["present"] or r["design"], text))
+    return dict(verdict="unlabelled", cause=None, predicate="no predicate holds: " + text)
+
+
+# ----------------------------------------------------------------------------- export
+
+def one_two_five(limit):
+    out, k = [], 1
+    while True:
+        for m in (1, 2, 5):
+            if m * k > limit:
+                return out
+            out.append(m * k)
+        k *= 10
+
+
+INF = float("inf")
+V1_B = dict(
+    ttft=[0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80,
+          160, 640, 2560],
+    itl=[0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80],
+    e2e=[0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680],
+    iter=[1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384],
+)
+V0_B = dict(
+    ttft=[0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0],
+    itl=[0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5],
+    e2e=[1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0],
+    iter=[1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8096],
+)
+
+
+class Hist:
+    def __init__(self, bounds):
+        self.bounds = list(bounds) + [INF]
+        self.counts = [0] * len(self.bounds)
+        self.total = 0.0
+
+    def observe(self, v):
+        self.counts[bisect.bisect_left(self.bounds, v)] += 1
+        self.total += float(v)
+
+    def cumulative(self):
+        return [int(x) for x in np.cumsum(self.counts)]
+
+
+def observations(r, sim_out):
+    """(time, kind, value) in the order vLLM would observe them."""
+    p, dur = sim_out["probe"], r["duration"]
+    ev = []
+    for x in request_table(sim_out, dur):
+        toks = x["tokens"]
+        for i, t in enumerate(toks):
+            ev.append((t, "gen", 1))
+            if i == 0:
+                ev.append((t, "ttft", t - x["arrival"]))
+                ev.append((t, "prompt", x["prompt"]))
+            else:
+                ev.append((t, "itl", t - toks[i - 1]))
+        if x["done"]:
+            first, last = toks[0], x["completed"]
+            ev.append((last, "finish", dict(
+                e2e=last - x["arrival"], queue=x["scheduled"] - x["arrival"], prefill=first - x["scheduled"],
+                decode=last - first, inference=last - x["scheduled"], prompt=x["prompt"], gen=x["gen"],
+                tpot=(last - first) / (x["gen"] - 1) if x["gen"] > 1 else 0.0,
+                reason="length" if x["length"] else "stop")))
+    for s, e, q, n in p.batches:
+        if e <= dur:
+            ev.append((e, "iter", q))
+    for t in p.preemptions:
+        if t <= dur:
+            ev.append((t, "preempt", 1))
+    ev.sort(key=lambda e: e[0])
+    return ev
+
+
+def export(r, sim_out, path):
+    v0, dur = r["v0"], r["duration"]
+    B = V0_B if v0 else V1_B
+    hf = MODELS[r["model"]][0]
+    lab = {"model_name": hf, "instance": "10.0.%d.%d:8000" % (r["tp"], 10 + RUNS.index(r)), "job": "vllm"}
+    if not v0:
+        lab["engine"] = "0"
+    tok_b = one_two_five(sim_out["max_len"])
+    h = dict(ttft=Hist(B["ttft"]), itl=Hist(B["itl"]), e2e=Hist(B["e2e"]), iter=Hist(B["iter"]),
+             req_prompt=Hist(tok_b), req_gen=Hist(tok_b))
+    if not v0:
+        for k in ("queue", "prefill", "decode", "inference"):
+            h[k] = Hist(B["e2e"])
+        h["tpot"] = Hist(B["itl"])
+    c = dict(prompt=0, gen=0, preempt=0, stop=0, length=0)
+    ev = observations(r, sim_out)
+    rec, i = Recording(), 0
+    names = dict(kv="vllm:gpu_cache_usage_perc" if v0 else "vllm:kv_cache_usage_perc",
+                 itl="vllm:time_per_output_token_seconds" if v0 else "vllm:inter_token_latency_seconds")
+    for t in np.arange(0, dur + 1e-9, SCRAPE):
+        while i < len(ev) and ev[i][0] <= t:
+            apply_event(ev[i], h, c)
+            i += 1
+        write_scrape(rec, T0 + float(t), t, r, sim_out, h, c, lab, names, v0)
+    rec.write(path)
+
+
+def apply_event(e, h, c):
+    _, kind, v = e
+    if kind == "gen":
+        c["gen"] += 1
+    elif kind in ("ttft", "itl", "iter"):
+        h[kind].observe(v)
+    elif kind == "prompt":
+        c["prompt"] += v
+    elif kind == "preempt":
+        c["preempt"] += 1
+    elif kind == "finish":
+        h["e2e"].observe(v["e2e"])
+        h["req_prompt"].observe(v["prompt"])
+        h["req_gen"].observe(v["gen"])
+        for k in ("queue", "prefill", "decode", "inference", "tpot"):
+            if k in h:
+                h[k].observe(v[k])
+        c[v["reason"]] += 1
+
+
+def write_scrape(rec, ts, t, r, sim_out, h, c, lab, names, v0):
+    running, waiting, blocks = state_at(sim_out["probe"].states, t)
+    rec.gauge("vllm:num_requests_running", ts, running, lab, "Number of requests in model execution batches.")
+    rec.gauge("vllm:num_requests_waiting", ts, waiting, lab, "Number of requests waiting to be processed.")
+    if v0:
+        rec.gauge("vllm:num_requests_swapped", ts, 0, lab, "Number of requests swapped to CPU.")
+    rec.gauge(names["kv"], ts, float(blocks) / float(sim_out["num_blocks"]), lab, "KV-cache usage. 1 means 100 percent usage.")
+    if v0:
+        rec.gauge("vllm:cpu_cache_usage_perc", ts, 0.0, lab, "CPU KV-cache usage. 1 means 100 percent usage.")
+    info = dict(lab, block_size="16", num_gpu_blocks=str(int(sim_out["num_blocks"])), num_cpu_blocks="0" if not v0 else "2048",
+                gpu_memory_utilization=str(round(1 - r["margin"], 2)), enable_prefix_caching="False",
+                cache_dtype="auto")
+    info.pop("model_name")
+    rec.gauge("vllm:cache_config_info", ts, 1, info, "Information of the LLMEngine CacheConfig")
+    rec.counter("vllm:num_preemptions", ts, c["preempt"], lab, "Cumulative number of preemption from the engine.")
+    rec.counter("vllm:prompt_tokens", ts, c["prompt"], lab, "Number of prefill tokens processed.")
+    rec.counter("vllm:generation_tokens", ts, c["gen"], lab, "Number of generation tokens processed.")
+    for reason in ("stop", "length") if v0 else ("stop", "length", "abort"):
+        rec.counter("vllm:request_success", ts, c.get(reason, 0), dict(lab, finished_reason=reason),
+                    "Count of successfully processed requests.")
+    hist_names = [("vllm:time_to_first_token_seconds", "ttft", "Histogram of time to first token in seconds."),
+                  (names["itl"], "itl", "Histogram of inter-token latency in seconds." if not v0
+                   else "Histogram of time per output token in seconds."),
+                  ("vllm:e2e_request_latency_seconds", "e2e", "Histogram of e2e request latency in seconds."),
+                  ("vllm:iteration_tokens_total", "iter", "Histogram of number of tokens per engine_step."),
+                  ("vllm:request_prompt_tokens", "req_prompt", "Number of prefill tokens processed."),
+                  ("vllm:request_generation_tokens", "req_gen", "Number of generation tokens processed.")]
+    if not v0:
+        hist_names += [("vllm:request_queue_time_seconds", "queue", "Histogram of time spent in WAITING phase for request."),
+                       ("vllm:request_prefill_time_seconds", "prefill", "Histogram of time spent in PREFILL phase for request."),
+                       ("vllm:request_decode_time_seconds", "decode", "Histogram of time spent in DECODE phase for request."),
+                       ("vllm:request_inference_time_seconds", "inference", "Histogram of time spent in RUNNING phase for request."),
+                       ("vllm:request_time_per_output_token_seconds", "tpot", "Histogram of time_per_output_token_seconds per request.")]
+    for name, key, help_text in hist_names:
+        hh = h[key]
+        rec.histogram(name, ts, hh.bounds, hh.cumulative(), hh.total, lab, help_text)
+
+
+# ----------------------------------------------------------------------------- case file
+
+def engine_args(r):
+    hf = MODELS[r["model"]][0]
+    args = ["vllm serve %s" % hf, "--max-num-seqs %d" % r["cap"], "--max-model-len %d" % MODELS[r["model"]][1]]
+    if r["sched"] == "sarathi":
+        args.append("--enable-chunked-prefill --max-num-batched-tokens %d" % r["chunk"])
+    else:
+        args.append("--no-enable-chunked-prefill --max-num-batched-tokens %d" % r["batched_tokens"])
+    if r["tp"] > 1:
+        args.append("-tp %d" % r["tp"])
+    if r["num_blocks"]:
+        args.append("--num-gpu-blocks-override %d" % r["num_blocks"])
+    if r["margin"] != 0.1:
+        args.append("--gpu-memory-utilization %.2f" % (1 - r["margin"]))
+    return " ".join(args)
+
+
+def arrival_text(r):
+    if r["arrival"] == "gamma":
+        return "gamma arrivals, %.1f req/s mean, CV %.1f" % (r["rate"], r["cv"])
+    return "Poisson arrivals, %.1f req/s" % r["rate"]
+
+
+def q(s):
+    return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def write_case(r, g, label, elapsed):
+    if r["capacity"]:
+        g = dict(g, capacity_rps_estimate=r["capacity"], load_fraction=g["offered_rps"] / r["capacity"])
+    hf = MODELS[r["model"]][0]
+    sched = ("vLLM scheduler, no chunked prefill" if r["sched"] == "vllm"
+             else "Sarathi scheduler, chunked prefill %d tokens" % r["chunk"])
+    summary = "Vidur: %s on %s%s, %s trace, %s, %s, batch cap %d." % (
+        hf, r["device"].upper(), " x%d (TP)" % r["tp"] if r["tp"] > 1 else "", r["trace"], arrival_text(r),
+        sched, r["cap"])
+    lines = ["# " + summary,
+             "id: " + r["id"], "family: vidur", "engine: vllm", "recording: %s.om.gz" % r["id"],
+             "engine_args: " + q(engine_args(r)), "window: %dm" % int(r["duration"] // 60),
+             "at: %d" % (T0 + int(r["duration"])),
+             "made_by: |",
+             "  nice -n 19 /work/cache/vidur-venv/bin/python scripts/corpus/vidur_runs.py --only %s" % r["id"],
+             "  (Vidur 0.0.26 in-process; run definition: %s; %s s of simulated time, scraped every %d s;"
+             % (", ".join("%s=%s" % (k, r[k]) for k in ("model", "device", "tp", "trace", "arrival", "rate", "cv",
+                                                         "sched", "cap", "chunk", "batched_tokens", "num_blocks",
+                                                         "margin", "seed") if r[k] is not None),
+                r["duration"], SCRAPE),
+             "  exported with %s metric names and buckets; simulation took %.0f s of wall time)"
+             % ("vLLM V0" if r["v0"] else "vLLM V1", elapsed),
+             "label:", "  verdict: " + label["verdict"]]
+    if label["cause"]:
+        lines.append("  cause: " + label["cause"])
+    lines.append("  predicate: " + q(label["predicate"]))
+    lines.append("ground_truth:")
+    for k, v in g.items():
+        lines.append("  %s: %s" % (k, round(v, 4) if isinstance(v, float) else v))
+    lines.append("notes: |")
+    for n in notes(r, g, label):
+        lines.append("  " + n)
+    with open(os.path.join(OUT_DIR, r["id"] + ".yaml"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def notes(r, g, label):
+    out = ["Designed as: %s. %s" % (r["design"], r["note"]) if r["note"] else "Designed as: %s." % r["design"],
+           "Simulated by Vidur (microsoft/vidur, pip 0.0.26): scheduling, batching, KV block allocation and",
+           "preemption (recompute restarts) are Vidur's; MLP/projection and all-reduce times come from Vidur's",
+           "measured profiles. DEVIATION: the measured attention profiles were not available; attention kernel",
+           "times come from a roofline model (scripts/corpus/vidur_attention_profile.py: prefill = FLOPs at 50 %",
+           "of peak bf16, decode = KV bytes at 70 % of HBM bandwidth).",
+           "Export: gauges (running = requests holding KV blocks, waiting = queued incl. preempted, KV usage =",
+           "allocated / total blocks) sampled from the scheduler state at each scrape instant; TTFT at the",
+           "first token, inter-token latency per output token from the step end times; request histograms at",
+           "completion. finished_reason is \"length\" when prompt + output reached the %d-token cap Vidur applies"
+           % MODELS[r["model"]][1],
+           "to trace lengths, else \"stop\". Prompt tokens are counted once, at the first token (re-prefills",
+           "after preemption are not counted again). Vidur 0.0.26's Request.restart() leaves the pipeline-stage",
+           "token count set, which aborts any run that preempts; the probe resets it after each restart (a bug",
+           "fix, no scheduling decision changed)."]
+    if r["capacity"]:
+        out.append("capacity_rps_estimate: served rate (second half) of the same deployment and trace offered well "
+                   "above it for 300 s (`vidur_runs.py --capacity ID RATE`, RATE 5-20 req/s; not recorded); "
+                   "load_fraction = offered / that.")
+    if r["v0"]:
+        out.append("V0 export: gpu_cache_usage_perc, time_per_output_token_seconds, V0 buckets (TTFT to 10 s, e2e to "
+                   "60 s), no queue/prefill/decode-time histograms, no engine label.")
+    return out
+
+
+# ----------------------------------------------------------------------------- checks
+
+def hist_quantile(bounds, cum, qq):
+    total = cum[-1]
+    if total == 0:
+        return float("nan")
+    rank = qq * total
+    for i, c in enumerate(cum):
+        if c >= rank:
+            if math.isinf(bounds[i]):
+                return bounds[i - 1]
+            lo = bounds[i - 1] if i else 0.0
+            prev = cum[i - 1] if i else 0
+            return lo + (bounds[i] - lo) * (rank - prev) / max(c - prev, 1e-12)
+    return bounds[-2]
+
+
+def check_file(path, g, v0):
+    """Parse back: counters monotone, histograms cumulative, gauges in range, quantiles vs trace."""
+    series, kinds = {}, {}
+    with gzip.open(path, "rt") as f:
+        for line in f:
+            if line.startswith("# TYPE"):
+                _, _, name, kind = line.split()
+                kinds[name] = kind
+                continue
+            if line.startswith("#"):
+                continue
+            head, value, ts = line.rsplit(" ", 2)
+            series.setdefault(head, []).append((float(ts), float(value)))
+    problems = []
+    for head, pts in series.items():
+        name = head.split("{")[0]
+        vals = [v for _, v in pts]
+        if name.endswith(("_total", "_count", "_bucket", "_sum")) and any(b < a for a, b in zip(vals, vals[1:])):
+            problems.append("decreasing " + head)
+        if "usage_perc" in name and not all(0 <= v <= 1 for v in vals):
+            problems.append("out of range " + head)
+        if name.endswith(("running", "waiting")) and min(vals) < 0:
+            problems.append("negative " + head)
+    last = {}
+    for head, pts in series.items():
+        if "_bucket{" in head:
+            base = head.split("{")[0][:-len("_bucket")]
+            le = head.split('le="')[1].split('"')[0]
+            last.setdefault(base, []).append((float(le), pts[-1][1]))
+    for base, b in last.items():
+        b.sort()
+        if any(y < x for (_, x), (_, y) in zip(b, b[1:])):
+            problems.append("non-cumulative " + base)
+    itl_name = "vllm:time_per_output_token_seconds" if v0 else "vllm:inter_token_latency_seconds"
+    out = {}
+    for base, key in (("vllm:time_to_first_token_seconds", "ttft"), (itl_name, "itl")):
+        b = last[base]
+        bounds, cum = [x for x, _ in b], [y for _, y in b]
+        for qq in (50, 99):
+            est = hist_quantile(bounds, cum, qq / 100)
+            true = g["%s_p%d_s" % (key, qq)]
+            i_true = bisect.bisect_left(bounds, true)
+            i_est = bisect.bisect_left(bounds, est - 1e-12)
+            out["%s_p%d" % (key, qq)] = (round(true, 4), round(est, 4))
+            if abs(i_true - i_est) > 1 and not (math.isinf(bounds[min(i_true, len(bounds) - 1)])):
+                problems.append("%s p%d trace %.4f vs recorded %.4f" % (key, qq, true, est))
+    return problems, out
+
+
+# ----------------------------------------------------------------------------- main
+
+def do_run(r):
+    t = time.time()
+    sim_out = simulate(r)
+    elapsed = time.time() - t
+    g = trace_numbers(r, sim_out)
+    label = label_run(r, g)
+    path = os.path.join(OUT_DIR, r["id"] + ".om.gz")
+    export(r, sim_out, path)
+    write_case(r, g, label, elapsed)
+    problems, qs = check_file(path, g, r["v0"])
+    print("%-48s %-10s %-28s sim %.0fs  %dKB  %s  %s" % (
+        r["id"], label["verdict"], label["cause"] or "-", elapsed, os.path.getsize(path) // 1024, qs,
+        "; ".join(problems) or "checks ok"), flush=True)
+    print("    " + ", ".join("%s=%s" % (k, round(v, 3) if isinstance(v, float) else v) for k, v in g.items()),
+          flush=True)
+
+
+def capacity_probe(rid, rate):
+    """How the capacity_rps_estimate values were found (nothing is written to the corpus)."""
+    r = dict(next(x for x in RUNS if x["id"] == rid), rate=rate, duration=300, id="capacity-" + rid)
+    g = trace_numbers(r, simulate(r))
+    print(rid, "offered %.2f req/s, served %.2f req/s in the second half" % (g["offered_rps"], g["served_rps_second_half"]))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", action="append", help="run id (repeatable)")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--capacity", nargs=2, metavar=("ID", "RATE"),
+                    help="scratch run: the run's deployment offered RATE req/s for 300 s; prints the served rate")
+    args = ap.parse_args()
+    if args.capacity:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        return capacity_probe(args.capacity[0], float(args.capacity[1]))
+    if args.list:
+        for r in RUNS:
+            print(r["id"], r["design"])
+        return
+    os.makedirs(OUT_DIR, exist_ok=True)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("WANDB_MODE", "disabled")
+    todo = [r for r in RUNS if not args.only or r["id"] in args.only]
+    if args.only and len(todo) != len(args.only):
+        sys.exit("unknown id in %s" % args.only)
+    if len(todo) == 1:
+        do_run(todo[0])
+        return
+    # one process per run: Vidur keeps global id counters, so a second Simulator in one process breaks
+    import subprocess
+    for r in todo:
+        subprocess.run([sys.executable, os.path.abspath(__file__), "--only", r["id"]], check=False)
+
+
+if __name__ == "__main__":
+    main()
