@@ -9,7 +9,7 @@ use std::process::Command;
 
 use divan::counter::BytesCount;
 use divan::Bencher;
-use llm_doctor::commands::load_rules;
+use llm_doctor::cli::commands::load_rules;
 use llm_doctor::pipeline::{self, Options};
 
 fn main() {
@@ -71,7 +71,7 @@ fn evaluate_playbooks_incident(bencher: Bencher) {
     let rules = load_rules(None).unwrap();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let path = root.join("fixtures/kv_cache_exhaustion.om.gz");
-    let text = llm_doctor::commands::read_text(&path).unwrap();
+    let text = llm_doctor::cli::commands::read_text(&path).unwrap();
     let set = pipeline::parse_inputs(&[(path.display().to_string(), text)]).unwrap();
     let prepared = pipeline::prepare(
         &set,

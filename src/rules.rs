@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use llm_doctor_engine::playbook::Source;
 use llm_doctor_engine::{Catalog, Playbook};
 
-use crate::adapter::Adapters;
+use crate::signal::adapter::Adapters;
 
 /// A shipped rules file: its path (as shown in errors) and its text, embedded at build time.
 macro_rules! embed {

@@ -1,4 +1,4 @@
-//! Live triage from Prometheus (`llm_doctor::live`) against real servers: each fixture is
+//! Live triage from Prometheus (`llm_doctor::source::live::prometheus`) against real servers: each fixture is
 //! backfilled into Prometheus 2.42 (and a few into VictoriaMetrics 1.79) and triaged at the
 //! recording's end; the result must match what the file reader makes of the same recording.
 //! A small proxy in front of Prometheus fails chosen queries (400, 422, a timeout) to check that
@@ -12,10 +12,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use llm_doctor::live::{prepare_from_prometheus, LiveOptions, LiveResult, PromAuth};
 use llm_doctor::pipeline::{self, Options, Prepared};
 use llm_doctor::rules::Rules;
-use llm_doctor::selector::Selector;
+use llm_doctor::signal::selector::Selector;
+use llm_doctor::source::live::prometheus::{
+    prepare_from_prometheus, LiveOptions, LiveResult, PromAuth,
+};
 use llm_doctor_engine::{Diagnosis, FactValue};
 
 use crate::prom::{fixture_text, Prometheus, VictoriaMetrics};
@@ -56,7 +58,7 @@ const VICTORIA: Tolerance = Tolerance {
 };
 
 fn rules() -> Rules {
-    llm_doctor::commands::load_rules(None).unwrap()
+    llm_doctor::cli::commands::load_rules(None).unwrap()
 }
 
 fn options(engine_args: Option<&str>) -> Options {

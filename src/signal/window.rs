@@ -11,12 +11,12 @@
 //! included a sample exactly on the left edge). Samples without a timestamp never fall in a
 //! window; use [`last_value`] for timestamp-less data. NaN and ±Inf values are treated as absent
 //! (this also drops Prometheus staleness markers, which are NaNs). All functions expect
-//! samples sorted by time, as [`crate::series::Series`] keeps them.
+//! samples sorted by time, as [`crate::signal::series::Series`] keeps them.
 //!
 //! The module also parses the durations and times a user passes on the command line, because
 //! they define the windows.
 
-use crate::series::Sample;
+use crate::signal::series::Sample;
 
 /// The samples inside the left-open window `(end_ms - window_ms, end_ms]`, found by binary
 /// search on the sorted slice.
