@@ -164,8 +164,8 @@ pub fn export_prometheus(
     window: &str,
     for_: &str,
 ) -> Result<String> {
-    crate::signal::window::parse_duration(window).map_err(anyhow::Error::msg)?;
-    crate::signal::window::parse_duration(for_).map_err(anyhow::Error::msg)?;
+    crate::time::parse_duration(window).map_err(anyhow::Error::msg)?;
+    crate::time::parse_duration(for_).map_err(anyhow::Error::msg)?;
     let engines: Vec<&AdapterSpec> = rules
         .adapters
         .engines()

@@ -17,3 +17,4 @@ pub mod serve;
 pub mod signal;
 pub mod source;
 pub mod target;
+pub mod time;

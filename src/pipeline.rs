@@ -15,7 +15,6 @@ use crate::signal::adapter::spec::{Expr, Selector};
 use crate::signal::adapter::{fill_signals, AdapterSpec, TargetInput};
 use crate::signal::engine_args;
 use crate::signal::series::SeriesSet;
-use crate::source::file::exposition;
 
 /// What the user asked for, beyond the inputs.
 #[derive(Debug, Clone, Default)]
@@ -71,52 +70,6 @@ fn dedup(mut v: Vec<&str>) -> Vec<&str> {
     v.sort_unstable();
     v.dedup();
     v
-}
-
-/// Reads and merges exposition files and saved Prometheus API answers; also returns warnings
-/// (partial answers, skipped samples) to show beside the diagnosis. `(name, text)` pairs
-/// keep this free of file I/O.
-pub fn parse_inputs_with_warnings(inputs: &[(String, String)]) -> Result<(SeriesSet, Vec<String>)> {
-    let mut warnings = Vec::new();
-    let mut set: Option<SeriesSet> = None;
-    for (name, text) in inputs {
-        let mut parsed = if crate::source::file::api_json::looks_like(text) {
-            let p = crate::source::file::api_json::parse_with_warnings(text, name)
-                .map_err(anyhow::Error::new)?;
-            warnings.extend(p.warnings);
-            p.set
-        } else {
-            exposition::parse(text, name).map_err(anyhow::Error::new)?
-        };
-        if parsed.series.is_empty() {
-            bail!("{name}: no samples (an empty file, or only comments)");
-        }
-        // Pages saved with curl carry no target labels: with several files, each file is a
-        // target of its own, named after the file, so replicas are not mixed up.
-        if inputs.len() > 1
-            && parsed
-                .series
-                .iter()
-                .all(|s| s.labels.get("instance").is_none() && s.labels.get("pod").is_none())
-        {
-            for s in &mut parsed.series {
-                let mut pairs = s.labels.0.clone();
-                pairs.push(("instance".to_string(), name.clone()));
-                s.labels = crate::signal::series::Labels::new(pairs);
-            }
-            parsed.normalize();
-        }
-        match &mut set {
-            None => set = Some(parsed),
-            Some(s) => s.merge(parsed),
-        }
-    }
-    Ok((set.context("no input files")?, warnings))
-}
-
-/// Reads and merges inputs, dropping warnings (partial answers and the like).
-pub fn parse_inputs(inputs: &[(String, String)]) -> Result<SeriesSet> {
-    parse_inputs_with_warnings(inputs).map(|(set, _)| set)
 }
 
 /// `--engine-args`, parsed.
@@ -196,8 +149,8 @@ pub fn prepare(set: &SeriesSet, rules: &Rules, opts: &Options) -> Result<Vec<Pre
             if at < oldest {
                 bail!(
                     "--at {} is before the first sample ({}): nothing to diagnose",
-                    crate::report::format_time(at),
-                    crate::report::format_time(oldest)
+                    crate::time::format_time(at),
+                    crate::time::format_time(oldest)
                 );
             }
         }

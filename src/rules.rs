@@ -160,3 +160,11 @@ fn read(path: &Path) -> Result<(String, String)> {
         std::fs::read_to_string(path).with_context(|| format!("reading `{}`", path.display()))?;
     Ok((path.display().to_string(), text))
 }
+
+/// Loads the shipped rules, with a directory's additions when given.
+pub fn load_rules(dir: Option<&Path>) -> Result<Rules> {
+    match dir {
+        Some(d) => RuleFiles::with_dir(d)?.load(),
+        None => RuleFiles::shipped().load(),
+    }
+}

@@ -16,7 +16,7 @@ fn every_fixture_test_passes() {
 
 #[test]
 fn every_cause_ranks_first_somewhere_and_has_a_near_miss() {
-    let rules = llm_doctor::cli::commands::load_rules(None).unwrap();
+    let rules = llm_doctor::rules::load_rules(None).unwrap();
     let mut first = BTreeSet::new();
     let mut near_miss = BTreeSet::new();
     let mut healthy = 0;

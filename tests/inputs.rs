@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use llm_doctor::pipeline::{self, Options, Prepared};
 use llm_doctor::signal::series::{MetricType, SeriesSet};
-use llm_doctor::signal::window::parse_time;
 use llm_doctor::source::file::api_json;
 use llm_doctor::source::file::snapshot;
+use llm_doctor::time::parse_time;
 use llm_doctor_engine::{Catalog, FactValue};
 use serde_json::Value;
 
@@ -16,13 +16,13 @@ use crate::support::root;
 /// `(file name, text)` of a file under tests/data/inputs (gzip-compressed or plain).
 fn data(name: &str) -> (String, String) {
     let path: PathBuf = root().join("tests/data/inputs").join(name);
-    let text = llm_doctor::cli::commands::read_text(&path)
+    let text = llm_doctor::source::file::read_text(&path)
         .unwrap_or_else(|e| panic!("read {}: {e:#}", path.display()));
     (format!("tests/data/inputs/{name}"), text)
 }
 
 fn rules() -> llm_doctor::rules::Rules {
-    llm_doctor::cli::commands::load_rules(None).unwrap()
+    llm_doctor::rules::load_rules(None).unwrap()
 }
 
 fn catalog() -> Catalog {

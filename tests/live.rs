@@ -58,7 +58,7 @@ const VICTORIA: Tolerance = Tolerance {
 };
 
 fn rules() -> Rules {
-    llm_doctor::cli::commands::load_rules(None).unwrap()
+    llm_doctor::rules::load_rules(None).unwrap()
 }
 
 fn options(engine_args: Option<&str>) -> Options {
@@ -71,7 +71,9 @@ fn options(engine_args: Option<&str>) -> Options {
 }
 
 fn from_file(fixture: &str, opts: &Options, rules: &Rules) -> Vec<Prepared> {
-    let set = pipeline::parse_inputs(&[(fixture.to_string(), fixture_text(fixture))]).unwrap();
+    let set =
+        llm_doctor::source::file::parse_inputs(&[(fixture.to_string(), fixture_text(fixture))])
+            .unwrap();
     pipeline::prepare(&set, rules, opts).unwrap()
 }
 
@@ -376,7 +378,8 @@ fn parity_without_an_engine() {
         .map(|l| format!("{l}\n"))
         .collect();
     let opts = options(None);
-    let set = pipeline::parse_inputs(&[("exporters.om".to_string(), text.clone())]).unwrap();
+    let set = llm_doctor::source::file::parse_inputs(&[("exporters.om".to_string(), text.clone())])
+        .unwrap();
     let file = pipeline::prepare(&set, &rules, &opts).unwrap();
     let prom = Prometheus::start_with(&text);
     let result = live(&prom.url, &opts, &rules);

@@ -59,7 +59,7 @@ fn collect_from(reader: &mut dyn GpuReader) -> Collected {
 }
 
 fn rules() -> llm_doctor::rules::Rules {
-    llm_doctor::cli::commands::load_rules(None).unwrap()
+    llm_doctor::rules::load_rules(None).unwrap()
 }
 
 /// The real pipeline: targets, adapters (dcgm for these series), engine.

@@ -7,7 +7,7 @@ use llm_doctor::signal::promql::{compile, Options};
 
 #[test]
 fn every_signal_compiles_to_valid_promql() {
-    let rules = llm_doctor::cli::commands::load_rules(None).unwrap();
+    let rules = llm_doctor::rules::load_rules(None).unwrap();
     let by = ["instance", "pod"];
     let mut yaml = String::from("groups:\n");
     let mut count = 0;

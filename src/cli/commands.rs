@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use llm_doctor_engine::report::Status;
@@ -13,7 +12,8 @@ use super::{
 };
 use crate::pipeline::{self, Options};
 use crate::report::{self, Report, TargetReport};
-use crate::rules::{RuleFiles, Rules};
+use crate::rules::load_rules;
+use crate::source::file::read_text;
 
 /// What a command produced.
 #[derive(Debug)]
@@ -39,14 +39,6 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         }
         Command::Signals { format } => signals(format),
         Command::Eval(args) => eval(args),
-    }
-}
-
-/// Loads the shipped rules, with a directory's additions when given.
-pub fn load_rules(dir: Option<&Path>) -> Result<Rules> {
-    match dir {
-        Some(d) => RuleFiles::with_dir(d)?.load(),
-        None => RuleFiles::shipped().load(),
     }
 }
 
@@ -100,7 +92,7 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
     let at_ms = args
         .at
         .as_deref()
-        .map(crate::signal::window::parse_time)
+        .map(crate::time::parse_time)
         .transpose()
         .map_err(anyhow::Error::msg)
         .context("--at")?;
@@ -141,7 +133,7 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
     let mut set = if inputs.is_empty() {
         None
     } else {
-        let (set, w) = pipeline::parse_inputs_with_warnings(&inputs)?;
+        let (set, w) = crate::source::file::parse_inputs_with_warnings(&inputs)?;
         input_warnings = w;
         Some(set)
     };
@@ -182,8 +174,8 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
                 if (read_at - end).abs() > window_ms {
                     input_warnings.push(format!(
                         "the NVML readings were taken {} away from the newest sample of the other inputs, more than the {} window: they do not describe the same time (record both together with `record --scrape URL --nvml`)",
-                        crate::report::format_duration((read_at - end).abs() / 1000 * 1000),
-                        crate::report::format_duration(window_ms)
+                        crate::time::format_duration((read_at - end).abs() / 1000 * 1000),
+                        crate::time::format_duration(window_ms)
                     ));
                 }
             }
@@ -343,7 +335,7 @@ fn nvml_sampling(
     let interval = match &args.nvml_interval {
         None => default.interval,
         Some(text) => {
-            let ms = crate::signal::window::parse_duration(text)
+            let ms = crate::time::parse_duration(text)
                 .map_err(anyhow::Error::msg)
                 .context("--nvml-interval")?;
             if ms < 0 {
@@ -445,7 +437,7 @@ fn scrape_options(
 
 /// A Prometheus duration that must be longer than zero; `flag` names it in errors.
 fn positive_duration(s: &str, flag: &str) -> Result<std::time::Duration> {
-    let ms = crate::signal::window::parse_duration(s)
+    let ms = crate::time::parse_duration(s)
         .map_err(anyhow::Error::msg)
         .with_context(|| flag.to_string())?;
     if ms <= 0 {
@@ -463,7 +455,7 @@ fn record(args: RecordArgs) -> Result<Outcome> {
             bail!("record --prometheus needs --from and --to");
         };
         let time = |s: &str, flag: &str| {
-            crate::signal::window::parse_time(s)
+            crate::time::parse_time(s)
                 .map_err(anyhow::Error::msg)
                 .with_context(|| flag.to_string())
         };
@@ -699,25 +691,4 @@ fn signals(format: Format) -> Result<Outcome> {
         format!("SIGNALS\n{t}\n\nFACTS\n{f}\n")
     };
     Ok(Outcome { stdout, code: 0 })
-}
-
-/// Reads a metrics file as text; gzip-compressed files (`.om.gz`, by magic bytes) are
-/// decompressed, so recordings can be kept small.
-pub fn read_text(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading `{}`", path.display()))?;
-    let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        std::io::Read::read_to_end(&mut flate2::read::MultiGzDecoder::new(&bytes[..]), &mut out)
-            .with_context(|| format!("decompressing `{}`", path.display()))?;
-        out
-    } else {
-        bytes
-    };
-    String::from_utf8(bytes).map_err(|e| {
-        anyhow::anyhow!(
-            "`{}` is not UTF-8 text (invalid byte at offset {})",
-            path.display(),
-            e.utf8_error().valid_up_to()
-        )
-    })
 }

@@ -163,7 +163,7 @@ fn run_inner(path: &Path, rules: &Rules, result: &mut FixtureResult) -> Result<(
     let mut inputs = Vec::new();
     for f in test.input.values() {
         let p = dir.join(f);
-        let t = crate::cli::commands::read_text(&p)?;
+        let t = crate::source::file::read_text(&p)?;
         inputs.push((p.display().to_string(), t));
     }
     let opts = Options {
@@ -177,10 +177,10 @@ fn run_inner(path: &Path, rules: &Rules, result: &mut FixtureResult) -> Result<(
         at_ms: test
             .at
             .as_deref()
-            .map(crate::signal::window::parse_time)
+            .map(crate::time::parse_time)
             .transpose()
             .map_err(anyhow::Error::msg)?,
-        window_ms: crate::signal::window::parse_duration(test.window.as_deref().unwrap_or("5m"))
+        window_ms: crate::time::parse_duration(test.window.as_deref().unwrap_or("5m"))
             .map_err(anyhow::Error::msg)?,
         selector: test
             .selector
@@ -190,7 +190,7 @@ fn run_inner(path: &Path, rules: &Rules, result: &mut FixtureResult) -> Result<(
             .map_err(anyhow::Error::msg)?,
         engine: test.engine.clone(),
     };
-    let set = pipeline::parse_inputs(&inputs)?;
+    let set = crate::source::file::parse_inputs(&inputs)?;
     let prepared = pipeline::prepare(&set, rules, &opts)?;
     let slos = rules
         .playbook

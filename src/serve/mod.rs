@@ -140,7 +140,7 @@ pub fn router(app: Arc<App>) -> Router {
 /// Runs the server of configuration file `config` until SIGTERM or ctrl-c, then finishes the
 /// requests in flight.
 pub fn run(config: &Path, rules_dir: Option<&Path>) -> Result<()> {
-    let rules = crate::cli::commands::load_rules(rules_dir)?;
+    let rules = crate::rules::load_rules(rules_dir)?;
     let ids: Vec<&str> = rules
         .playbook
         .symptoms

@@ -162,7 +162,7 @@ impl Triage {
 
     /// Diagnoses one firing alert. Never fails: problems become an unavailable outcome.
     pub fn diagnose(&self, alert: &Alert) -> Outcome {
-        let Ok(at_ms) = crate::signal::window::parse_time(&alert.starts_at) else {
+        let Ok(at_ms) = crate::time::parse_time(&alert.starts_at) else {
             return Outcome::unavailable(format!("startsAt `{}` is not a time", alert.starts_at));
         };
         let selector_text = self.selector_text(alert);

@@ -329,7 +329,7 @@ pub fn fixture_text(name: &str) -> String {
         format!("{name}.om.gz")
     };
     let path = root().join("fixtures").join(file);
-    llm_doctor::cli::commands::read_text(&path).unwrap_or_else(|e| panic!("{e:#}"))
+    llm_doctor::source::file::read_text(&path).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// The samples of an instant-query answer as (labels, value), in the server's order. A scalar

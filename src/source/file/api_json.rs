@@ -285,7 +285,7 @@ fn seconds_to_ms(secs: f64) -> Option<i64> {
         return None;
     }
     // `{}` on f64 prints the shortest round-tripping decimal, never an exponent.
-    crate::signal::window::seconds_to_ms(&format!("{secs}"))
+    crate::time::seconds_to_ms(&format!("{secs}"))
 }
 
 /// Infers family types from sample names, since API answers carry none:

@@ -1107,7 +1107,7 @@ fn assemble(
             .collect();
         bail!(
             "Prometheus has no serving-engine, GPU or host series at {} (recognised prefixes: {}); is --at inside its retention, and are the exporters scraped?",
-            crate::report::format_time(window.end_ms.unwrap_or(0)),
+            crate::time::format_time(window.end_ms.unwrap_or(0)),
             prefixes.join(", ")
         );
     }
