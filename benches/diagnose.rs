@@ -9,8 +9,8 @@ use std::process::Command;
 
 use divan::counter::BytesCount;
 use divan::Bencher;
-use llm_doctor::commands::load_rules;
 use llm_doctor::pipeline::{self, Options};
+use llm_doctor::rules::load_rules;
 
 fn main() {
     divan::main();
@@ -56,7 +56,7 @@ fn options() -> Options {
 fn evaluate_playbooks(bencher: Bencher) {
     let rules = load_rules(None).unwrap();
     let input = recording();
-    let set = pipeline::parse_inputs(&[input]).unwrap();
+    let set = llm_doctor::source::file::parse_inputs(&[input]).unwrap();
     let prepared = pipeline::prepare(&set, &rules, &options()).unwrap();
     let snapshot = &prepared[0].snapshot;
     let slos = rules.playbook.slo_values(&Default::default()).unwrap();
@@ -71,8 +71,9 @@ fn evaluate_playbooks_incident(bencher: Bencher) {
     let rules = load_rules(None).unwrap();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let path = root.join("fixtures/kv_cache_exhaustion.om.gz");
-    let text = llm_doctor::commands::read_text(&path).unwrap();
-    let set = pipeline::parse_inputs(&[(path.display().to_string(), text)]).unwrap();
+    let text = llm_doctor::source::file::read_text(&path).unwrap();
+    let set =
+        llm_doctor::source::file::parse_inputs(&[(path.display().to_string(), text)]).unwrap();
     let prepared = pipeline::prepare(
         &set,
         &rules,
@@ -98,7 +99,7 @@ fn read_and_diagnose_recording(bencher: Bencher) {
     let bytes = input.1.len();
     let slos = rules.playbook.slo_values(&Default::default()).unwrap();
     bencher.counter(BytesCount::new(bytes)).bench(|| {
-        let set = pipeline::parse_inputs(std::slice::from_ref(&input)).unwrap();
+        let set = llm_doctor::source::file::parse_inputs(std::slice::from_ref(&input)).unwrap();
         let prepared = pipeline::prepare(&set, &rules, &options()).unwrap();
         llm_doctor_engine::diagnose(&rules.playbook, &prepared[0].snapshot, &slos)
     });
@@ -110,7 +111,7 @@ fn parse_recording(bencher: Bencher) {
     let input = recording();
     bencher
         .counter(BytesCount::new(input.1.len()))
-        .bench(|| pipeline::parse_inputs(std::slice::from_ref(&input)).unwrap());
+        .bench(|| llm_doctor::source::file::parse_inputs(std::slice::from_ref(&input)).unwrap());
 }
 
 /// A fleet: one file with 100 vLLM replicas (each with its GPU and host), every one diagnosed.
@@ -125,7 +126,7 @@ fn read_and_diagnose_fleet_100(bencher: Bencher) {
         ..Options::default()
     };
     bencher.counter(BytesCount::new(bytes)).bench(|| {
-        let set = pipeline::parse_inputs(std::slice::from_ref(&input)).unwrap();
+        let set = llm_doctor::source::file::parse_inputs(std::slice::from_ref(&input)).unwrap();
         let prepared = pipeline::prepare(&set, &rules, &opts).unwrap();
         assert_eq!(prepared.len(), 100);
         prepared

@@ -1,31 +1,20 @@
 //! llm-doctor's binary-side library: sources, adapters, renderers and the CLI.
 //! The pure diagnosis lives in the `llm-doctor-engine` crate; this crate feeds it.
 //!
-//! Data flows one way: exposition files are parsed into raw series (`exposition`, `series`),
-//! split into targets (`targets`), turned into canonical signals and facts by the adapters
-//! (`adapter`, `window`, `engine_args`, `pipeline`), diagnosed by the engine, and rendered
-//! (`render`).
+//! The tree is the data path (see ARCHITECTURE.md): `source` reads metrics into raw series,
+//! `signal` holds the series and turns them into canonical signals (adapters, window math),
+//! `target` splits them into the services they describe, `pipeline` makes one engine snapshot
+//! per target, the engine diagnoses it, and `report` renders the diagnosis. `cli`, `serve`,
+//! `score` and `export` sit on top. Imports run one way, down this list.
 
-pub mod adapter;
-pub mod alert_rules;
-pub mod api_json;
 pub mod cli;
-pub mod commands;
-pub mod engine_args;
-pub mod eval;
-pub mod exposition;
-pub mod fixtures;
-pub mod live;
-pub mod nvml;
-pub mod openmetrics;
+pub mod export;
 pub mod pipeline;
-pub mod promql;
-pub mod render;
+pub mod report;
 pub mod rules;
-pub mod scrape;
-pub mod selector;
-pub mod series;
+pub mod score;
 pub mod serve;
-pub mod snapshot_file;
-pub mod targets;
-pub mod window;
+pub mod signal;
+pub mod source;
+pub mod target;
+pub mod time;

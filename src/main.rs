@@ -5,8 +5,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
+use llm_doctor::cli::commands;
 use llm_doctor::cli::Cli;
-use llm_doctor::commands;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {

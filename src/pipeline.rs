@@ -9,13 +9,12 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Context, Result};
 use llm_doctor_engine::{FactValue, SignalValue, Snapshot, Window};
 
-use crate::adapter::eval::{Frame, Stat, TargetSeries};
-use crate::adapter::spec::{Expr, Selector};
-use crate::adapter::{fill_signals, AdapterSpec, TargetInput};
-use crate::engine_args;
-use crate::exposition;
 use crate::rules::Rules;
-use crate::series::SeriesSet;
+use crate::signal::adapter::eval::{Frame, Stat, TargetSeries};
+use crate::signal::adapter::spec::{Expr, Selector};
+use crate::signal::adapter::{fill_signals, AdapterSpec, TargetInput};
+use crate::signal::engine_args;
+use crate::signal::series::SeriesSet;
 
 /// What the user asked for, beyond the inputs.
 #[derive(Debug, Clone, Default)]
@@ -31,7 +30,7 @@ pub struct Options {
     /// Window length (ms).
     pub window_ms: i64,
     /// Only targets whose identity labels match.
-    pub selector: Option<crate::selector::Selector>,
+    pub selector: Option<crate::signal::selector::Selector>,
     /// Read the metrics as this engine's only (`--engine`), when names alone mislead.
     pub engine: Option<String>,
 }
@@ -47,9 +46,9 @@ pub struct Prepared {
 
 /// Keeps only the engine adapters of `engine` (GPU and host adapters stay).
 pub(crate) fn restrict_to_engine(
-    adapters: &crate::adapter::Adapters,
+    adapters: &crate::signal::adapter::Adapters,
     engine: &str,
-) -> Result<crate::adapter::Adapters> {
+) -> Result<crate::signal::adapter::Adapters> {
     let engines: Vec<&str> = adapters.engines().map(|a| a.engine_name()).collect();
     if !engines.contains(&engine) {
         let hint = llm_doctor_engine::suggest::did_you_mean(engine, engines.iter().copied())
@@ -61,8 +60,9 @@ pub(crate) fn restrict_to_engine(
         );
     }
     let mut out = adapters.clone();
-    out.list
-        .retain(|a| a.kind != crate::adapter::AdapterKind::Engine || a.engine_name() == engine);
+    out.list.retain(|a| {
+        a.kind != crate::signal::adapter::AdapterKind::Engine || a.engine_name() == engine
+    });
     Ok(out)
 }
 
@@ -70,51 +70,6 @@ fn dedup(mut v: Vec<&str>) -> Vec<&str> {
     v.sort_unstable();
     v.dedup();
     v
-}
-
-/// Reads and merges exposition files and saved Prometheus API answers; also returns warnings
-/// (partial answers, skipped samples) to show beside the diagnosis. `(name, text)` pairs
-/// keep this free of file I/O.
-pub fn parse_inputs_with_warnings(inputs: &[(String, String)]) -> Result<(SeriesSet, Vec<String>)> {
-    let mut warnings = Vec::new();
-    let mut set: Option<SeriesSet> = None;
-    for (name, text) in inputs {
-        let mut parsed = if crate::api_json::looks_like(text) {
-            let p = crate::api_json::parse_with_warnings(text, name).map_err(anyhow::Error::new)?;
-            warnings.extend(p.warnings);
-            p.set
-        } else {
-            exposition::parse(text, name).map_err(anyhow::Error::new)?
-        };
-        if parsed.series.is_empty() {
-            bail!("{name}: no samples (an empty file, or only comments)");
-        }
-        // Pages saved with curl carry no target labels: with several files, each file is a
-        // target of its own, named after the file, so replicas are not mixed up.
-        if inputs.len() > 1
-            && parsed
-                .series
-                .iter()
-                .all(|s| s.labels.get("instance").is_none() && s.labels.get("pod").is_none())
-        {
-            for s in &mut parsed.series {
-                let mut pairs = s.labels.0.clone();
-                pairs.push(("instance".to_string(), name.clone()));
-                s.labels = crate::series::Labels::new(pairs);
-            }
-            parsed.normalize();
-        }
-        match &mut set {
-            None => set = Some(parsed),
-            Some(s) => s.merge(parsed),
-        }
-    }
-    Ok((set.context("no input files")?, warnings))
-}
-
-/// Reads and merges inputs, dropping warnings (partial answers and the like).
-pub fn parse_inputs(inputs: &[(String, String)]) -> Result<SeriesSet> {
-    parse_inputs_with_warnings(inputs).map(|(set, _)| set)
 }
 
 /// `--engine-args`, parsed.
@@ -138,7 +93,7 @@ pub fn prepare(set: &SeriesSet, rules: &Rules, opts: &Options) -> Result<Vec<Pre
         Some(e) => restrict_to_engine(&rules.adapters, e)?,
         None => rules.adapters.clone(),
     };
-    let mut targets = crate::targets::split(set, &adapters);
+    let mut targets = crate::target::split(set, &adapters);
     if targets.is_empty() {
         let prefixes: Vec<String> = rules
             .adapters
@@ -194,8 +149,8 @@ pub fn prepare(set: &SeriesSet, rules: &Rules, opts: &Options) -> Result<Vec<Pre
             if at < oldest {
                 bail!(
                     "--at {} is before the first sample ({}): nothing to diagnose",
-                    crate::render::format_time(at),
-                    crate::render::format_time(oldest)
+                    crate::time::format_time(at),
+                    crate::time::format_time(oldest)
                 );
             }
         }
@@ -274,7 +229,7 @@ pub(crate) struct UserInputs<'a> {
 }
 
 /// Where a target's engine facts and versions are read from: a recording's series, or
-/// Prometheus' answers (`crate::live`). Both feed [`add_facts`], so the precedence of facts
+/// Prometheus' answers (`crate::source::live::prometheus`). Both feed [`add_facts`], so the precedence of facts
 /// cannot differ between the two.
 pub(crate) trait FactSource {
     /// Whether the target has a series with this sample name.
@@ -314,7 +269,7 @@ impl FactSource for SeriesFacts<'_, '_> {
     fn gauge_fact(&self, _fact: &str, selector: &Selector) -> Option<f64> {
         let ts = TargetSeries::new(self.input.series.iter().copied());
         let expr = Expr::Max(Box::new(Expr::Gauge(selector.clone())));
-        crate::adapter::eval::eval_signal(&expr, &ts, self.frame, Stat::Last).ok()
+        crate::signal::adapter::eval::eval_signal(&expr, &ts, self.frame, Stat::Last).ok()
     }
 
     fn engine_label(&self, engine: &AdapterSpec, label: &str) -> Option<String> {
@@ -347,7 +302,7 @@ pub(crate) fn add_facts(
         .adapters
         .list
         .iter()
-        .filter(|a| a.kind != crate::adapter::AdapterKind::Engine)
+        .filter(|a| a.kind != crate::signal::adapter::AdapterKind::Engine)
     {
         if !adapters.contains(&a.name) {
             continue;

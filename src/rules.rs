@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use llm_doctor_engine::playbook::Source;
 use llm_doctor_engine::{Catalog, Playbook};
 
-use crate::adapter::Adapters;
+use crate::signal::adapter::Adapters;
 
 /// A shipped rules file: its path (as shown in errors) and its text, embedded at build time.
 macro_rules! embed {
@@ -159,4 +159,12 @@ fn read(path: &Path) -> Result<(String, String)> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading `{}`", path.display()))?;
     Ok((path.display().to_string(), text))
+}
+
+/// Loads the shipped rules, with a directory's additions when given.
+pub fn load_rules(dir: Option<&Path>) -> Result<Rules> {
+    match dir {
+        Some(d) => RuleFiles::with_dir(d)?.load(),
+        None => RuleFiles::shipped().load(),
+    }
 }

@@ -16,18 +16,18 @@ fn every_fixture_test_passes() {
 
 #[test]
 fn every_cause_ranks_first_somewhere_and_has_a_near_miss() {
-    let rules = llm_doctor::commands::load_rules(None).unwrap();
+    let rules = llm_doctor::rules::load_rules(None).unwrap();
     let mut first = BTreeSet::new();
     let mut near_miss = BTreeSet::new();
     let mut healthy = 0;
-    for path in llm_doctor::fixtures::discover(&root().join("fixtures")).unwrap() {
+    for path in llm_doctor::score::fixtures::discover(&root().join("fixtures")).unwrap() {
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(
             text.starts_with("# "),
             "{} must open with a comment stating its intent",
             path.display()
         );
-        let t: llm_doctor::fixtures::FixtureTest = serde_yaml::from_str(&text).unwrap();
+        let t: llm_doctor::score::fixtures::FixtureTest = serde_yaml::from_str(&text).unwrap();
         let expects = t.expect.iter().chain(t.targets.iter().map(|x| &x.expect));
         for e in expects {
             if let Some(c) = &e.top_cause {

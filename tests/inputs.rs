@@ -3,11 +3,11 @@
 
 use std::path::PathBuf;
 
-use llm_doctor::api_json;
 use llm_doctor::pipeline::{self, Options, Prepared};
-use llm_doctor::series::{MetricType, SeriesSet};
-use llm_doctor::snapshot_file;
-use llm_doctor::window::parse_time;
+use llm_doctor::signal::series::{MetricType, SeriesSet};
+use llm_doctor::source::file::api_json;
+use llm_doctor::source::file::snapshot;
+use llm_doctor::time::parse_time;
 use llm_doctor_engine::{Catalog, FactValue};
 use serde_json::Value;
 
@@ -16,13 +16,13 @@ use crate::support::root;
 /// `(file name, text)` of a file under tests/data/inputs (gzip-compressed or plain).
 fn data(name: &str) -> (String, String) {
     let path: PathBuf = root().join("tests/data/inputs").join(name);
-    let text = llm_doctor::commands::read_text(&path)
+    let text = llm_doctor::source::file::read_text(&path)
         .unwrap_or_else(|e| panic!("read {}: {e:#}", path.display()));
     (format!("tests/data/inputs/{name}"), text)
 }
 
 fn rules() -> llm_doctor::rules::Rules {
-    llm_doctor::commands::load_rules(None).unwrap()
+    llm_doctor::rules::load_rules(None).unwrap()
 }
 
 fn catalog() -> Catalog {
@@ -79,7 +79,7 @@ fn query_range_matrix_reads_like_the_same_samples_in_openmetrics() {
     );
 
     let (om_name, om) = data("vllm_query_range.om.gz");
-    let exposed = llm_doctor::exposition::parse(&om, &om_name).unwrap();
+    let exposed = llm_doctor::source::file::exposition::parse(&om, &om_name).unwrap();
     assert_same_series(&api, &exposed);
 
     // Types inferred from names agree with the ones OpenMetrics declares.
@@ -241,16 +241,15 @@ fn example_files_are_detected_and_read() {
     let c = catalog();
     for file in ["snapshot.yaml", "snapshot.json", "timeline.yaml"] {
         let (name, text) = data(file);
-        assert!(snapshot_file::looks_like(&text), "{file}");
-        let p =
-            snapshot_file::parse(&text, &name, &c, None).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(snapshot::looks_like(&text), "{file}");
+        let p = snapshot::parse(&text, &name, &c, None).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert!(!p.is_empty());
     }
     for file in ["vllm_query_range.om.gz", "vllm_query_range.json"] {
-        assert!(!snapshot_file::looks_like(&data(file).1), "{file}");
+        assert!(!snapshot::looks_like(&data(file).1), "{file}");
     }
     let (name, text) = data("snapshot.json");
-    let p = snapshot_file::parse(&text, &name, &c, None).unwrap();
+    let p = snapshot::parse(&text, &name, &c, None).unwrap();
     assert_eq!(p.len(), 2);
     assert!(p[0].snapshot.window.lifetime);
     let run = p[0].snapshot.signal(&c, "running_requests").unwrap();
@@ -267,7 +266,7 @@ fn example_files_are_detected_and_read() {
 fn snapshot_round_trip_keeps_signals_stats_facts_hints_and_window() {
     let c = catalog();
     let (om_name, om) = data("vllm_query_range.om.gz");
-    let set = llm_doctor::exposition::parse(&om, &om_name).unwrap();
+    let set = llm_doctor::source::file::exposition::parse(&om, &om_name).unwrap();
     let mut prepared = prepare(&set);
     prepared[0]
         .notes
@@ -285,9 +284,9 @@ fn snapshot_round_trip_keeps_signals_stats_facts_hints_and_window() {
     assert!(s.target.engine.is_some());
 
     for json in [false, true] {
-        let text = snapshot_file::write(&prepared, &c, json);
-        let back = snapshot_file::parse(&text, "written", &c, None)
-            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let text = snapshot::write(&prepared, &c, json);
+        let back =
+            snapshot::parse(&text, "written", &c, None).unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert_eq!(back.len(), prepared.len());
         for (a, b) in back.iter().zip(&prepared) {
             assert_eq!(a.snapshot, b.snapshot, "json: {json}\n{text}");
@@ -307,7 +306,7 @@ fn snapshot_round_trip_keeps_signals_stats_facts_hints_and_window() {
         } else {
             serde_yaml::from_str(&text).unwrap()
         };
-        validate(&snapshot_file::json_schema(), &as_json).unwrap_or_else(|e| panic!("{e}"));
+        validate(&snapshot::json_schema(), &as_json).unwrap_or_else(|e| panic!("{e}"));
     }
 }
 
@@ -317,7 +316,7 @@ fn timeline_point_is_chosen_by_at() {
     let (name, text) = data("timeline.yaml");
     let at = |s: &str| Some(parse_time(s).unwrap());
     let pick = |when: Option<i64>| {
-        let p = snapshot_file::parse(&text, &name, &c, when).unwrap();
+        let p = snapshot::parse(&text, &name, &c, when).unwrap();
         assert_eq!(p.len(), 1);
         p.into_iter().next().unwrap()
     };
@@ -351,7 +350,7 @@ fn timeline_point_is_chosen_by_at() {
     let exact = pick(at("2026-12-01T00:00:00Z"));
     assert_eq!(exact.snapshot.signal(&c, "queue_depth").unwrap().value, 0.0);
 
-    let e = snapshot_file::parse(&text, &name, &c, at("2026-11-30T23:59:59Z")).unwrap_err();
+    let e = snapshot::parse(&text, &name, &c, at("2026-11-30T23:59:59Z")).unwrap_err();
     assert!(
         e.contains("no point at or before --at 2026-11-30T23:59:59Z"),
         "{e}"
@@ -361,7 +360,7 @@ fn timeline_point_is_chosen_by_at() {
 #[test]
 fn unknown_names_are_rejected_with_suggestions() {
     let (name, text) = data("snapshot_typos.yaml");
-    let e = snapshot_file::parse(&text, &name, &catalog(), None).unwrap_err();
+    let e = snapshot::parse(&text, &name, &catalog(), None).unwrap_err();
     let lines: Vec<&str> = e.lines().collect();
     assert_eq!(lines.len(), 5, "{e}");
     let prefix = "tests/data/inputs/snapshot_typos.yaml: target 1 (vllm): ";
@@ -382,7 +381,7 @@ fn unknown_names_are_rejected_with_suggestions() {
 #[test]
 fn committed_schema_is_current() {
     let path = root().join("schema/snapshot.schema.json");
-    let actual = serde_json::to_string_pretty(&snapshot_file::json_schema()).unwrap() + "\n";
+    let actual = serde_json::to_string_pretty(&snapshot::json_schema()).unwrap() + "\n";
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, &actual).unwrap();
@@ -398,7 +397,7 @@ fn committed_schema_is_current() {
 
 #[test]
 fn example_files_match_the_schema_and_broken_ones_do_not() {
-    let schema = snapshot_file::json_schema();
+    let schema = snapshot::json_schema();
     for file in [
         "snapshot.yaml",
         "snapshot.json",
@@ -459,7 +458,7 @@ fn example_files_match_the_schema_and_broken_ones_do_not() {
         );
         // The parser is at least as strict as the schema.
         assert!(
-            snapshot_file::parse(broken, "b.json", &c, None).is_err(),
+            snapshot::parse(broken, "b.json", &c, None).is_err(),
             "parser accepts {why}: {broken}"
         );
     }

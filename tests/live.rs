@@ -1,4 +1,4 @@
-//! Live triage from Prometheus (`llm_doctor::live`) against real servers: each fixture is
+//! Live triage from Prometheus (`llm_doctor::source::live::prometheus`) against real servers: each fixture is
 //! backfilled into Prometheus 2.42 (and a few into VictoriaMetrics 1.79) and triaged at the
 //! recording's end; the result must match what the file reader makes of the same recording.
 //! A small proxy in front of Prometheus fails chosen queries (400, 422, a timeout) to check that
@@ -12,10 +12,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use llm_doctor::live::{prepare_from_prometheus, LiveOptions, LiveResult, PromAuth};
 use llm_doctor::pipeline::{self, Options, Prepared};
 use llm_doctor::rules::Rules;
-use llm_doctor::selector::Selector;
+use llm_doctor::signal::selector::Selector;
+use llm_doctor::source::live::prometheus::{
+    prepare_from_prometheus, LiveOptions, LiveResult, PromAuth,
+};
 use llm_doctor_engine::{Diagnosis, FactValue};
 
 use crate::prom::{fixture_text, Prometheus, VictoriaMetrics};
@@ -56,7 +58,7 @@ const VICTORIA: Tolerance = Tolerance {
 };
 
 fn rules() -> Rules {
-    llm_doctor::commands::load_rules(None).unwrap()
+    llm_doctor::rules::load_rules(None).unwrap()
 }
 
 fn options(engine_args: Option<&str>) -> Options {
@@ -69,7 +71,9 @@ fn options(engine_args: Option<&str>) -> Options {
 }
 
 fn from_file(fixture: &str, opts: &Options, rules: &Rules) -> Vec<Prepared> {
-    let set = pipeline::parse_inputs(&[(fixture.to_string(), fixture_text(fixture))]).unwrap();
+    let set =
+        llm_doctor::source::file::parse_inputs(&[(fixture.to_string(), fixture_text(fixture))])
+            .unwrap();
     pipeline::prepare(&set, rules, opts).unwrap()
 }
 
@@ -374,7 +378,8 @@ fn parity_without_an_engine() {
         .map(|l| format!("{l}\n"))
         .collect();
     let opts = options(None);
-    let set = pipeline::parse_inputs(&[("exporters.om".to_string(), text.clone())]).unwrap();
+    let set = llm_doctor::source::file::parse_inputs(&[("exporters.om".to_string(), text.clone())])
+        .unwrap();
     let file = pipeline::prepare(&set, &rules, &opts).unwrap();
     let prom = Prometheus::start_with(&text);
     let result = live(&prom.url, &opts, &rules);

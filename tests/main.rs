@@ -4,6 +4,7 @@ mod cli;
 mod export;
 mod fixtures;
 mod inputs;
+mod layout;
 mod live;
 mod nvml;
 mod prom;

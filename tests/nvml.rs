@@ -14,12 +14,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use llm_doctor::nvml::{
+use llm_doctor::pipeline::{self, Options, Prepared};
+use llm_doctor::signal::series::{MetricType, SeriesSet};
+use llm_doctor::source::live::nvml::{
     collect, to_series_set, Clock, ClockEventReason, Collected, GpuInfo, GpuInventory, GpuProcess,
     GpuReader, GpuReading, NvmlError, NvmlReader, RecordedReader, Sampling, READINGS_ENV,
 };
-use llm_doctor::pipeline::{self, Options, Prepared};
-use llm_doctor::series::{MetricType, SeriesSet};
 use llm_doctor_engine::report::{Diagnosis, Status};
 
 use crate::support::{outcome, root};
@@ -59,7 +59,7 @@ fn collect_from(reader: &mut dyn GpuReader) -> Collected {
 }
 
 fn rules() -> llm_doctor::rules::Rules {
-    llm_doctor::commands::load_rules(None).unwrap()
+    llm_doctor::rules::load_rules(None).unwrap()
 }
 
 /// The real pipeline: targets, adapters (dcgm for these series), engine.
@@ -393,10 +393,10 @@ fn readings_map_to_dcgm_exporter_names_labels_and_units() {
 #[test]
 fn a_recording_reads_back_to_the_same_series_and_diagnosis() {
     let c = collect_file("thermal_throttle.yaml");
-    let text = llm_doctor::openmetrics::write(&c.set);
+    let text = llm_doctor::source::file::openmetrics::write(&c.set);
     assert!(text.ends_with("# EOF\n"));
     assert!(text.contains("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"));
-    let back = llm_doctor::exposition::parse(&text, "nvml.om").unwrap();
+    let back = llm_doctor::source::file::exposition::parse(&text, "nvml.om").unwrap();
     assert_eq!(back.series, c.set.series);
     let (_, before) = only(&c.set);
     let (_, after) = only(&back);
@@ -417,7 +417,7 @@ fn local_gpus_join_the_local_replica() {
             "vllm:num_requests_running{l} 8 {t}\nvllm:num_requests_waiting{l} 0 {t}\nvllm:kv_cache_usage_perc{l} 0.4 {t}\n"
         ));
     }
-    let mut set = llm_doctor::exposition::parse(&page, "vllm.prom").unwrap();
+    let mut set = llm_doctor::source::file::exposition::parse(&page, "vllm.prom").unwrap();
     set.merge(c.set);
     let (p, d) = only(&set);
     assert_eq!(d.target.engine.as_deref(), Some("vllm"));
@@ -828,6 +828,6 @@ fn record_scrape_and_nvml_into_one_file() {
     assert!(text.contains("vllm:generation_tokens_total{"), "{text}");
     assert!(text.contains("DCGM_FI_DEV_GPU_UTIL{"), "{text}");
     assert!(text.ends_with("# EOF\n"));
-    let set = llm_doctor::exposition::parse(&text, "both.om").unwrap();
+    let set = llm_doctor::source::file::exposition::parse(&text, "both.om").unwrap();
     assert!(set.has_timestamps);
 }

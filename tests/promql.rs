@@ -2,12 +2,12 @@
 
 use std::process::Command;
 
-use llm_doctor::adapter::eval::Stat;
-use llm_doctor::promql::{compile, Options};
+use llm_doctor::signal::adapter::eval::Stat;
+use llm_doctor::signal::promql::{compile, Options};
 
 #[test]
 fn every_signal_compiles_to_valid_promql() {
-    let rules = llm_doctor::commands::load_rules(None).unwrap();
+    let rules = llm_doctor::rules::load_rules(None).unwrap();
     let by = ["instance", "pod"];
     let mut yaml = String::from("groups:\n");
     let mut count = 0;

@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use llm_doctor::exposition;
-use llm_doctor::scrape::{parse_header, record, scrape, ScrapeOptions, Scraped};
-use llm_doctor::series::{MetricType, SeriesSet};
-use llm_doctor::window;
+use llm_doctor::signal::series::{MetricType, SeriesSet};
+use llm_doctor::signal::window;
+use llm_doctor::source::file::exposition;
+use llm_doctor::source::live::scrape::{parse_header, record, scrape, ScrapeOptions, Scraped};
 
 /// Connections one test server accepts before it stops listening.
 const MAX_CONNECTIONS: usize = 500;

@@ -50,7 +50,7 @@ fn resolved() -> String {
 }
 
 fn rules() -> Arc<llm_doctor::rules::Rules> {
-    Arc::new(llm_doctor::commands::load_rules(None).unwrap())
+    Arc::new(llm_doctor::rules::load_rules(None).unwrap())
 }
 
 fn settings(yaml: &str) -> config::Settings {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-use crate::live::PromAuth;
+use crate::source::live::prometheus::PromAuth;
 
 /// The configuration file as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -240,7 +240,7 @@ fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settin
         let Some(s) = v else {
             return Duration::from_millis(default_ms as u64);
         };
-        match crate::window::parse_duration(s) {
+        match crate::time::parse_duration(s) {
             Ok(ms) if ms > 0 => Duration::from_millis(ms as u64),
             Ok(_) => {
                 err(field, format!("must be longer than zero, got `{s}`"));

@@ -9,7 +9,7 @@
 //! delivered to some sinks only is retried on the others. Dedupe state lives in memory: a
 //! restart forgets it, which at worst repeats a notification.
 //!
-//! The triage itself ([`crate::live`]) is blocking and builds its own runtime, so it runs on a
+//! The triage itself ([`crate::source::live::prometheus`]) is blocking and builds its own runtime, so it runs on a
 //! plain thread of its own, at most [`TRIAGE_SLOTS`] at once.
 
 pub mod config;
@@ -38,10 +38,10 @@ use self::config::Settings;
 use self::metrics::Metrics;
 use self::payload::{Alert, Notification};
 use self::triage::{Outcome, Triage};
-use crate::live::LiveOptions;
 use crate::rules::Rules;
+use crate::source::live::prometheus::LiveOptions;
 
-/// Triages running at once (each sends up to [`crate::live::DEFAULT_CONCURRENCY`] queries).
+/// Triages running at once (each sends up to [`crate::source::live::prometheus::DEFAULT_CONCURRENCY`] queries).
 pub const TRIAGE_SLOTS: usize = 8;
 
 /// The server's shared state.
@@ -79,7 +79,7 @@ impl App {
             url: settings.prometheus_url.clone(),
             auth: settings.prometheus_auth.clone(),
             timeout: settings.prometheus_timeout,
-            concurrency: crate::live::DEFAULT_CONCURRENCY,
+            concurrency: crate::source::live::prometheus::DEFAULT_CONCURRENCY,
         };
         let triage = Triage {
             rules,
@@ -140,7 +140,7 @@ pub fn router(app: Arc<App>) -> Router {
 /// Runs the server of configuration file `config` until SIGTERM or ctrl-c, then finishes the
 /// requests in flight.
 pub fn run(config: &Path, rules_dir: Option<&Path>) -> Result<()> {
-    let rules = crate::commands::load_rules(rules_dir)?;
+    let rules = crate::rules::load_rules(rules_dir)?;
     let ids: Vec<&str> = rules
         .playbook
         .symptoms

@@ -1,5 +1,5 @@
 //! One firing alert → one diagnosis: the alert's target labels become a selector, Prometheus is
-//! triaged at the alert's `startsAt` (the window ending there) with [`crate::live`], and the
+//! triaged at the alert's `startsAt` (the window ending there) with [`crate::source::live::prometheus`], and the
 //! worst matching target's diagnosis is kept, as `render::json` writes a target, plus a short
 //! [`Summary`] for the chat and Alertmanager sinks. Blocking: call it off the async runtime.
 
@@ -13,10 +13,10 @@ use serde_json::{json, Value};
 
 use super::config::SYMPTOM_LABEL;
 use super::payload::Alert;
-use crate::live::LiveOptions;
-use crate::render::{evidence_line, TargetReport};
+use crate::report::{evidence_line, TargetReport};
 use crate::rules::Rules;
-use crate::selector::Selector;
+use crate::signal::selector::Selector;
+use crate::source::live::prometheus::LiveOptions;
 
 /// What the triage needs, shared by every request.
 #[derive(Debug)]
@@ -162,7 +162,7 @@ impl Triage {
 
     /// Diagnoses one firing alert. Never fails: problems become an unavailable outcome.
     pub fn diagnose(&self, alert: &Alert) -> Outcome {
-        let Ok(at_ms) = crate::window::parse_time(&alert.starts_at) else {
+        let Ok(at_ms) = crate::time::parse_time(&alert.starts_at) else {
             return Outcome::unavailable(format!("startsAt `{}` is not a time", alert.starts_at));
         };
         let selector_text = self.selector_text(alert);
@@ -180,8 +180,12 @@ impl Triage {
                 selector,
                 ..Default::default()
             };
-            let result = crate::live::prepare_from_prometheus(&self.rules, &self.live, &opts)
-                .map_err(|e| format!("querying Prometheus at {}: {e:#}", self.live.url))?;
+            let result = crate::source::live::prometheus::prepare_from_prometheus(
+                &self.rules,
+                &self.live,
+                &opts,
+            )
+            .map_err(|e| format!("querying Prometheus at {}: {e:#}", self.live.url))?;
             if result.prepared.is_empty() {
                 return Err(format!(
                     "Prometheus at {} knows no target matching {{{}}} at {}",
@@ -276,7 +280,7 @@ fn summarize(d: &Diagnosis, symptom: Option<String>) -> Summary {
     Summary {
         symptom,
         status: d.status.as_str().to_string(),
-        target: crate::render::heading(d),
+        target: crate::report::heading(d),
         causes: causes
             .iter()
             .take(3)

@@ -149,7 +149,7 @@ fn engine_args_facts_and_slos_apply() {
 #[test]
 fn lifetime_averages_without_timestamps() {
     // A single saved /metrics page: strip timestamps and keep the last scrape of each series.
-    let text = llm_doctor::commands::read_text(&crate::support::root().join(FIXTURE)).unwrap();
+    let text = llm_doctor::source::file::read_text(&crate::support::root().join(FIXTURE)).unwrap();
     let mut last: std::collections::BTreeMap<String, String> = Default::default();
     let mut order = Vec::new();
     for line in text.lines() {

@@ -125,7 +125,7 @@ fn engine_override_and_selector() {
 #[test]
 fn one_curl_per_replica_becomes_one_target_per_file() {
     // Pages saved with curl have no instance labels: each file is its own replica.
-    let text = llm_doctor::commands::read_text(
+    let text = llm_doctor::source::file::read_text(
         &crate::support::root().join("fixtures/healthy_busy.om.gz"),
     )
     .unwrap();

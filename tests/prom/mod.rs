@@ -15,7 +15,7 @@
 //! the past (or the future) of the clock, so queries always name their evaluation time.
 //!
 //! HTTP goes through the reqwest client the crate already uses, driven by a current-thread
-//! tokio runtime per server (as `src/scrape.rs` does); every request is bounded in time.
+//! tokio runtime per server (as `src/source/live/scrape.rs` does); every request is bounded in time.
 
 use std::fmt::Write as _;
 use std::fs::File;
@@ -329,7 +329,7 @@ pub fn fixture_text(name: &str) -> String {
         format!("{name}.om.gz")
     };
     let path = root().join("fixtures").join(file);
-    llm_doctor::commands::read_text(&path).unwrap_or_else(|e| panic!("{e:#}"))
+    llm_doctor::source::file::read_text(&path).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// The samples of an instant-query answer as (labels, value), in the server's order. A scalar

@@ -9,9 +9,9 @@ use crate::suggest::did_you_mean;
 use std::ops::Range;
 
 use super::error::{ConditionError, ErrorKind};
-use super::eval::{AnyExpr, ArithOp, BoolExpr, CmpOp, NumExpr, Stat, StrExpr};
+use super::eval::{AnyExpr, ArithOp, BoolExpr, CmpOp, NumExpr, Root, Stat, StrExpr};
 use super::parser::{BinOp, Expr, ExprKind};
-use super::{Mode, Root, Scope, Slot, Type};
+use super::types::{Mode, Scope, Slot, Type};
 
 /// The functions of the language, sorted, for messages.
 const FUNCTIONS: [&str; 7] = [

@@ -7,7 +7,7 @@
 //! nothing is looked up by string and nothing is allocated. A condition with
 //! three comparisons evaluates in about 20-25 ns in a release build.
 
-use super::{Env, Input, Slot};
+use super::types::{Env, Input, Slot};
 
 /// A number-valued expression.
 #[derive(Clone, Debug, PartialEq)]
@@ -238,6 +238,13 @@ impl BoolExpr {
             }),
         }
     }
+}
+
+/// The compiled, typed expression tree.
+#[derive(Clone, Debug)]
+pub(super) enum Root {
+    Bool(BoolExpr),
+    Number(NumExpr),
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::ops::Range;
 
 use super::error::{ConditionError, ErrorKind};
 use super::lexer::{describe, Tok, Token};
-use super::Mode;
+use super::types::Mode;
 
 /// Deepest allowed nesting of the AST; deeper input is rejected, which keeps
 /// the recursive checker and evaluator far from the stack limit.

@@ -7,8 +7,8 @@
 //! `and` or `or` is left out, so an alert checks what Prometheus can see. Negation is pushed down
 //! to the comparisons (`not (x > 1)` becomes `x <= 1`), since PromQL comparisons filter series.
 
-use super::eval::{ArithOp, BoolExpr, CmpOp, NumExpr, Stat};
-use super::{Env, Input, Root, Slot, WindowStats};
+use super::eval::{ArithOp, BoolExpr, CmpOp, NumExpr, Root, Stat};
+use super::types::{Env, Input, Slot, WindowStats};
 
 /// Which window statistic of a signal a query reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

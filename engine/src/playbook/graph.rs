@@ -8,7 +8,7 @@ use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use petgraph::visit::{Dfs, Reversed};
 use petgraph::Direction;
 
-use super::compile::{Cause, LoadErrorKind};
+use super::compiled::{Cause, LoadErrorKind};
 
 /// Checks the graph and fills `Cause::ancestors`. Returns the problems found.
 pub(super) fn validate(causes: &mut [Cause], symptom_count: usize) -> Vec<(LoadErrorKind, String)> {

@@ -10,6 +10,8 @@ pub mod markdown;
 pub mod table;
 
 use llm_doctor_engine::report::{Diagnosis, EvidenceItem};
+
+use crate::time::{format_duration, format_time};
 use serde::Serialize;
 
 /// One target's diagnosis with notes about how its input was assembled.
@@ -44,49 +46,6 @@ pub struct Report {
     pub targets: Vec<TargetReport>,
     /// Sources that failed, with the reason.
     pub errors: Vec<String>,
-}
-
-/// Formats Unix milliseconds as RFC 3339 UTC.
-pub fn format_time(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// Formats a duration in milliseconds the Prometheus way (`5m`, `1h30m`, `45s`).
-pub fn format_duration(ms: i64) -> String {
-    if ms % 1000 != 0 {
-        return format!("{ms}ms");
-    }
-    let mut s = ms / 1000;
-    let mut out = String::new();
-    for (unit, len) in [("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)] {
-        if s >= len {
-            out.push_str(&format!("{}{unit}", s / len));
-            s %= len;
-        }
-    }
-    if out.is_empty() {
-        out.push_str("0s");
-    }
-    out
 }
 
 /// A number with few significant digits.
@@ -216,16 +175,6 @@ pub fn heading(d: &Diagnosis) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn times_and_durations() {
-        assert_eq!(format_time(0), "1970-01-01T00:00:00Z");
-        assert_eq!(format_time(1_796_083_200_000), "2026-12-01T00:00:00Z");
-        assert_eq!(format_time(951_782_400_000), "2000-02-29T00:00:00Z");
-        assert_eq!(format_duration(300_000), "5m");
-        assert_eq!(format_duration(5_400_000), "1h30m");
-        assert_eq!(format_duration(1500), "1500ms");
-    }
 
     #[test]
     fn units() {

@@ -4,7 +4,7 @@
 //! module only splits words the way a shell would and walks them: `--flag value`, `--flag=value`,
 //! boolean switches with `--no-` twins, and environment assignments before the command.
 
-use crate::adapter::{AdapterSpec, Adapters};
+use crate::signal::adapter::{AdapterSpec, Adapters};
 
 /// Facts read from a command line, as text to be typed by the catalog.
 #[derive(Debug, Clone, PartialEq)]

@@ -2,7 +2,7 @@
 //! builds, computed by Prometheus (or Thanos, Mimir, VictoriaMetrics) over its own data.
 //!
 //! Every signal comes from its one definition in `rules/signals/*.yaml`, compiled to PromQL by
-//! [`crate::promql::compile`]; nothing here knows a metric name. The number of queries is fixed by
+//! [`crate::signal::promql::compile`]; nothing here knows a metric name. The number of queries is fixed by
 //! the adapters, never by the size of the fleet: each query aggregates `by` the labels that
 //! identify a target, so one answer serves every replica at once, and its series are mapped
 //! back to targets afterwards.
@@ -25,7 +25,7 @@
 //!    a negative matcher selects. So discovery is fleet-wide, and the selected replicas' engine
 //!    queries are then restricted to their `instance`s; exporters' queries stay fleet-wide.
 //! 3. **Assembly**: replicas become targets and exporter groups are joined to them with the file
-//!    reader's own rules (`crate::targets::join`: pod, host label, host part of `instance`, a
+//!    reader's own rules (`crate::target::join`: pod, host label, host part of `instance`, a
 //!    single replica by elimination, ambiguity noted); signals, hints and facts go through the
 //!    file reader's code (`fill_missing_hints`, `pipeline::add_facts`), so precedence and hints
 //!    cannot drift apart.
@@ -55,13 +55,13 @@ use llm_doctor_engine::{SignalValue, Snapshot, Target, Window};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Deserialize;
 
-use crate::adapter::eval::{reads_gauge, Stat};
-use crate::adapter::spec::{Expr, Selector as SeriesSelector};
-use crate::adapter::{absent_hint, fill_missing_hints, AdapterKind, AdapterSpec, Adapters};
 use crate::pipeline::{self, FactSource, Prepared, UserInputs};
-use crate::promql;
 use crate::rules::Rules;
-use crate::targets::{self, Join, IDENTITY_LABELS, JOIN_LABELS};
+use crate::signal::adapter::eval::{reads_gauge, Stat};
+use crate::signal::adapter::spec::{Expr, Selector as SeriesSelector};
+use crate::signal::adapter::{absent_hint, fill_missing_hints, AdapterKind, AdapterSpec, Adapters};
+use crate::signal::promql;
+use crate::target::{self, Join, IDENTITY_LABELS, JOIN_LABELS};
 
 /// How to authenticate to Prometheus.
 #[derive(Debug, Clone, Default)]
@@ -280,7 +280,7 @@ struct Plan<'a> {
     adapters: &'a Adapters,
     /// The window as a PromQL duration.
     window: String,
-    selector: Option<&'a crate::selector::Selector>,
+    selector: Option<&'a crate::signal::selector::Selector>,
 }
 
 impl Plan<'_> {
@@ -554,7 +554,7 @@ impl Http {
     }
 }
 
-type Envelope = crate::api_json::Envelope<Data>;
+type Envelope = crate::source::file::api_json::Envelope<Data>;
 
 #[derive(Debug, Deserialize)]
 struct Data {
@@ -672,7 +672,7 @@ fn query_endpoint(url: &str) -> Result<reqwest::Url> {
 }
 
 /// The HTTP client: HTTP/1.1 over rustls on ring, no proxy from the environment (as
-/// `crate::scrape`), trusting the CA file's certificates alone when one is given, the
+/// `crate::source::live::scrape`), trusting the CA file's certificates alone when one is given, the
 /// system's for other https URLs.
 fn client(live: &LiveOptions) -> Result<reqwest::Client> {
     // Another part of the process may have installed a provider already; either is fine.
@@ -746,8 +746,8 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-use crate::promql::{escape, regex_quote};
-use crate::scrape::error_chain;
+use crate::signal::promql::{escape, regex_quote};
+use crate::source::live::scrape::error_chain;
 
 // ---------------------------------------------------------------------------------------------
 // Targets
@@ -817,7 +817,7 @@ fn join_tuple(labels: &BTreeMap<String, String>) -> Vec<String> {
 }
 
 fn join_keys(labels: &BTreeMap<String, String>) -> Vec<String> {
-    targets::join_keys_of(|l| labels.get(l).map(String::as_str).filter(|v| !v.is_empty()))
+    target::join_keys_of(|l| labels.get(l).map(String::as_str).filter(|v| !v.is_empty()))
 }
 
 /// A target being assembled.
@@ -939,10 +939,10 @@ fn build_targets(adapters: &Adapters, answers: &Answers) -> (Vec<LiveTarget>, Ro
                 .map(|(l, v)| (l.to_string(), v.clone()))
                 .collect();
             let keys = join_keys(&labels);
-            let to = match targets::join(&keys, &target_keys) {
+            let to = match target::join(&keys, &target_keys) {
                 Join::Matched(t) => t,
                 Join::Elimination => {
-                    let note = targets::elimination_note(&a.name);
+                    let note = target::elimination_note(&a.name);
                     if !targets[0].notes.contains(&note) {
                         targets[0].notes.push(note);
                     }
@@ -954,7 +954,7 @@ fn build_targets(adapters: &Adapters, answers: &Answers) -> (Vec<LiveTarget>, Ro
                     continue;
                 }
                 Join::Ambiguous => {
-                    ambiguous.insert(targets::ambiguous_note(&a.name, &keys));
+                    ambiguous.insert(target::ambiguous_note(&a.name, &keys));
                     continue;
                 }
             };
@@ -973,12 +973,12 @@ fn build_targets(adapters: &Adapters, answers: &Answers) -> (Vec<LiveTarget>, Ro
             let mut target = LiveTarget {
                 target: Target {
                     engine: None,
-                    labels: BTreeMap::from([("host".to_string(), targets::host_label(&key))]),
+                    labels: BTreeMap::from([("host".to_string(), target::host_label(&key))]),
                 },
                 engine: None,
                 adapters: Vec::new(),
                 groups: Vec::new(),
-                notes: vec![targets::NO_ENGINE_NOTE.to_string()],
+                notes: vec![target::NO_ENGINE_NOTE.to_string()],
             };
             for (i, tuple) in members {
                 attach(&mut target, i);
@@ -1107,7 +1107,7 @@ fn assemble(
             .collect();
         bail!(
             "Prometheus has no serving-engine, GPU or host series at {} (recognised prefixes: {}); is --at inside its retention, and are the exporters scraped?",
-            crate::render::format_time(window.end_ms.unwrap_or(0)),
+            crate::time::format_time(window.end_ms.unwrap_or(0)),
             prefixes.join(", ")
         );
     }
@@ -1413,7 +1413,7 @@ impl FactSource for LiveFacts<'_> {
 pub fn record_from_prometheus(
     rules: &Rules,
     live: &LiveOptions,
-    selector: Option<&crate::selector::Selector>,
+    selector: Option<&crate::signal::selector::Selector>,
     from_ms: i64,
     to_ms: i64,
     step_ms: i64,
@@ -1438,7 +1438,7 @@ pub fn record_from_prometheus(
         .build()
         .context("cannot start the HTTP runtime")?;
     let seconds = |ms: i64| format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
-    let mut set: Option<crate::series::SeriesSet> = None;
+    let mut set: Option<crate::signal::series::SeriesSet> = None;
     let mut notes = Vec::new();
     for a in &rules.adapters.list {
         let mut names: Vec<String> = a
@@ -1497,9 +1497,11 @@ pub fn record_from_prometheus(
         if text.contains("\"result\":[]") {
             continue;
         }
-        let parsed =
-            crate::api_json::parse_with_warnings(&text, &format!("{} ({})", live.url, a.name))
-                .map_err(anyhow::Error::new)?;
+        let parsed = crate::source::file::api_json::parse_with_warnings(
+            &text,
+            &format!("{} ({})", live.url, a.name),
+        )
+        .map_err(anyhow::Error::new)?;
         notes.extend(parsed.warnings);
         match &mut set {
             Some(all) => all.merge(parsed.set),
@@ -1514,7 +1516,7 @@ pub fn record_from_prometheus(
     })?;
     if let Some(sel) = selector {
         let keep: std::collections::BTreeSet<(String, String)> =
-            targets::split(&set, &rules.adapters)
+            target::split(&set, &rules.adapters)
                 .iter()
                 .filter(|t| sel.matches(&t.target.labels))
                 .flat_map(|t| {
@@ -1529,7 +1531,7 @@ pub fn record_from_prometheus(
         set.series
             .retain(|s| keep.contains(&(s.name.clone(), s.labels.to_string())));
     }
-    Ok((crate::openmetrics::write(&set), notes))
+    Ok((crate::source::file::openmetrics::write(&set), notes))
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use llm_doctor_engine::report::Status;
 use serde::{Deserialize, Serialize};
 
 use crate::pipeline::{self, Options};
-use crate::render::TargetReport;
+use crate::report::TargetReport;
 use crate::rules::Rules;
 
 /// A case as written in `<id>.yaml`.
@@ -321,17 +321,17 @@ pub fn diagnose_case(path: &Path, case: &CaseSpec, rules: &Rules) -> Result<Targ
     }
     let dir = path.parent().unwrap_or(Path::new("."));
     let file = dir.join(&case.recording);
-    let text = crate::commands::read_text(&file)?;
-    let set = pipeline::parse_inputs(&[(file.display().to_string(), text)])?;
+    let text = crate::source::file::read_text(&file)?;
+    let set = crate::source::file::parse_inputs(&[(file.display().to_string(), text)])?;
     let at_ms = case
         .at
         .as_ref()
-        .map(|v| crate::window::parse_time(&scalar(v)))
+        .map(|v| crate::time::parse_time(&scalar(v)))
         .transpose()
         .map_err(anyhow::Error::msg)
         .context("at")?;
     let window_ms = match &case.window {
-        Some(w) => crate::window::parse_duration(w)
+        Some(w) => crate::time::parse_duration(w)
             .map_err(anyhow::Error::msg)
             .context("window")?,
         // The whole recording: 1 ms more than its span, so the window (left-open) holds the

@@ -25,7 +25,7 @@
 //!
 //! Labels are dcgm-exporter's: `gpu` (index), `UUID`, `pci_bus_id`, `device="nvidia<N>"`,
 //! `modelName`, `Hostname` (this host's name), `DCGM_FI_DRIVER_VERSION` when known, plus
-//! `job="nvml"` and `instance="<hostname>:nvml"`, so target joining (`crate::targets`) attaches
+//! `job="nvml"` and `instance="<hostname>:nvml"`, so target joining (`crate::target`) attaches
 //! the GPUs to the replica on this host, or to the only replica, as it does dcgm-exporter's.
 //!
 //! Each GPU is read [`Sampling::samples`] times spread over [`Sampling::interval`] (default
@@ -56,7 +56,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
 
-use crate::series::{Labels, MetricType, Sample, Series, SeriesSet};
+use crate::signal::series::{Labels, MetricType, Sample, Series, SeriesSet};
 
 /// Environment variable naming a readings file that replaces NVML (test and debug hook).
 pub const READINGS_ENV: &str = "LLM_DOCTOR_NVML_READINGS";

@@ -2,7 +2,7 @@
 //!
 //! `diagnose --scrape URL` and `record --scrape URL` read the engine and its exporters directly
 //! instead of a saved file. This module turns URLs into the same [`SeriesSet`] a recording
-//! gives: each page is parsed by [`crate::exposition::parse`], every sample without a
+//! gives: each page is parsed by [`crate::source::file::exposition::parse`], every sample without a
 //! timestamp is stamped with the time of its scrape, and series get the `instance` (the URL's
 //! `host:port`) and `job="scrape"` labels Prometheus would add, so that target joining works
 //! as it does on recordings. Several rounds, `interval` apart, make counter rates computable.
@@ -23,9 +23,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::Url;
 
-use crate::exposition;
-use crate::openmetrics;
-use crate::series::{Labels, SeriesSet};
+use crate::signal::series::{Labels, SeriesSet};
+use crate::source::file::exposition;
+use crate::source::file::openmetrics;
 
 /// How each request is made.
 #[derive(Debug, Clone)]

@@ -8,8 +8,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::series::{Sample, Series};
-use crate::window;
+use crate::signal::series::{Sample, Series};
+use crate::signal::window;
 
 use super::spec::{Expr, Matchers, Selector};
 

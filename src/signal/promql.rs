@@ -16,8 +16,8 @@
 //! | alternatives (`metric: [new, old]`, `first`) | `a or b`: the first that has series |
 //! | aggregations | `sum by (<target>) (...)` and so on, so one query serves a whole fleet |
 
-use crate::adapter::eval::Stat;
-use crate::adapter::spec::{Expr, Matchers, Selector};
+use crate::signal::adapter::eval::Stat;
+use crate::signal::adapter::spec::{Expr, Matchers, Selector};
 
 /// How to compile.
 #[derive(Debug, Clone, Copy)]

@@ -28,7 +28,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::series::{Labels, MetricType, Sample, Series, SeriesSet};
+use crate::signal::series::{Labels, MetricType, Sample, Series, SeriesSet};
 
 /// A syntax error, located by 1-based line and 1-based column (in characters).
 ///
@@ -542,7 +542,7 @@ impl<'a> Parser<'a> {
 
     fn timestamp(&self, text: &str) -> Option<i64> {
         if self.openmetrics {
-            crate::window::seconds_to_ms(text)
+            crate::time::seconds_to_ms(text)
         } else {
             text.parse::<i64>().ok()
         }
@@ -709,7 +709,7 @@ impl<'a> Parser<'a> {
             let ts_start = i;
             i = token_end(b, i);
             let ts_text = &line[ts_start..i];
-            if crate::window::seconds_to_ms(ts_text).is_none() {
+            if crate::time::seconds_to_ms(ts_text).is_none() {
                 return Err(self.error(
                     lineno,
                     line,

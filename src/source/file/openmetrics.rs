@@ -3,7 +3,7 @@
 //!
 //! A recording (`llm-doctor record --scrape`) must load into a real Prometheus so that the
 //! diagnosis can be checked against PromQL, and it must read back into the same [`SeriesSet`]
-//! through [`crate::exposition::parse`]. The writer therefore follows what promtool's parser
+//! through [`crate::source::file::exposition::parse`]. The writer therefore follows what promtool's parser
 //! enforces rather than the whole of the specification:
 //!
 //! - one `# TYPE` line per family, all samples of a family together, families in name order;
@@ -26,7 +26,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::series::{Labels, MetricType, Series, SeriesSet};
+use crate::signal::series::{Labels, MetricType, Series, SeriesSet};
 
 /// Renders `set` as OpenMetrics 1.0 text ending in `# EOF`. Samples without a timestamp are
 /// written without one.
@@ -275,8 +275,8 @@ fn write_seconds(out: &mut String, t_ms: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exposition::parse;
-    use crate::series::testutil::series;
+    use crate::signal::series::testutil::series;
+    use crate::source::file::exposition::parse;
 
     fn set(series: Vec<Series>, families: &[(&str, MetricType)]) -> SeriesSet {
         let mut set = SeriesSet {

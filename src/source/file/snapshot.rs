@@ -75,8 +75,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::pipeline::Prepared;
-use crate::render::format_duration;
-use crate::window::{parse_duration, parse_time};
+use crate::time::format_duration;
+use crate::time::{parse_duration, parse_time};
 
 /// Marker value of a snapshot file.
 pub const SNAPSHOT_V1: &str = "snapshot/v1";
@@ -874,7 +874,7 @@ fn hints_doc(s: &Snapshot, catalog: &Catalog) -> Named<String> {
 
 /// RFC 3339 UTC with milliseconds when there are any, so times read back exactly.
 pub fn format_time_ms(ms: i64) -> String {
-    let base = crate::render::format_time(ms);
+    let base = crate::time::format_time(ms);
     let frac = ms.rem_euclid(1000);
     if frac == 0 {
         base

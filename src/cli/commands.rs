@@ -3,17 +3,17 @@
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use llm_doctor_engine::report::Status;
 
-use crate::cli::{
+use super::{
     Cli, Command, DiagnoseArgs, Format, GraphFormat, NvmlSamplingArgs, RecordArgs, RulesCommand,
 };
 use crate::pipeline::{self, Options};
-use crate::render::{self, Report, TargetReport};
-use crate::rules::{RuleFiles, Rules};
+use crate::report::{self, Report, TargetReport};
+use crate::rules::load_rules;
+use crate::source::file::read_text;
 
 /// What a command produced.
 #[derive(Debug)]
@@ -39,14 +39,6 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         }
         Command::Signals { format } => signals(format),
         Command::Eval(args) => eval(args),
-    }
-}
-
-/// Loads the shipped rules, with a directory's additions when given.
-pub fn load_rules(dir: Option<&Path>) -> Result<Rules> {
-    match dir {
-        Some(d) => RuleFiles::with_dir(d)?.load(),
-        None => RuleFiles::shipped().load(),
     }
 }
 
@@ -100,14 +92,19 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
     let at_ms = args
         .at
         .as_deref()
-        .map(crate::window::parse_time)
+        .map(crate::time::parse_time)
         .transpose()
         .map_err(anyhow::Error::msg)
         .context("--at")?;
     let interval = positive_duration(&args.interval, "--interval")?;
     let nvml = args
         .nvml
-        .then(|| nvml_sampling(&args.nvml_sampling, crate::nvml::Sampling::default()))
+        .then(|| {
+            nvml_sampling(
+                &args.nvml_sampling,
+                crate::source::live::nvml::Sampling::default(),
+            )
+        })
         .transpose()?;
     let nvml_span_ms = nvml.map_or(0, |s| s.interval.as_millis() as i64);
     let window_ms = match &args.window {
@@ -123,9 +120,9 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
     for f in &args.files {
         let text = read_text(f)?;
         let name = f.display().to_string();
-        if crate::snapshot_file::looks_like(&text) {
+        if crate::source::file::snapshot::looks_like(&text) {
             prepared.extend(
-                crate::snapshot_file::parse(&text, &name, &rules.catalog, at_ms)
+                crate::source::file::snapshot::parse(&text, &name, &rules.catalog, at_ms)
                     .map_err(anyhow::Error::msg)?,
             );
         } else {
@@ -136,7 +133,7 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
     let mut set = if inputs.is_empty() {
         None
     } else {
-        let (set, w) = pipeline::parse_inputs_with_warnings(&inputs)?;
+        let (set, w) = crate::source::file::parse_inputs_with_warnings(&inputs)?;
         input_warnings = w;
         Some(set)
     };
@@ -148,9 +145,11 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
     };
     // The GPUs are sampled while the endpoints are scraped, so both cover the same time.
     let (scraped, gpus) = with_nvml(nvml, || match &scrape_opts {
-        Some(opts) => crate::scrape::scrape(&args.scrape, 2, interval, opts, &mut |line| {
-            eprintln!("{line}")
-        }),
+        Some(opts) => {
+            crate::source::live::scrape::scrape(&args.scrape, 2, interval, opts, &mut |line| {
+                eprintln!("{line}")
+            })
+        }
         None => Vec::new(),
     });
     for s in scraped {
@@ -175,8 +174,8 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
                 if (read_at - end).abs() > window_ms {
                     input_warnings.push(format!(
                         "the NVML readings were taken {} away from the newest sample of the other inputs, more than the {} window: they do not describe the same time (record both together with `record --scrape URL --nvml`)",
-                        crate::render::format_duration((read_at - end).abs() / 1000 * 1000),
-                        crate::render::format_duration(window_ms)
+                        crate::time::format_duration((read_at - end).abs() / 1000 * 1000),
+                        crate::time::format_duration(window_ms)
                     ));
                 }
             }
@@ -201,7 +200,7 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
         selector: args
             .selector
             .as_deref()
-            .map(crate::selector::Selector::parse)
+            .map(crate::signal::selector::Selector::parse)
             .transpose()
             .map_err(anyhow::Error::msg)?,
         engine: args.engine.clone(),
@@ -210,15 +209,16 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
         if !args.files.is_empty() || !args.scrape.is_empty() || args.nvml {
             bail!("--prometheus cannot be combined with files, --scrape or --nvml");
         }
-        let live = crate::live::LiveOptions {
+        let live = crate::source::live::prometheus::LiveOptions {
             url: url.clone(),
             auth: prometheus_auth(&args.prom, &args.headers)?,
             timeout: positive_duration(&args.timeout, "--timeout")?,
-            concurrency: crate::live::DEFAULT_CONCURRENCY,
+            concurrency: crate::source::live::prometheus::DEFAULT_CONCURRENCY,
         };
         let started = std::time::Instant::now();
-        let result = crate::live::prepare_from_prometheus(&rules, &live, &options)
-            .with_context(|| format!("querying Prometheus at {url}"))?;
+        let result =
+            crate::source::live::prometheus::prepare_from_prometheus(&rules, &live, &options)
+                .with_context(|| format!("querying Prometheus at {url}"))?;
         eprintln!(
             "queried {url}: {} queries in {} ms (slowest {} ms), {} targets",
             result.queries,
@@ -241,7 +241,7 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
     if let Some((host, notes)) = &nvml_notes {
         let n = prepared.len();
         for p in &mut prepared {
-            if crate::nvml::is_local_target(&p.snapshot.target.labels, host, n) {
+            if crate::source::live::nvml::is_local_target(&p.snapshot.target.labels, host, n) {
                 p.notes.extend(notes.iter().cloned());
             }
         }
@@ -250,7 +250,7 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
         let json = path.extension().is_some_and(|e| e == "json");
         std::fs::write(
             path,
-            crate::snapshot_file::write(&prepared, &rules.catalog, json),
+            crate::source::file::snapshot::write(&prepared, &rules.catalog, json),
         )
         .with_context(|| format!("writing `{}`", path.display()))?;
     }
@@ -286,30 +286,30 @@ fn diagnose(args: DiagnoseArgs) -> Result<Outcome> {
         .format
         .unwrap_or(if stdout { Format::Table } else { Format::Json });
     let text = match format {
-        Format::Table => render::table::render(
+        Format::Table => report::table::render(
             &report,
-            render::table::Style {
+            report::table::Style {
                 color: stdout && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
             },
         ),
-        Format::Json => render::json::render(&report),
-        Format::Markdown => render::markdown::render(&report),
+        Format::Json => report::json::render(&report),
+        Format::Markdown => report::markdown::render(&report),
     };
     Ok(Outcome { stdout: text, code })
 }
 
 fn eval(args: crate::cli::EvalArgs) -> Result<Outcome> {
     let rules = load_rules(args.rules.as_deref())?;
-    let report = crate::eval::run(&args.dir, &rules, args.split)?;
-    let floors = crate::eval::Floors {
+    let report = crate::score::corpus::run(&args.dir, &rules, args.split)?;
+    let floors = crate::score::corpus::Floors {
         min_top1: args.min_top1,
         min_top3: args.min_top3,
         max_false_alarms: args.max_false_alarms,
     };
     let failures = floors.failures(&report);
     let mut stdout = match args.format {
-        Some(Format::Json) => crate::eval::render_json(&report),
-        _ => crate::eval::render_markdown(&report),
+        Some(Format::Json) => crate::score::corpus::render_json(&report),
+        _ => crate::score::corpus::render_markdown(&report),
     };
     if args.format != Some(Format::Json) && !failures.is_empty() {
         stdout.push_str("\nFloors not met:\n");
@@ -326,8 +326,8 @@ fn eval(args: crate::cli::EvalArgs) -> Result<Outcome> {
 /// `--nvml-samples` and `--nvml-interval` as a sampling plan.
 fn nvml_sampling(
     args: &NvmlSamplingArgs,
-    default: crate::nvml::Sampling,
-) -> Result<crate::nvml::Sampling> {
+    default: crate::source::live::nvml::Sampling,
+) -> Result<crate::source::live::nvml::Sampling> {
     let samples = args.nvml_samples.unwrap_or(default.samples);
     if samples == 0 {
         bail!("--nvml-samples must be at least 1");
@@ -335,7 +335,7 @@ fn nvml_sampling(
     let interval = match &args.nvml_interval {
         None => default.interval,
         Some(text) => {
-            let ms = crate::window::parse_duration(text)
+            let ms = crate::time::parse_duration(text)
                 .map_err(anyhow::Error::msg)
                 .context("--nvml-interval")?;
             if ms < 0 {
@@ -344,24 +344,24 @@ fn nvml_sampling(
             std::time::Duration::from_millis(ms as u64)
         }
     };
-    Ok(crate::nvml::Sampling { samples, interval })
+    Ok(crate::source::live::nvml::Sampling { samples, interval })
 }
 
 /// Runs `work` while, when `nvml` is given, the GPUs are sampled through NVML on another thread;
 /// returns both results.
 fn with_nvml<T>(
-    nvml: Option<crate::nvml::Sampling>,
+    nvml: Option<crate::source::live::nvml::Sampling>,
     work: impl FnOnce() -> T,
 ) -> (
     T,
-    Option<Result<crate::nvml::Collected, crate::nvml::NvmlError>>,
+    Option<Result<crate::source::live::nvml::Collected, crate::source::live::nvml::NvmlError>>,
 ) {
     std::thread::scope(|scope| {
-        let gpus = nvml.map(|s| scope.spawn(move || crate::nvml::collect_live(&s)));
+        let gpus = nvml.map(|s| scope.spawn(move || crate::source::live::nvml::collect_live(&s)));
         let out = work();
         let gpus = gpus.map(|h| {
             h.join().unwrap_or_else(|_| {
-                Err(crate::nvml::NvmlError::Call {
+                Err(crate::source::live::nvml::NvmlError::Call {
                     call: "sampling".to_string(),
                     detail: "the NVML thread panicked".to_string(),
                 })
@@ -383,7 +383,7 @@ fn with_nvml<T>(
 fn prometheus_auth(
     args: &crate::cli::PrometheusArgs,
     headers: &[String],
-) -> Result<crate::live::PromAuth> {
+) -> Result<crate::source::live::prometheus::PromAuth> {
     let bearer = match (&args.bearer_token, &args.bearer_token_file) {
         (Some(t), _) => Some(t.clone()),
         (None, Some(f)) => Some(
@@ -407,7 +407,7 @@ fn prometheus_auth(
         },
         None => None,
     };
-    Ok(crate::live::PromAuth {
+    Ok(crate::source::live::prometheus::PromAuth {
         bearer,
         basic,
         headers: parse_headers(headers)?,
@@ -419,14 +419,17 @@ fn prometheus_auth(
 fn parse_headers(headers: &[String]) -> Result<Vec<(String, String)>> {
     headers
         .iter()
-        .map(|h| crate::scrape::parse_header(h))
+        .map(|h| crate::source::live::scrape::parse_header(h))
         .collect::<Result<Vec<_>, _>>()
         .map_err(anyhow::Error::msg)
 }
 
 /// How `--scrape` and `record --scrape` talk to endpoints.
-fn scrape_options(timeout: &str, headers: &[String]) -> Result<crate::scrape::ScrapeOptions> {
-    Ok(crate::scrape::ScrapeOptions {
+fn scrape_options(
+    timeout: &str,
+    headers: &[String],
+) -> Result<crate::source::live::scrape::ScrapeOptions> {
+    Ok(crate::source::live::scrape::ScrapeOptions {
         timeout: positive_duration(timeout, "--timeout")?,
         headers: parse_headers(headers)?,
     })
@@ -434,7 +437,7 @@ fn scrape_options(timeout: &str, headers: &[String]) -> Result<crate::scrape::Sc
 
 /// A Prometheus duration that must be longer than zero; `flag` names it in errors.
 fn positive_duration(s: &str, flag: &str) -> Result<std::time::Duration> {
-    let ms = crate::window::parse_duration(s)
+    let ms = crate::time::parse_duration(s)
         .map_err(anyhow::Error::msg)
         .with_context(|| flag.to_string())?;
     if ms <= 0 {
@@ -452,24 +455,24 @@ fn record(args: RecordArgs) -> Result<Outcome> {
             bail!("record --prometheus needs --from and --to");
         };
         let time = |s: &str, flag: &str| {
-            crate::window::parse_time(s)
+            crate::time::parse_time(s)
                 .map_err(anyhow::Error::msg)
                 .with_context(|| flag.to_string())
         };
-        let live = crate::live::LiveOptions {
+        let live = crate::source::live::prometheus::LiveOptions {
             url: url.clone(),
             auth: prometheus_auth(&args.prom, &args.headers)?,
             timeout: positive_duration(&args.timeout, "--timeout")?,
-            concurrency: crate::live::DEFAULT_CONCURRENCY,
+            concurrency: crate::source::live::prometheus::DEFAULT_CONCURRENCY,
         };
         let selector = args
             .selector
             .as_deref()
-            .map(crate::selector::Selector::parse)
+            .map(crate::signal::selector::Selector::parse)
             .transpose()
             .map_err(anyhow::Error::msg)?;
         let rules = load_rules(None)?;
-        let (text, notes) = crate::live::record_from_prometheus(
+        let (text, notes) = crate::source::live::prometheus::record_from_prometheus(
             &rules,
             &live,
             selector.as_ref(),
@@ -492,7 +495,7 @@ fn record(args: RecordArgs) -> Result<Outcome> {
     let duration = positive_duration(&args.duration, "--duration")?;
     let interval = positive_duration(&args.interval, "--interval")?;
     // A recording reads the GPUs as often as it scrapes, over the whole duration.
-    let every_interval = crate::nvml::Sampling {
+    let every_interval = crate::source::live::nvml::Sampling {
         samples: (duration.as_millis() / interval.as_millis().max(1)) as usize + 1,
         interval: duration,
     };
@@ -504,9 +507,13 @@ fn record(args: RecordArgs) -> Result<Outcome> {
         if args.scrape.is_empty() {
             (String::new(), Vec::new())
         } else {
-            crate::scrape::record(&args.scrape, duration, interval, &opts, &mut |line| {
-                eprintln!("{line}")
-            })
+            crate::source::live::scrape::record(
+                &args.scrape,
+                duration,
+                interval,
+                &opts,
+                &mut |line| eprintln!("{line}"),
+            )
         }
     });
     for e in &errors {
@@ -528,12 +535,12 @@ fn record(args: RecordArgs) -> Result<Outcome> {
             let mut set = c.set;
             if !scraped_nothing {
                 set.merge(
-                    crate::exposition::parse(&text, "the scrapes")
+                    crate::source::file::exposition::parse(&text, "the scrapes")
                         .map_err(anyhow::Error::new)
                         .context("re-reading the scrapes")?,
                 );
             }
-            crate::openmetrics::write(&set)
+            crate::source::file::openmetrics::write(&set)
         }
     };
     if all_failed && text.lines().all(|l| l.starts_with('#')) {
@@ -565,14 +572,14 @@ fn rules(cmd: RulesCommand) -> Result<Outcome> {
         }
         RulesCommand::Test { dir, rules: rdir } => {
             let rules = load_rules(rdir.as_deref())?;
-            let files = crate::fixtures::discover(&dir)?;
+            let files = crate::score::fixtures::discover(&dir)?;
             if files.is_empty() {
                 bail!("no fixture tests (*.test.yaml) in `{}`", dir.display());
             }
             let mut out = String::new();
             let (mut passed, mut failed) = (0, 0);
             for f in &files {
-                let r = crate::fixtures::run_one(f, &rules);
+                let r = crate::score::fixtures::run_one(f, &rules);
                 let name = f
                     .file_name()
                     .map(|n| n.to_string_lossy().to_string())
@@ -597,7 +604,7 @@ fn rules(cmd: RulesCommand) -> Result<Outcome> {
         RulesCommand::Explain { id, rules: rdir } => {
             let rules = load_rules(rdir.as_deref())?;
             Ok(Outcome {
-                stdout: crate::render::explain::explain(&rules, &id)?,
+                stdout: crate::report::explain::explain(&rules, &id)?,
                 code: 0,
             })
         }
@@ -610,7 +617,7 @@ fn rules(cmd: RulesCommand) -> Result<Outcome> {
         } => {
             let rules = load_rules(rdir.as_deref())?;
             Ok(Outcome {
-                stdout: crate::alert_rules::export_prometheus(
+                stdout: crate::export::export_prometheus(
                     &rules,
                     engine.as_deref(),
                     &window,
@@ -625,7 +632,7 @@ fn rules(cmd: RulesCommand) -> Result<Outcome> {
         } => {
             let rules = load_rules(rdir.as_deref())?;
             Ok(Outcome {
-                stdout: crate::render::graph::graph(
+                stdout: crate::report::graph::graph(
                     &rules.playbook,
                     format == GraphFormat::Mermaid,
                 ),
@@ -684,25 +691,4 @@ fn signals(format: Format) -> Result<Outcome> {
         format!("SIGNALS\n{t}\n\nFACTS\n{f}\n")
     };
     Ok(Outcome { stdout, code: 0 })
-}
-
-/// Reads a metrics file as text; gzip-compressed files (`.om.gz`, by magic bytes) are
-/// decompressed, so recordings can be kept small.
-pub fn read_text(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading `{}`", path.display()))?;
-    let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        std::io::Read::read_to_end(&mut flate2::read::MultiGzDecoder::new(&bytes[..]), &mut out)
-            .with_context(|| format!("decompressing `{}`", path.display()))?;
-        out
-    } else {
-        bytes
-    };
-    String::from_utf8(bytes).map_err(|e| {
-        anyhow::anyhow!(
-            "`{}` is not UTF-8 text (invalid byte at offset {})",
-            path.display(),
-            e.utf8_error().valid_up_to()
-        )
-    })
 }

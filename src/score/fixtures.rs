@@ -22,7 +22,7 @@ use anyhow::{Context, Result};
 use serde::Deserialize;
 
 use crate::pipeline::{self, Options};
-use crate::render::TargetReport;
+use crate::report::TargetReport;
 use crate::rules::Rules;
 
 /// One fixture test as written.
@@ -30,7 +30,7 @@ use crate::rules::Rules;
 #[serde(deny_unknown_fields)]
 pub struct FixtureTest {
     /// Input files, relative to the test file.
-    pub input: crate::adapter::spec::OneOrMany,
+    pub input: crate::signal::adapter::spec::OneOrMany,
     /// Serve command line.
     #[serde(default)]
     pub engine_args: Option<String>,
@@ -163,7 +163,7 @@ fn run_inner(path: &Path, rules: &Rules, result: &mut FixtureResult) -> Result<(
     let mut inputs = Vec::new();
     for f in test.input.values() {
         let p = dir.join(f);
-        let t = crate::commands::read_text(&p)?;
+        let t = crate::source::file::read_text(&p)?;
         inputs.push((p.display().to_string(), t));
     }
     let opts = Options {
@@ -177,20 +177,20 @@ fn run_inner(path: &Path, rules: &Rules, result: &mut FixtureResult) -> Result<(
         at_ms: test
             .at
             .as_deref()
-            .map(crate::window::parse_time)
+            .map(crate::time::parse_time)
             .transpose()
             .map_err(anyhow::Error::msg)?,
-        window_ms: crate::window::parse_duration(test.window.as_deref().unwrap_or("5m"))
+        window_ms: crate::time::parse_duration(test.window.as_deref().unwrap_or("5m"))
             .map_err(anyhow::Error::msg)?,
         selector: test
             .selector
             .as_deref()
-            .map(crate::selector::Selector::parse)
+            .map(crate::signal::selector::Selector::parse)
             .transpose()
             .map_err(anyhow::Error::msg)?,
         engine: test.engine.clone(),
     };
-    let set = pipeline::parse_inputs(&inputs)?;
+    let set = crate::source::file::parse_inputs(&inputs)?;
     let prepared = pipeline::prepare(&set, rules, &opts)?;
     let slos = rules
         .playbook
@@ -222,7 +222,8 @@ fn run_inner(path: &Path, rules: &Rules, result: &mut FixtureResult) -> Result<(
             .collect();
     }
     for t in &test.targets {
-        let sel = crate::selector::Selector::parse(&t.selector).map_err(anyhow::Error::msg)?;
+        let sel =
+            crate::signal::selector::Selector::parse(&t.selector).map_err(anyhow::Error::msg)?;
         let hits: Vec<&TargetReport> = reports
             .iter()
             .filter(|r| sel.matches(&r.diagnosis.target.labels))

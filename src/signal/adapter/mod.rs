@@ -13,7 +13,7 @@ use llm_doctor_engine::condition::WindowStats;
 use llm_doctor_engine::suggest::did_you_mean;
 use llm_doctor_engine::{Catalog, SignalValue, Snapshot, Target};
 
-use crate::series::Series;
+use crate::signal::series::Series;
 use eval::{Frame, Stat, TargetSeries};
 pub use spec::{AdapterKind, AdapterSpec};
 

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use llm_doctor_engine::Target;
 
-use crate::adapter::{AdapterKind, Adapters, TargetInput};
-use crate::series::{Series, SeriesSet};
+use crate::signal::adapter::{AdapterKind, Adapters, TargetInput};
+use crate::signal::series::{Series, SeriesSet};
 
 /// Labels that identify a replica in reports.
 pub const IDENTITY_LABELS: &[&str] =

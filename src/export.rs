@@ -16,10 +16,10 @@ use llm_doctor_engine::condition::{Env, Input, Slot, WindowStats};
 use llm_doctor_engine::FactValue;
 use serde::Serialize;
 
-use crate::adapter::eval::Stat;
-use crate::adapter::{AdapterKind, AdapterSpec};
-use crate::promql;
 use crate::rules::Rules;
+use crate::signal::adapter::eval::Stat;
+use crate::signal::adapter::{AdapterKind, AdapterSpec};
+use crate::signal::promql;
 
 /// Labels engine alerts keep: what identifies a replica, and what `serve` turns into a selector.
 const ENGINE_BY: &[&str] = &["namespace", "pod", "instance", "model_name"];
@@ -76,7 +76,7 @@ impl PromqlScope for Scope<'_> {
             .signals
             .get(&self.rules.catalog.signals()[i].name)
         {
-            Some(crate::adapter::spec::Expr::Const(c)) => Some(*c),
+            Some(crate::signal::adapter::spec::Expr::Const(c)) => Some(*c),
             _ => None,
         }
     }
@@ -164,8 +164,8 @@ pub fn export_prometheus(
     window: &str,
     for_: &str,
 ) -> Result<String> {
-    crate::window::parse_duration(window).map_err(anyhow::Error::msg)?;
-    crate::window::parse_duration(for_).map_err(anyhow::Error::msg)?;
+    crate::time::parse_duration(window).map_err(anyhow::Error::msg)?;
+    crate::time::parse_duration(for_).map_err(anyhow::Error::msg)?;
     let engines: Vec<&AdapterSpec> = rules
         .adapters
         .engines()

@@ -1,5 +1,7 @@
 //! Command-line interface (clap derive). Parsing only; `commands` does the work.
 
+pub mod commands;
+
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -71,8 +73,8 @@ pub struct EvalArgs {
     #[arg(default_value = "corpus")]
     pub dir: PathBuf,
     /// Which cases to score: `train`, `test` (held out while rules change) or `all`.
-    #[arg(long, value_enum, default_value_t = crate::eval::Split::All)]
-    pub split: crate::eval::Split,
+    #[arg(long, value_enum, default_value_t = crate::score::corpus::Split::All)]
+    pub split: crate::score::corpus::Split,
     /// Output format (default: Markdown tables; json for tools).
     #[arg(long, value_enum)]
     pub format: Option<Format>,

@@ -34,7 +34,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, IgnoredAny, Visitor};
 use serde::Deserialize;
 
-use crate::series::{Labels, MetricType, Sample, Series, SeriesSet};
+use crate::signal::series::{Labels, MetricType, Sample, Series, SeriesSet};
 
 /// The query to save when an answer is not raw series.
 pub const RAW_SERIES_HINT: &str = "llm-doctor needs raw series: query e.g. \
@@ -285,7 +285,7 @@ fn seconds_to_ms(secs: f64) -> Option<i64> {
         return None;
     }
     // `{}` on f64 prints the shortest round-tripping decimal, never an exponent.
-    crate::window::seconds_to_ms(&format!("{secs}"))
+    crate::time::seconds_to_ms(&format!("{secs}"))
 }
 
 /// Infers family types from sample names, since API answers carry none:

@@ -1,0 +1,5 @@
+//! Scoring the diagnosis against what it should say: fixture tests (`rules test`) and the
+//! labelled corpus (`eval`).
+
+pub mod corpus;
+pub mod fixtures;

@@ -1,0 +1,10 @@
+//! Recorded metrics: one parser per file format, and `read`, which reads a file and picks the
+//! parser.
+
+pub mod api_json;
+pub mod exposition;
+pub mod openmetrics;
+mod read;
+pub mod snapshot;
+
+pub use read::{parse_inputs, parse_inputs_with_warnings, read_text};
