@@ -10,6 +10,11 @@
 //! ```
 //! (a cause with no listed evidence has strength and confidence 1). A cause whose evidence against
 //! outweighs its evidence for (strength < 0) does not fire: it was checked and ruled out.
+//!
+//! Advice: a cause is reported as informational, not as a fault, when only its `advice`
+//! condition holds (a costly setting with no measured mechanism), or when every symptom it or its
+//! downstream causes explain was checked and is clear (a mechanism that harms no objective),
+//! unless it `alarms_alone` (hardware errors).
 //! Unknown evidence lowers the confidence, so a cause seen through fewer signals ranks lower.
 //!
 //! Root causes are fired causes with no fired cause upstream. Ranking: root faults whose chain
@@ -120,20 +125,29 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
         score: f64,
         confidence: f64,
         impact: Option<f64>,
+        advice: bool,
     }
     let mut fired: Vec<Scored> = Vec::new();
     for (i, c) in playbook.causes.iter().enumerate() {
         if !applies(c, engine) {
             continue;
         }
-        match c.when.eval_bool(&env) {
+        let gate = c.when.eval_bool(&env);
+        let advised = c
+            .advice
+            .as_ref()
+            .is_some_and(|a| a.eval_bool(&env) == Some(true));
+        match gate {
             Some(true) => {}
+            _ if advised => {}
             Some(false) => continue,
             None => {
                 unchecked.push(unchecked_rule(playbook, snapshot, &c.id, "cause", &c.when));
                 continue;
             }
         }
+        // Only the advice condition holds; harmless causes are found once all have fired.
+        let advice = gate != Some(true);
         let (mut total, mut support, mut unknown) = (0.0, 0.0, 0.0);
         for e in &c.evidence {
             total += e.weight;
@@ -167,6 +181,7 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
             score,
             confidence,
             impact,
+            advice,
         });
     }
 
@@ -187,7 +202,24 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
             .and_then(|c| c.last())
             .is_some_and(|last| playbook.symptom(last).is_some())
     };
-    let group = |i: usize| match (playbook.causes[i].severity, is_root(i), explains_fired(i)) {
+    let is_advice = {
+        let mut v = vec![false; playbook.causes.len()];
+        for f in &fired {
+            let c = &playbook.causes[f.index];
+            v[f.index] = f.advice
+                || (!c.alarms_alone
+                    && harmless(playbook, f.index, &is_fired, &symptom_fired, &healthy));
+        }
+        v
+    };
+    let severity = |i: usize| {
+        if is_advice[i] {
+            CauseSeverity::Info
+        } else {
+            playbook.causes[i].severity
+        }
+    };
+    let group = |i: usize| match (severity(i), is_root(i), explains_fired(i)) {
         (CauseSeverity::Fault, true, true) => 0,
         (CauseSeverity::Fault, true, false) => 1,
         (CauseSeverity::Fault, false, _) => 2,
@@ -268,7 +300,7 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
                 score: round3(s.score),
                 confidence: round3(s.confidence),
                 root: is_root(s.index),
-                severity: c.severity,
+                severity: severity(s.index),
                 chain: chains[s.index].clone().unwrap_or_default(),
                 impact: s.impact.map(round3),
                 impact_note: c.impact_note.clone(),
@@ -334,6 +366,38 @@ fn applies(c: &Cause, engine: Option<&str>) -> bool {
 
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
+}
+
+/// True when every symptom the cause, or a fired cause downstream of it, explains was checked
+/// and is clear: the mechanism is there but harms no objective.
+fn harmless(
+    playbook: &Playbook,
+    start: usize,
+    cause_fired: &[bool],
+    symptom_fired: &[bool],
+    healthy: &[String],
+) -> bool {
+    let mut seen = vec![false; playbook.causes.len()];
+    let mut stack = vec![start];
+    let mut any = false;
+    while let Some(c) = stack.pop() {
+        if std::mem::replace(&mut seen[c], true) {
+            continue;
+        }
+        for &s in &playbook.causes[c].explains {
+            if symptom_fired[s] || !healthy.contains(&playbook.symptoms[s].id) {
+                return false;
+            }
+            any = true;
+        }
+        stack.extend(
+            playbook.causes[c]
+                .leads_to
+                .iter()
+                .filter(|&&n| cause_fired[n]),
+        );
+    }
+    any
 }
 
 /// The fired symptoms a fired cause explains, itself or through fired downstream causes.

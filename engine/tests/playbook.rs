@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use llm_doctor_engine::condition::WindowStats;
+use llm_doctor_engine::playbook::spec::CauseSeverity;
 use llm_doctor_engine::playbook::{LoadErrorKind, Source};
 use llm_doctor_engine::report::{Severity, Status};
 use llm_doctor_engine::{
@@ -522,5 +523,92 @@ remediations:
     assert_eq!(
         order(10.0, 0.995, 20.0),
         ["kv_cache_exhaustion", "queue_backlog"]
+    );
+}
+
+/// A cause is advice, not a fault, when only its `advice` condition holds (a costly setting with
+/// no measured mechanism) or when every symptom it explains was checked and is clear; a cause that
+/// `alarms_alone` stays a fault.
+#[test]
+fn settings_and_harmless_mechanisms_are_advice() {
+    const ADVICE: &str = r#"
+slos:
+  - {id: ttft_p99_seconds, default: 1, title: TTFT objective, why: interactive}
+symptoms:
+  - id: high_ttft
+    title: TTFT is high
+    why: users wait
+    when: ttft_p99_seconds > slo.ttft_p99_seconds
+causes:
+  - id: queue_backlog
+    title: queue
+    why: arrivals exceed capacity
+    when: queue_depth >= 1
+    explains: [high_ttft]
+    remediations: [scale_out]
+  - id: kv_cache_exhaustion
+    title: kv full
+    why: preemption
+    when: kv_cache_usage_ratio > 95% and preemptions_per_second > 0
+    advice: fact.kv_cache_dtype == "auto"
+    explains: [high_ttft]
+    remediations: [scale_out]
+  - id: gpu_fault
+    title: gpu errors
+    why: hardware
+    alarms_alone: true
+    when: gpu_utilization_ratio < 1%
+    explains: [high_ttft]
+    remediations: [scale_out]
+remediations:
+  - {id: scale_out, title: add replicas, why: capacity, favours: both, tradeoff: costs GPUs, actions: {any: "add replicas"}}
+"#;
+    let cat = catalog();
+    let pb = playbook(ADVICE);
+    let slos = pb.slo_values(&BTreeMap::new()).unwrap();
+    let run = |ttft: f64, queue: f64, gpu: f64| {
+        let snap = snapshot(
+            &cat,
+            &[
+                ("ttft_p99_seconds", ttft),
+                ("queue_depth", queue),
+                ("kv_cache_usage_ratio", 0.5),
+                ("preemptions_per_second", 0.0),
+                ("gpu_utilization_ratio", gpu),
+            ],
+            None,
+        );
+        let d = diagnose(&pb, &snap, &slos);
+        let causes: Vec<(String, CauseSeverity)> = d
+            .causes
+            .iter()
+            .map(|c| (c.id.clone(), c.severity))
+            .collect();
+        (d.status, causes)
+    };
+    // A queue while TTFT meets its objective: the mechanism harms nothing, so it is advice, and
+    // so is the KV cause whose gate failed but whose setting is the costly default.
+    let (status, causes) = run(0.5, 3.0, 0.5);
+    assert_eq!(status, Status::Healthy);
+    assert_eq!(causes.len(), 2, "{causes:?}");
+    for id in ["queue_backlog", "kv_cache_exhaustion"] {
+        assert!(
+            causes.contains(&(id.to_string(), CauseSeverity::Info)),
+            "{id}: {causes:?}"
+        );
+    }
+    // The same queue with TTFT past its objective is a fault again.
+    let (status, causes) = run(3.0, 3.0, 0.5);
+    assert_eq!(status, Status::Degraded);
+    assert_eq!(
+        causes[0],
+        ("queue_backlog".to_string(), CauseSeverity::Fault)
+    );
+    // A cause that alarms alone stays a fault with every symptom clear.
+    let (status, causes) = run(0.5, 0.0, 0.0);
+    assert_eq!(status, Status::Degraded);
+    assert!(
+        causes.contains(&("gpu_fault".to_string(), CauseSeverity::Fault)),
+        "{causes:?}"
     );
 }

@@ -362,6 +362,10 @@ pub fn load(sources: &[Source<'_>], catalog: &Catalog) -> Result<Playbook, LoadE
                 );
             }
         }
+        let advice = c
+            .advice
+            .as_ref()
+            .and_then(|t| loader.condition(&scope, src, ("cause", &c.id), "advice", t, false));
         let when = loader.condition(&scope, src, ("cause", &c.id), "when", &c.when, false);
         let evidence = loader.evidence(&scope, src, c, "evidence", &c.evidence);
         let against = loader.evidence(&scope, src, c, "against", &c.against);
@@ -392,6 +396,8 @@ pub fn load(sources: &[Source<'_>], catalog: &Catalog) -> Result<Playbook, LoadE
                 title: c.title.clone(),
                 why: c.why.clone(),
                 severity: c.severity,
+                advice,
+                alarms_alone: c.alarms_alone,
                 engines: c.engines.clone(),
                 when,
                 evidence,

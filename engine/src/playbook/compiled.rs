@@ -120,6 +120,10 @@ pub struct Cause {
     pub why: String,
     /// Fault or info.
     pub severity: CauseSeverity,
+    /// Reported as advice when its gate does not hold but this does.
+    pub advice: Option<Condition>,
+    /// Reported as a fault even when every symptom it explains is clear.
+    pub alarms_alone: bool,
     /// Engines it applies to (empty: all).
     pub engines: Vec<String>,
     /// Gate.

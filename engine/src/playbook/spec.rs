@@ -140,6 +140,16 @@ pub struct CauseSpec {
     /// Fault (default) or info.
     #[serde(default)]
     pub severity: CauseSeverity,
+    /// When its gate does not hold but this does, the cause is reported as advice (info): a
+    /// setting known to cost performance, with no measured harm (e.g. `fact.enforce_eager ==
+    /// true`).
+    #[serde(default)]
+    pub advice: Option<String>,
+    /// A fault worth reporting although no server-side symptom fired: a GPU hardware error, or
+    /// time lost outside the server that the cause itself measures. Other causes whose every
+    /// symptom was checked and is clear are reported as advice.
+    #[serde(default)]
+    pub alarms_alone: bool,
     /// Engines the cause applies to; empty means all.
     #[serde(default)]
     pub engines: Vec<String>,
