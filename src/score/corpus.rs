@@ -22,6 +22,7 @@ use llm_doctor_engine::playbook::spec::CauseSeverity;
 use llm_doctor_engine::report::Status;
 use serde::{Deserialize, Serialize};
 
+use super::fixtures::scalar;
 use crate::pipeline::{self, Options};
 use crate::report::TargetReport;
 use crate::rules::Rules;
@@ -303,15 +304,6 @@ pub fn load_case(path: &Path) -> Result<CaseSpec> {
     Ok(case)
 }
 
-fn scalar(v: &serde_yaml::Value) -> String {
-    match v {
-        serde_yaml::Value::String(s) => s.clone(),
-        serde_yaml::Value::Bool(b) => b.to_string(),
-        serde_yaml::Value::Number(n) => n.to_string(),
-        other => format!("{other:?}"),
-    }
-}
-
 /// Diagnoses one case as `diagnose` would and returns the (worst) target's report.
 pub fn diagnose_case(path: &Path, case: &CaseSpec, rules: &Rules) -> Result<TargetReport> {
     if let Some(c) = &case.label.cause {
@@ -501,20 +493,14 @@ impl Floors {
     pub fn failures(&self, report: &EvalReport) -> Vec<String> {
         let mut out = Vec::new();
         let t = &report.total;
-        if let Some(m) = self.min_top1 {
-            if t.top1_ratio() < m {
+        for (name, floor, got) in [
+            ("top-1", self.min_top1, t.top1_ratio()),
+            ("top-3", self.min_top3, t.top3_ratio()),
+        ] {
+            if let Some(m) = floor.filter(|&m| got < m) {
                 out.push(format!(
-                    "top-1 {:.1} % is below the floor {:.1} %",
-                    100.0 * t.top1_ratio(),
-                    100.0 * m
-                ));
-            }
-        }
-        if let Some(m) = self.min_top3 {
-            if t.top3_ratio() < m {
-                out.push(format!(
-                    "top-3 {:.1} % is below the floor {:.1} %",
-                    100.0 * t.top3_ratio(),
+                    "{name} {:.1} % is below the floor {:.1} %",
+                    100.0 * got,
                     100.0 * m
                 ));
             }

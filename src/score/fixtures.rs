@@ -145,7 +145,8 @@ pub fn run_one(path: &Path, rules: &Rules) -> FixtureResult {
     result
 }
 
-fn scalar(v: &serde_yaml::Value) -> String {
+/// A YAML scalar as the text a command-line flag would carry.
+pub(crate) fn scalar(v: &serde_yaml::Value) -> String {
     match v {
         serde_yaml::Value::String(s) => s.clone(),
         serde_yaml::Value::Bool(b) => b.to_string(),

@@ -111,22 +111,8 @@ pub fn combined_window_stats(
     ts: &TargetSeries<'_>,
     frame: Frame,
 ) -> Option<(f64, f64, f64)> {
-    fn combines(e: &Expr) -> bool {
-        match e {
-            Expr::Div(..) | Expr::Sub(..) => true,
-            Expr::Sum(e)
-            | Expr::Max(e)
-            | Expr::Min(e)
-            | Expr::Avg(e)
-            | Expr::Count(e)
-            | Expr::Scale(e, _)
-            | Expr::PercentToRatio(e) => combines(e),
-            Expr::Add(v) | Expr::First(v) => v.iter().any(combines),
-            _ => false,
-        }
-    }
     let end = frame.end_ms?;
-    if !combines(expr) {
+    if !expr.any(&|e| matches!(e, Expr::Div(..) | Expr::Sub(..))) {
         return None;
     }
     let start = end.saturating_sub(frame.window_ms);
@@ -160,24 +146,7 @@ pub fn combined_window_stats(
 
 /// True when the expression reads a gauge, so window statistics are meaningful.
 pub fn reads_gauge(expr: &Expr) -> bool {
-    match expr {
-        Expr::Gauge(_) => true,
-        Expr::Rate(_)
-        | Expr::Increase(_)
-        | Expr::BitShare(_)
-        | Expr::Quantile(_)
-        | Expr::HistMean(_)
-        | Expr::Const(_) => false,
-        Expr::Sum(e)
-        | Expr::Max(e)
-        | Expr::Min(e)
-        | Expr::Avg(e)
-        | Expr::Count(e)
-        | Expr::Scale(e, _)
-        | Expr::PercentToRatio(e) => reads_gauge(e),
-        Expr::Div(a, b) | Expr::Sub(a, b) => reads_gauge(a) || reads_gauge(b),
-        Expr::Add(v) | Expr::First(v) => v.iter().any(reads_gauge),
-    }
+    expr.any(&|e| matches!(e, Expr::Gauge(_)))
 }
 
 fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<Out, Absent> {

@@ -236,6 +236,29 @@ pub enum Expr {
 }
 
 impl Expr {
+    /// True when `pred` holds for this node or any node below it.
+    pub fn any(&self, pred: &dyn Fn(&Expr) -> bool) -> bool {
+        pred(self)
+            || match self {
+                Expr::Sum(e)
+                | Expr::Max(e)
+                | Expr::Min(e)
+                | Expr::Avg(e)
+                | Expr::Count(e)
+                | Expr::Scale(e, _)
+                | Expr::PercentToRatio(e) => e.any(pred),
+                Expr::Div(a, b) | Expr::Sub(a, b) => a.any(pred) || b.any(pred),
+                Expr::Add(v) | Expr::First(v) => v.iter().any(|e| e.any(pred)),
+                Expr::Gauge(_)
+                | Expr::Rate(_)
+                | Expr::Increase(_)
+                | Expr::BitShare(_)
+                | Expr::Quantile(_)
+                | Expr::HistMean(_)
+                | Expr::Const(_) => false,
+            }
+    }
+
     /// Every metric name the expression reads, alternatives included, in order of appearance.
     pub fn metric_names(&self) -> Vec<&str> {
         fn walk<'a>(e: &'a Expr, out: &mut Vec<&'a str>) {
