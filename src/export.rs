@@ -64,6 +64,7 @@ impl PromqlScope for Scope<'_> {
                 window: self.window,
                 by,
                 stat,
+                picks: &adapter.picks,
                 ..promql::Options::default()
             },
         ))

@@ -199,7 +199,14 @@ fn prepare_target(
                 .to_string(),
         );
     }
-    fill_signals(&mut snapshot, catalog, &rules.adapters, input, frame);
+    fill_signals(
+        &mut snapshot,
+        catalog,
+        &rules.adapters,
+        input,
+        frame,
+        &opts.facts,
+    );
     let engine = input.engine.as_deref().and_then(|e| rules.adapters.get(e));
     let source = SeriesFacts { input, frame };
     let user = UserInputs {

@@ -306,6 +306,92 @@ fn parity_triton_kv_cache_exhaustion() {
     parity_with_prometheus("triton_kv_cache_exhaustion", None);
 }
 
+/// A four-model Triton repository (ensemble -> preprocessing, tensorrt_llm, postprocessing) at 4
+/// client requests per second, streaming 200 tokens each: every request counts once, at the
+/// ensemble; queue time is the engine model's; the tokenizer and detokenizer are their own share;
+/// a replica with no failure series still has a mean end-to-end time. Live triage against real
+/// Prometheus agrees with the file reader on all of it.
+#[test]
+fn parity_triton_ensemble_counts_each_request_once() {
+    let rules = rules();
+    // (fixture, e2e mean at the ensemble, frontend share range, failure series present)
+    let cases = [
+        ("triton_ensemble_healthy", 3.0625, (0.0, 0.05), false),
+        // 4 successes and 0.01 rejections per second share the successes' request time.
+        (
+            "triton_ensemble_detokenizer_bottleneck",
+            5.0025 * 4.0 / 4.01,
+            (0.35, 0.45),
+            true,
+        ),
+    ];
+    for (fixture, e2e, (share_lo, share_hi), failures) in cases {
+        let live = parity_with_prometheus(fixture, None);
+        let file = from_file(fixture, &options(None), &rules);
+        for (how, p) in [("file", &file[0]), ("live", &live.prepared[0])] {
+            let get = |name: &str| {
+                p.snapshot
+                    .signal(&rules.catalog, name)
+                    .unwrap_or_else(|| panic!("{fixture} {how}: no {name}"))
+            };
+            let within = |name: &str, want: f64, rel: f64| {
+                let v = get(name).value;
+                eprintln!("{fixture} {how}: {name} = {v} (want {want})");
+                assert!(
+                    (v - want).abs() <= rel * want,
+                    "{fixture} {how}: {name} = {v}, want {want} ± {}%",
+                    rel * 100.0
+                );
+            };
+            // The client rate, not 4 + 4 + 4 + 800 calls per second summed over the models.
+            within("requests_per_second", 4.0, 0.02);
+            within("e2e_mean_seconds", e2e, 0.02);
+            // The tensorrt_llm model's 4 ms, not the ensemble's 0.1 ms nor a mix.
+            within("queue_time_mean_seconds", 0.004, 0.02);
+            let share = get("frontend_time_share_ratio").value;
+            assert!(
+                (share_lo..share_hi).contains(&share),
+                "{fixture} {how}: frontend_time_share_ratio {share}"
+            );
+        }
+        let source = &file[0]
+            .snapshot
+            .signal(&rules.catalog, "e2e_mean_seconds")
+            .unwrap()
+            .source;
+        assert!(source.contains("entry model `ensemble`"), "{source}");
+        assert_eq!(
+            source.contains("`nv_inference_request_failure` has no series"),
+            !failures,
+            "{source}"
+        );
+    }
+}
+
+/// `--fact triton_entry_model` names the entry model outright, in both readers.
+#[test]
+fn triton_entry_model_fact_names_the_model() {
+    let rules = rules();
+    let fixture = "triton_ensemble_healthy";
+    let mut opts = options(None);
+    opts.facts = vec![("triton_entry_model".into(), "tensorrt_llm".into())];
+    let prom = Prometheus::start_with(&fixture_text(fixture));
+    let live = live(&prom.url, &opts, &rules);
+    let file = from_file(fixture, &opts, &rules);
+    for p in [&file[0], &live.prepared[0]] {
+        let e2e = p
+            .snapshot
+            .signal(&rules.catalog, "e2e_mean_seconds")
+            .unwrap();
+        assert!(
+            (e2e.value - 3.0).abs() < 0.01,
+            "{}: {}",
+            e2e.value,
+            e2e.source
+        );
+    }
+}
+
 #[test]
 fn parity_llamacpp_small_batch_limit() {
     parity_with_prometheus(

@@ -15,9 +15,16 @@
 //! | `div` | `a / (b != 0)`: a zero denominator gives no value, never Inf |
 //! | alternatives (`metric: [new, old]`, `first`) | `a or b`: the first that has series |
 //! | aggregations | `sum by (<target>) (...)` and so on, so one query serves a whole fleet |
+//! | `zero_when_absent: [a, b]` | `(a) or (0 * (b))`: a sum of counters with no series is zero where its sibling has series |
+//! | `pick: p` on a selector | `(x and on (<target>, label) topk by (<target>) (1, sum by (<target>, label) (rate(largest[w]))))`, or a plain matcher when the pick's fact is given |
+
+use std::collections::BTreeMap;
 
 use crate::signal::adapter::eval::Stat;
-use crate::signal::adapter::spec::{Expr, Matchers, Selector};
+use crate::signal::adapter::spec::{Expr, Matchers, PickSpec, Selector};
+
+/// No picks: for expressions that use none.
+static NO_PICKS: BTreeMap<String, PickSpec> = BTreeMap::new();
 
 /// How to compile.
 #[derive(Debug, Clone, Copy)]
@@ -32,6 +39,9 @@ pub struct Options<'a> {
     pub stat: Stat,
     /// Resolution of the subquery `bit_share` uses (the scrape interval).
     pub step: &'a str,
+    /// The adapter's picks, for selectors that name one (resolve those whose fact is known
+    /// beforehand with [`Expr::with_picks`]).
+    pub picks: &'a BTreeMap<String, PickSpec>,
 }
 
 impl Default for Options<'_> {
@@ -42,6 +52,7 @@ impl Default for Options<'_> {
             matchers: "",
             stat: Stat::Last,
             step: "15s",
+            picks: &NO_PICKS,
         }
     }
 }
@@ -59,14 +70,22 @@ pub fn compile(expr: &Expr, opts: &Options<'_>) -> String {
                     Stat::Max => "max_over_time",
                     Stat::Min => "min_over_time",
                 };
-                format!("{f}({s}[{}])", opts.window)
+                picked(format!("{f}({s}[{}])", opts.window), sel, opts)
             },
             opts,
         ),
-        Expr::Rate(sel) => alternatives(sel, "", |s| format!("rate({s}[{}])", opts.window), opts),
-        Expr::Increase(sel) => {
-            alternatives(sel, "", |s| format!("increase({s}[{}])", opts.window), opts)
-        }
+        Expr::Rate(sel) => alternatives(
+            sel,
+            "",
+            |s| picked(format!("rate({s}[{}])", opts.window), sel, opts),
+            opts,
+        ),
+        Expr::Increase(sel) => alternatives(
+            sel,
+            "",
+            |s| picked(format!("increase({s}[{}])", opts.window), sel, opts),
+            opts,
+        ),
         Expr::BitShare(sel) => {
             let mask = sel.mask.unwrap_or(0);
             alternatives(
@@ -82,9 +101,13 @@ pub fn compile(expr: &Expr, opts: &Options<'_>) -> String {
                     } else {
                         bits.join(" + ")
                     };
-                    format!(
-                        "avg_over_time((({any}) > bool 0)[{}:{}])",
-                        opts.window, opts.step
+                    picked(
+                        format!(
+                            "avg_over_time((({any}) > bool 0)[{}:{}])",
+                            opts.window, opts.step
+                        ),
+                        sel,
+                        opts,
                     )
                 },
                 opts,
@@ -97,9 +120,9 @@ pub fn compile(expr: &Expr, opts: &Options<'_>) -> String {
                 "_bucket",
                 |s| {
                     format!(
-                        "histogram_quantile({q}, sum by ({}) (rate({s}[{}])))",
+                        "histogram_quantile({q}, sum by ({}) ({}))",
                         by_with(opts.by, "le"),
-                        opts.window
+                        picked(format!("rate({s}[{}])", opts.window), sel, opts)
                     )
                 },
                 opts,
@@ -110,10 +133,12 @@ pub fn compile(expr: &Expr, opts: &Options<'_>) -> String {
             let one = |name: &str| {
                 let sum = selector(&format!("{name}_sum"), sel, opts.matchers);
                 let count = selector(&format!("{name}_count"), sel, opts.matchers);
+                let w = opts.window;
                 format!(
-                    "sum by ({by}) (rate({sum}[{w}])) / (sum by ({by}) (rate({count}[{w}])) > 0)",
+                    "sum by ({by}) ({sum}) / (sum by ({by}) ({count}) > 0)",
                     by = opts.by.join(", "),
-                    w = opts.window
+                    sum = picked(format!("rate({sum}[{w}])"), sel, opts),
+                    count = picked(format!("rate({count}[{w}])"), sel, opts),
                 )
             };
             or_all(names.iter().map(|n| one(n)).collect())
@@ -137,7 +162,31 @@ pub fn compile(expr: &Expr, opts: &Options<'_>) -> String {
             format!("(({inner}) > 1) / 100 or ({inner})")
         }
         Expr::First(alts) => or_all(alts.iter().map(|a| compile(a, opts)).collect()),
+        Expr::ZeroWhenAbsent(a, sibling) => format!(
+            "({}) or (0 * ({}))",
+            compile(a, opts),
+            compile(sibling, opts)
+        ),
     }
+}
+
+/// `inner` (one value per series of `sel`) restricted to the series whose label is the value
+/// the selector's pick chooses per target: the value with the largest summed rate of the pick's
+/// counter (`topk` breaks ties arbitrarily where the file reader takes the smallest value; ties
+/// need equal rates, in practice idle models). Unchanged without a pick.
+fn picked(inner: String, sel: &Selector, opts: &Options<'_>) -> String {
+    let Some(pick) = sel.pick.as_ref().and_then(|p| opts.picks.get(p)) else {
+        return inner;
+    };
+    let by = opts.by.join(", ");
+    let on = by_with(opts.by, &pick.label);
+    let ranked = alternatives(
+        &pick.largest_rate,
+        "",
+        |s| format!("rate({s}[{}])", opts.window),
+        opts,
+    );
+    format!("({inner} and on ({on}) topk by ({by}) (1, sum by ({on}) ({ranked})))")
 }
 
 fn number(x: f64) -> String {
@@ -321,6 +370,43 @@ mod tests {
                 &Options::default()
             ),
             r#"last_over_time(m{k=~"a\\.b|c"}[5m])"#
+        );
+    }
+
+    #[test]
+    fn picks_and_absent_counters() {
+        let picks: BTreeMap<String, PickSpec> = serde_yaml::from_str(
+            r#"{entry: {label: model, largest_rate: {metric: D}, why: "the caller"}}"#,
+        )
+        .unwrap();
+        let by = ["pod", "instance"];
+        let o = Options {
+            by: &by,
+            picks: &picks,
+            ..Options::default()
+        };
+        assert_eq!(
+            compile(&expr(r#"{sum: {rate: {metric: S, pick: entry}}}"#), &o),
+            "sum by (pod, instance) ((rate(S[5m]) and on (model, pod, instance) topk by (pod, instance) (1, sum by (model, pod, instance) (rate(D[5m])))))"
+        );
+        assert_eq!(
+            compile(
+                &expr(r#"{zero_when_absent: [{sum: {rate: {metric: F}}}, {sum: {rate: {metric: S}}}]}"#),
+                &o
+            ),
+            "(sum by (pod, instance) (rate(F[5m]))) or (0 * (sum by (pod, instance) (rate(S[5m]))))"
+        );
+        // A pick the fact names is a plain matcher.
+        let named = BTreeMap::from([(
+            "entry".to_string(),
+            Ok(("model".to_string(), "ensemble".to_string())),
+        )]);
+        let e = expr(r#"{sum: {rate: {metric: S, pick: entry}}}"#)
+            .with_picks(&named)
+            .unwrap();
+        assert_eq!(
+            compile(&e, &o),
+            r#"sum by (pod, instance) (rate(S{model="ensemble"}[5m]))"#
         );
     }
 

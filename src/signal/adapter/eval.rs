@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use crate::signal::series::{Sample, Series};
 use crate::signal::window;
 
-use super::spec::{Expr, Matchers, Selector};
+use super::spec::{Expr, Matchers, PickSpec, Selector};
 
 /// Which gauge statistic a leaf reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +147,75 @@ pub fn combined_window_stats(
 /// True when the expression reads a gauge, so window statistics are meaningful.
 pub fn reads_gauge(expr: &Expr) -> bool {
     expr.any(&|e| matches!(e, Expr::Gauge(_)))
+}
+
+/// The value of `pick.label` whose series of `pick.largest_rate` grow fastest over the window
+/// (largest totals without timestamps); ties go to the smallest value, so the choice does not
+/// depend on the order of the input.
+pub fn choose(pick: &PickSpec, ts: &TargetSeries<'_>, frame: Frame) -> Result<String, Absent> {
+    let series = select(&pick.largest_rate, "", ts)?;
+    let mut by_value: BTreeMap<&str, f64> = BTreeMap::new();
+    for s in series {
+        let Some(value) = s.labels.get(&pick.label) else {
+            continue;
+        };
+        let v = match frame.end_ms {
+            Some(end) => window::rate(&s.samples, end, frame.window_ms),
+            None => window::last_value(&s.samples),
+        };
+        if let Some(v) = v.filter(|v| v.is_finite()) {
+            *by_value.entry(value).or_default() += v;
+        }
+    }
+    let mut best: Option<(&str, f64)> = None;
+    for (value, v) in by_value {
+        if best.is_none_or(|(_, b)| v > b) {
+            best = Some((value, v));
+        }
+    }
+    best.map(|(v, _)| v.to_string()).ok_or_else(|| {
+        format!(
+            "no `{}` series with a `{}` label in the window to choose from",
+            first_name(&pick.largest_rate),
+            pick.label
+        )
+    })
+}
+
+/// The counters of `zero_when_absent` terms that were taken as zero for this target: those
+/// with no series while their sibling has some. Said in the signal's provenance.
+pub fn zeroed(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame) -> Vec<String> {
+    fn walk(e: &Expr, ts: &TargetSeries<'_>, frame: Frame, out: &mut Vec<String>) {
+        match e {
+            Expr::ZeroWhenAbsent(a, b) => {
+                let absent =
+                    !matches!(eval(a, ts, frame, Stat::Last), Ok(o) if !o.values.is_empty());
+                if absent && eval(b, ts, frame, Stat::Last).is_ok() {
+                    for n in a.metric_names() {
+                        if !out.iter().any(|x| x == n) {
+                            out.push(n.to_string());
+                        }
+                    }
+                }
+            }
+            Expr::Sum(e)
+            | Expr::Max(e)
+            | Expr::Min(e)
+            | Expr::Avg(e)
+            | Expr::Count(e)
+            | Expr::Scale(e, _)
+            | Expr::PercentToRatio(e) => walk(e, ts, frame, out),
+            Expr::Div(a, b) | Expr::Sub(a, b) => {
+                walk(a, ts, frame, out);
+                walk(b, ts, frame, out);
+            }
+            Expr::Add(v) | Expr::First(v) => v.iter().for_each(|e| walk(e, ts, frame, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(expr, ts, frame, &mut out);
+    out
 }
 
 fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<Out, Absent> {
@@ -313,6 +382,17 @@ fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<
             }
             Ok(out)
         }
+        Expr::ZeroWhenAbsent(a, sibling) => match eval(a, ts, frame, stat) {
+            Ok(o) if !o.values.is_empty() => Ok(o),
+            Err(reason) => {
+                // Never incremented, so never created: zero wherever the sibling has series.
+                let mut o = eval(sibling, ts, frame, stat)
+                    .map_err(|e| format!("{reason}, and its sibling: {e}"))?;
+                o.values.iter_mut().for_each(|(_, v)| *v = 0.0);
+                Ok(o)
+            }
+            Ok(o) => Ok(o),
+        },
         Expr::First(alternatives) => {
             let mut reasons = Vec::new();
             for a in alternatives {

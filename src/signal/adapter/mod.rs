@@ -7,7 +7,7 @@
 pub mod eval;
 pub mod spec;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use llm_doctor_engine::condition::WindowStats;
 use llm_doctor_engine::suggest::did_you_mean;
@@ -96,6 +96,9 @@ fn validate(a: &AdapterSpec, file: &str, catalog: &Catalog, errors: &mut Vec<Str
     for f in a.gauge_facts.keys() {
         check("fact", f, &facts);
     }
+    for f in a.picks.values().filter_map(|p| p.fact.as_ref()) {
+        check("fact", f, &facts);
+    }
     if let Some(cl) = &a.command_line {
         for f in cl
             .flags
@@ -117,6 +120,79 @@ fn validate(a: &AdapterSpec, file: &str, catalog: &Catalog, errors: &mut Vec<Str
             check("fact", f, &facts);
         }
     }
+    for (name, expr) in &a.signals {
+        for pick in expr.picks() {
+            if !a.picks.contains_key(pick) {
+                errors.push(format!(
+                    "error: {file}: adapter `{}` signal `{name}` uses pick `{pick}`, which `picks` does not define",
+                    a.name
+                ));
+            }
+        }
+        check_zero_when_absent(expr, &mut |why| {
+            errors.push(format!(
+                "error: {file}: adapter `{}` signal `{name}`: {why}",
+                a.name
+            ))
+        });
+    }
+}
+
+/// `zero_when_absent` takes a missing counter as zero, which is exact only in a sum of counters:
+/// its first term must be `sum` of `rate` or `increase`.
+fn check_zero_when_absent(e: &spec::Expr, report: &mut impl FnMut(String)) {
+    use spec::Expr::*;
+    match e {
+        ZeroWhenAbsent(a, b) => {
+            if !matches!(&**a, Sum(inner) if matches!(&**inner, Rate(_) | Increase(_))) {
+                report("`zero_when_absent` takes a sum of counters (`sum` of `rate` or `increase`) first".to_string());
+            }
+            check_zero_when_absent(a, report);
+            check_zero_when_absent(b, report);
+        }
+        Sum(e) | Max(e) | Min(e) | Avg(e) | Count(e) | Scale(e, _) | PercentToRatio(e) => {
+            check_zero_when_absent(e, report)
+        }
+        Div(a, b) | Sub(a, b) => {
+            check_zero_when_absent(a, report);
+            check_zero_when_absent(b, report);
+        }
+        Add(v) | First(v) => v.iter().for_each(|e| check_zero_when_absent(e, report)),
+        _ => {}
+    }
+}
+
+/// The value each of `a`'s picks chose for a target: the fact that names it (from `facts`, the
+/// user's `--fact`), else [`eval::choose`] over the target's series; per pick, (label, value) or
+/// why there is none.
+pub fn choose_picks(
+    a: &AdapterSpec,
+    facts: &[(String, String)],
+    ts: &TargetSeries<'_>,
+    frame: Frame,
+) -> BTreeMap<String, Result<(String, String), String>> {
+    a.picks
+        .iter()
+        .map(|(name, p)| {
+            let named = p
+                .fact
+                .as_ref()
+                .and_then(|f| facts.iter().rev().find(|(k, _)| k == f))
+                .map(|(_, v)| v.clone());
+            let value = match named {
+                Some(v) => Ok(v),
+                None => eval::choose(p, ts, frame).map_err(|e| {
+                    let hint = p
+                        .fact
+                        .as_ref()
+                        .map(|f| format!(" (name it with --fact {f}=...)"))
+                        .unwrap_or_default();
+                    format!("no {name} {}{hint}: {e}", p.label)
+                }),
+            };
+            (name.clone(), value.map(|v| (p.label.clone(), v)))
+        })
+        .collect()
 }
 
 /// One target's series grouped by the adapter that owns them.
@@ -133,22 +209,33 @@ pub struct TargetInput<'a> {
     pub notes: Vec<String>,
 }
 
-/// Computes every signal the target's adapters define; records hints for the rest.
+/// Computes every signal the target's adapters define; records hints for the rest. `facts`
+/// (the user's `--fact`) may name the value of an adapter's pick.
 pub fn fill_signals(
     snapshot: &mut Snapshot,
     catalog: &Catalog,
     adapters: &Adapters,
     input: &TargetInput<'_>,
     frame: Frame,
+    facts: &[(String, String)],
 ) {
     let ts = TargetSeries::new(input.series.iter().copied());
     let mut provided: BTreeSet<&str> = BTreeSet::new();
     let present = adapters.present(&input.adapters);
     for a in &present {
-        for (name, expr) in &a.signals {
+        let chosen = choose_picks(a, facts, &ts, frame);
+        for (name, written) in &a.signals {
             if provided.contains(name.as_str()) {
                 continue;
             }
+            let resolved = written.with_picks(&chosen);
+            let expr = match &resolved {
+                Ok(e) => e,
+                Err(reason) => {
+                    let _ = snapshot.set_hint(catalog, name, absent_hint(a, name, reason));
+                    continue;
+                }
+            };
             match eval::eval_signal(expr, &ts, frame, Stat::Last) {
                 Ok(value) => {
                     let stats = (frame.end_ms.is_some() && eval::reads_gauge(expr)).then(|| {
@@ -170,10 +257,23 @@ pub fn fill_signals(
                             last: value,
                         }
                     });
+                    let mut source = format!("{}: {}", a.name, describe(expr));
+                    for pick in written.picks() {
+                        if let (Some(Ok((label, value))), Some(p)) =
+                            (chosen.get(pick), a.picks.get(pick))
+                        {
+                            source.push_str(&format!("; {pick} {label} `{value}` ({})", p.why));
+                        }
+                    }
+                    for counter in eval::zeroed(expr, &ts, frame) {
+                        source.push_str(&format!(
+                            "; `{counter}` has no series (never incremented): counted as 0"
+                        ));
+                    }
                     let sv = SignalValue {
                         value,
                         stats,
-                        source: format!("{}: {}", a.name, describe(expr)),
+                        source,
                     };
                     // Names were validated against the catalog at load.
                     let _ = snapshot.set_signal(catalog, name, sv);
@@ -272,7 +372,7 @@ fn describe(expr: &spec::Expr) -> String {
             Sum(e) | Max(e) | Min(e) | Avg(e) | Count(e) | Scale(e, _) | PercentToRatio(e) => {
                 names(e, out)
             }
-            Div(a, b) | Sub(a, b) => {
+            Div(a, b) | Sub(a, b) | ZeroWhenAbsent(a, b) => {
                 names(a, out);
                 names(b, out);
             }

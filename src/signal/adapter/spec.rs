@@ -4,7 +4,7 @@
 //! Definitions are data so that the file reader and the PromQL generator share one source of
 //! truth: a signal is defined once per engine.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
@@ -39,6 +39,10 @@ pub struct AdapterSpec {
     /// Signal definitions: canonical name → how to compute it.
     #[serde(default)]
     pub signals: BTreeMap<String, Expr>,
+    /// Per-target choices of one label's value, which selectors name with `pick` (Triton's
+    /// entry model: the ensemble or BLS model that clients call, among the models it calls).
+    #[serde(default)]
+    pub picks: BTreeMap<String, PickSpec>,
     /// Facts read from info metrics' labels.
     #[serde(default)]
     pub info_facts: Vec<InfoFacts>,
@@ -69,6 +73,23 @@ pub struct AdapterSpec {
     /// A model configuration file (Triton's `config.pbtxt`): how its fields map onto facts.
     #[serde(default)]
     pub model_config: Option<ModelConfigSpec>,
+}
+
+/// A label value chosen per target: the one a fact names, else the one whose series of a counter
+/// grow fastest. A caller holds each request for as long as the models it calls together, so
+/// of a replica's models the entry model has the most request time.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PickSpec {
+    /// The label whose value is chosen (`model`).
+    pub label: String,
+    /// A fact that names the value outright (`--fact triton_entry_model=ensemble`).
+    #[serde(default)]
+    pub fact: Option<String>,
+    /// The counter whose rate, summed per value of `label`, is largest for the chosen value.
+    pub largest_rate: Selector,
+    /// Why this value is the right one, in plain words (shown with the signals that use it).
+    pub why: String,
 }
 
 /// How a Triton model configuration (protobuf text) maps onto facts.
@@ -187,6 +208,10 @@ pub struct Selector {
     /// The bits of interest, for `bit_share` only.
     #[serde(default)]
     pub mask: Option<u64>,
+    /// Only series whose label is the value the adapter's pick of this name chose for the
+    /// target (see [`PickSpec`]).
+    #[serde(default)]
+    pub pick: Option<String>,
 }
 
 /// An expression over series, evaluated per target. Leaves yield one value per series (a
@@ -233,6 +258,10 @@ pub enum Expr {
     PercentToRatio(Box<Expr>),
     /// The first alternative that yields a value.
     First(Vec<Expr>),
+    /// A sum of counters (the first), taken as zero when it has no series but its sibling (the
+    /// second) has: Triton creates `nv_inference_request_failure` only at the first failure, so
+    /// a replica that never failed has successes and no failure series at all.
+    ZeroWhenAbsent(Box<Expr>, Box<Expr>),
 }
 
 impl Expr {
@@ -247,7 +276,9 @@ impl Expr {
                 | Expr::Count(e)
                 | Expr::Scale(e, _)
                 | Expr::PercentToRatio(e) => e.any(pred),
-                Expr::Div(a, b) | Expr::Sub(a, b) => a.any(pred) || b.any(pred),
+                Expr::Div(a, b) | Expr::Sub(a, b) | Expr::ZeroWhenAbsent(a, b) => {
+                    a.any(pred) || b.any(pred)
+                }
                 Expr::Add(v) | Expr::First(v) => v.iter().any(|e| e.any(pred)),
                 Expr::Gauge(_)
                 | Expr::Rate(_)
@@ -282,7 +313,7 @@ impl Expr {
                 | Expr::Count(e)
                 | Expr::Scale(e, _)
                 | Expr::PercentToRatio(e) => walk(e, out),
-                Expr::Div(a, b) | Expr::Sub(a, b) => {
+                Expr::Div(a, b) | Expr::Sub(a, b) | Expr::ZeroWhenAbsent(a, b) => {
                     walk(a, out);
                     walk(b, out);
                 }
@@ -293,6 +324,97 @@ impl Expr {
         let mut out = Vec::new();
         walk(self, &mut out);
         out
+    }
+
+    /// The same expression with every selector passed through `f` (which may fail).
+    pub fn map_selectors<E>(
+        &self,
+        f: &mut impl FnMut(&Selector) -> Result<Selector, E>,
+    ) -> Result<Expr, E> {
+        let b = |e: &Expr, f: &mut _| e.map_selectors(f).map(Box::new);
+        Ok(match self {
+            Expr::Gauge(s) => Expr::Gauge(f(s)?),
+            Expr::Rate(s) => Expr::Rate(f(s)?),
+            Expr::Increase(s) => Expr::Increase(f(s)?),
+            Expr::BitShare(s) => Expr::BitShare(f(s)?),
+            Expr::Quantile(s) => Expr::Quantile(f(s)?),
+            Expr::HistMean(s) => Expr::HistMean(f(s)?),
+            Expr::Sum(e) => Expr::Sum(b(e, f)?),
+            Expr::Max(e) => Expr::Max(b(e, f)?),
+            Expr::Min(e) => Expr::Min(b(e, f)?),
+            Expr::Avg(e) => Expr::Avg(b(e, f)?),
+            Expr::Count(e) => Expr::Count(b(e, f)?),
+            Expr::PercentToRatio(e) => Expr::PercentToRatio(b(e, f)?),
+            Expr::Scale(e, k) => Expr::Scale(b(e, f)?, *k),
+            Expr::Div(x, y) => Expr::Div(b(x, f)?, b(y, f)?),
+            Expr::Sub(x, y) => Expr::Sub(b(x, f)?, b(y, f)?),
+            Expr::ZeroWhenAbsent(x, y) => Expr::ZeroWhenAbsent(b(x, f)?, b(y, f)?),
+            Expr::Add(v) => Expr::Add(
+                v.iter()
+                    .map(|e| e.map_selectors(f))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Expr::First(v) => Expr::First(
+                v.iter()
+                    .map(|e| e.map_selectors(f))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Expr::Const(c) => Expr::Const(*c),
+        })
+    }
+
+    /// The names of the picks the expression's selectors use.
+    pub fn picks(&self) -> BTreeSet<&str> {
+        let mut out = BTreeSet::new();
+        fn walk<'a>(e: &'a Expr, out: &mut BTreeSet<&'a str>) {
+            match e {
+                Expr::Gauge(s)
+                | Expr::Rate(s)
+                | Expr::Increase(s)
+                | Expr::BitShare(s)
+                | Expr::Quantile(s)
+                | Expr::HistMean(s) => out.extend(s.pick.as_deref()),
+                Expr::Sum(e)
+                | Expr::Max(e)
+                | Expr::Min(e)
+                | Expr::Avg(e)
+                | Expr::Count(e)
+                | Expr::Scale(e, _)
+                | Expr::PercentToRatio(e) => walk(e, out),
+                Expr::Div(a, b) | Expr::Sub(a, b) | Expr::ZeroWhenAbsent(a, b) => {
+                    walk(a, out);
+                    walk(b, out);
+                }
+                Expr::Add(v) | Expr::First(v) => v.iter().for_each(|e| walk(e, out)),
+                Expr::Const(_) => {}
+            }
+        }
+        walk(self, &mut out);
+        out
+    }
+
+    /// The expression with each `pick` replaced by a matcher on the value `chosen` gives it
+    /// (label, value), or why a pick has none.
+    pub fn with_picks(
+        &self,
+        chosen: &BTreeMap<String, Result<(String, String), String>>,
+    ) -> Result<Expr, String> {
+        self.map_selectors(&mut |s: &Selector| {
+            let Some(name) = &s.pick else {
+                return Ok(s.clone());
+            };
+            match chosen.get(name) {
+                Some(Ok((label, value))) => {
+                    let mut out = s.clone();
+                    out.pick = None;
+                    out.matchers
+                        .insert(label.clone(), OneOrMany::One(value.clone()));
+                    Ok(out)
+                }
+                Some(Err(why)) => Err(why.clone()),
+                None => Ok(s.clone()),
+            }
+        })
     }
 }
 
@@ -307,7 +429,7 @@ impl TryFrom<serde_yaml::Value> for Expr {
             Value::Mapping(m) if m.len() == 1 => m,
             other => {
                 return Err(format!(
-                    "an expression is a map with one key (gauge, rate, increase, bit_share, quantile, hist_mean, sum, max, min, avg, count, div, sub, add, scale, const, percent_to_ratio, first), got {}",
+                    "an expression is a map with one key (gauge, rate, increase, bit_share, quantile, hist_mean, sum, max, min, avg, count, div, sub, add, scale, const, percent_to_ratio, first, zero_when_absent), got {}",
                     serde_yaml::to_string(&other).unwrap_or_default().trim()
                 ))
             }
@@ -353,6 +475,10 @@ impl TryFrom<serde_yaml::Value> for Expr {
             "sub" => {
                 let (a, b) = pair(inner)?;
                 Expr::Sub(a, b)
+            }
+            "zero_when_absent" => {
+                let (a, b) = pair(inner)?;
+                Expr::ZeroWhenAbsent(a, b)
             }
             "scale" => match inner {
                 Value::Sequence(mut s) if s.len() == 2 => {

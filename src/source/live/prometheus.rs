@@ -161,6 +161,7 @@ pub fn prepare_from_prometheus(
         adapters: &adapters,
         window: prom_duration(opts.window_ms),
         selector: opts.selector.as_ref(),
+        facts: &opts.facts,
     };
     let http = Http {
         client,
@@ -281,6 +282,8 @@ struct Plan<'a> {
     /// The window as a PromQL duration.
     window: String,
     selector: Option<&'a crate::signal::selector::Selector>,
+    /// `--fact`: may name the value of an adapter's pick, which then needs no `topk`.
+    facts: &'a [(String, String)],
 }
 
 impl Plan<'_> {
@@ -357,13 +360,28 @@ impl Plan<'_> {
             by,
             matchers: &matchers,
             stat,
+            picks: &a.picks,
             ..promql::Options::default()
         };
+        // Picks a fact names become plain matchers; the others are chosen by the query itself.
+        let named: BTreeMap<String, Result<(String, String), String>> = a
+            .picks
+            .iter()
+            .filter_map(|(name, p)| {
+                let fact = p.fact.as_ref()?;
+                let (_, v) = self.facts.iter().rev().find(|(k, _)| k == fact)?;
+                Some((name.clone(), Ok((p.label.clone(), v.clone()))))
+            })
+            .collect();
         let mut out = Vec::new();
-        for (name, expr) in &a.signals {
-            if matches!(expr, Expr::Const(_)) {
+        for (name, written) in &a.signals {
+            if matches!(written, Expr::Const(_)) {
                 continue;
             }
+            let Ok(expr) = written.with_picks(&named) else {
+                continue;
+            };
+            let expr = &expr;
             let shown = promql::compile(expr, &options(Stat::Last));
             let promql = if reads_gauge(expr) {
                 STATS
@@ -1021,7 +1039,9 @@ fn aggregates(e: &Expr) -> bool {
             false
         }
         Expr::Scale(e, _) | Expr::PercentToRatio(e) => aggregates(e),
-        Expr::Div(a, b) | Expr::Sub(a, b) => aggregates(a) || aggregates(b),
+        Expr::Div(a, b) | Expr::Sub(a, b) | Expr::ZeroWhenAbsent(a, b) => {
+            aggregates(a) || aggregates(b)
+        }
         Expr::Add(v) | Expr::First(v) => v.iter().any(aggregates),
     }
 }
@@ -1044,6 +1064,8 @@ fn combine_rule(e: &Expr) -> Option<Combine> {
             (c, _) => c,
         }),
         Expr::PercentToRatio(inner) => combine_rule(inner),
+        // A sum, or zero (which adds nothing).
+        Expr::ZeroWhenAbsent(a, _) => combine_rule(a),
         Expr::First(alternatives) => {
             // Each group answers with one alternative or another: exact only when all combine
             // alike.
