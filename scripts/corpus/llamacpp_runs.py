@@ -97,7 +97,8 @@ RUNS = [
     # The first try of the -ub 64 run, at a higher rate (0.45 x prefill capacity); kept.
     {"id": "llamacpp-long-prompt-ub64-busy", "design": "long_prompt",
      "server": {"np": 2, "c": 8192, "t": 1, "b": 64, "ub": 64},
-     "load": {"rate": "0.45prefill", "duration": 120, "prompt": "1500-3000", "n_predict": 16}},
+     "load": {"rate": "0.45prefill", "duration": 120, "prompt": "1500-3000", "n_predict": 16,
+              "seed": 2404}},
     {"id": "llamacpp-cpu-control", "design": "cpu_control",
      "server": {"np": 2, "c": 4096, "t": 1},
      "load": {"rate": "0.5cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
@@ -569,6 +570,57 @@ DESCRIPTIONS = {
 }
 
 
+# Written after looking at each run's per-request records (the client side), not the metrics.
+NOTES = {
+    "llamacpp-idle-np2": "The Poisson draw gave only 2 arrivals in 90 s (rate 0.05 rps).",
+    "llamacpp-healthy-np4-50pct-v1": "OpenAI-style /v1/completions. Three arrivals within 0.7 s "
+        "at ~5 s ran batched 3 at a time; batched decode is slow on this CPU build, so those three "
+        "took ~7 s end to end (TTFT 1.2-1.4 s); every other request was served alone in ~1-2 s.",
+    "llamacpp-healthy-np2-ub128": "Two requests queued behind a short burst (TTFT 3.5 s and 1.1 s).",
+    "llamacpp-context-near-miss": "A burst of three arrivals within 1 s at ~78 s: the third "
+        "waited for one of the two slots (TTFT 4.1 s); none was refused or cut.",
+    "llamacpp-one-slot-queue": "The pair shares the arrival sequence (seed 101): 93 requests "
+        "(0.93 rps offered, the Poisson draw came out above the 0.76 rps target). With one slot the "
+        "replica runs one request at a time at full single-stream speed (~86 tokens/s); with four "
+        "slots the same load ran batched, and batched decode on this CPU build is slower in total "
+        "(2 streams ~43 tokens/s, 4 streams ~58 tokens/s), so the -np 4 companion served less "
+        "(0.628 vs 0.790 rps) with 13 requests unfinished after the 30 s drain. The slot cap is "
+        "not what binds: the CPU is.",
+    "llamacpp-one-slot-companion-np4": "Same arrivals as llamacpp-one-slot-queue (seed 101); "
+        "13 requests were still open 30 s after arrivals stopped and were abandoned by the client.",
+    "llamacpp-overload-np4": "All requests finished during the 20 s drain; served_rps_in_window "
+        "is the completions during the 90 s of arrivals.",
+    "llamacpp-overload-np2-1p4x": "All requests finished during the 20 s drain.",
+    "llamacpp-context-overflow": "Refusals are HTTP 400 exceed_context_size_error (prompt longer "
+        "than the 256-token slot); cuts are 200 responses with truncated=true or fewer than 64 "
+        "tokens (prompt fits, prompt + n_predict does not).",
+    "llamacpp-long-prompt": "Prefill alone runs ~400 tokens/s (2.5 ms/token) and ~200 tokens/s "
+        "per slot when two prompts are processed at once. The pair shares the arrival sequence "
+        "(seed 303, 10 requests). TTFT p99 is a request that arrived while another long prompt "
+        "was being processed.",
+    "llamacpp-long-prompt-ub64": "Same arrivals as llamacpp-long-prompt (seed 303) with "
+        "-b 64 -ub 64: TTFT p50 5.5 s vs 6.0 s with the default batch, i.e. the smaller physical "
+        "batch did not make prefill clearly slower on this CPU.",
+    "llamacpp-long-prompt-ub64-busy": "The first try of the -b 64 -ub 64 long-prompt run, at a "
+        "higher rate (0.45 x the prefill capacity; 0.133 rps came out of the Poisson draw). Every "
+        "request was served (no backlog at the end), but prompts often overlapped, so part of the "
+        "TTFT is the other slot's prefill sharing the CPU. (The matching default-batch try at this "
+        "rate fell behind: 2 requests unfinished, served 0.085 of 0.117 rps; it is not in the "
+        "corpus because it mixes a backlog with the long prompts.)",
+    "llamacpp-cpu-control": "Control for the two contention runs; all three share the arrival "
+        "sequence (seed 202). Two bursts (~18-22 s, ~60-72 s) ran two at a time.",
+    "llamacpp-cpu-contention": "Same arrivals as llamacpp-cpu-control (seed 202). stress-ng "
+        "(matrixprod) at nice 0 with 2 workers: llama-server's one compute thread shares 2 cores "
+        "with them; decode time per token rose from mean 26 ms to 44 ms and the bursts stacked up.",
+    "llamacpp-cpu-light-contention": "Designed as a near miss, but the client saw a degradation: "
+        "isolated requests were as fast as in the control (e2e ~1.1-1.5 s), while the burst at "
+        "~60-72 s took 5-10 s end to end (control: 1.2-4 s). The load average was 2.87 at the "
+        "start (other niced work on the machine), so the neighbours may have contributed "
+        "besides the niced stress-ng worker. Labelled by the same predicate as the heavy run.",
+    "llamacpp-healthy-np2-60pct": "Shorter requests (100-200 prompt tokens, 48 out).",
+}
+
+
 class Lit(str):
     pass
 
@@ -653,6 +705,8 @@ def load_raws(work):
             with gzip.open(p, "rt") as fh:
                 raw = json.load(fh)
             raw["run"] = run  # the definition as it stands (labels read design/companion from it)
+            raw["id"] = run["id"]  # a raw run kept under a new id (renamed files) takes that id
+            raw["extra_notes"] = NOTES.get(run["id"])
             lj = os.path.join(work, run["id"] + ".load.json")
             with open(lj) as fh:
                 reqs = json.load(fh)["requests"]
