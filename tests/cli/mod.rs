@@ -1,5 +1,6 @@
 //! The command line: exit codes, error messages, output formats.
 
 mod diagnose;
+mod eval;
 mod inputs;
 mod rules;
