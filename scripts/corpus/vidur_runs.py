@@ -135,6 +135,26 @@ RUNS = [
     run("vidur-llama3-8b-a100-burst-nearmiss", L3, "a100", "conv", 2.0, "near_miss:concurrency_burst",
         arrival="gamma", cv=1.5, present="gamma arrivals (CV 1.5) at half the burst run's rate: the small "
         "bursts are absorbed"),
+    # A second batch, made after the rules were settled and scored without changing them: new
+    # seeds, rates and pairings of model, hardware and fault (the label still comes from the trace).
+    # Four more runs of that batch met no predicate (neither healthy nor a clean fault) and were
+    # left out: CodeLlama-34B TP2 arxiv at 0.5 req/s, Llama-2-7B A40 arxiv without chunking at
+    # 0.6, Llama-3-8B code at 5.0, phi-2 A40 at 5.0.
+    run("vidur-fresh-phi2-a100-healthy-code", PHI, "a100", "code", 4.0, "healthy", seed=11),
+    run("vidur-fresh-llama2-7b-a100-healthy-conv", L27, "a100", "conv", 2.5, "healthy", seed=12),
+    run("vidur-fresh-llama3-8b-a100-small-batch-cap8", L3, "a100", "conv", 3.0, "small_batch_limit", cap=8,
+        seed=14),
+    run("vidur-fresh-llama2-7b-h100-small-kv", L27, "h100", "conv", 4.0, "kv_cache_exhaustion",
+        num_blocks=900, seed=15),
+    run("vidur-fresh-llama2-70b-a100-tp4-overload", L270, "a100", "conv", 3.0, "queue_backlog", tp=4,
+        sched="sarathi", chunk=2048, seed=16),
+    run("vidur-fresh-llama3-8b-a100-burst-cv8", L3, "a100", "conv", 3.0, "concurrency_burst",
+        arrival="gamma", cv=8.0, seed=17),
+    run("vidur-fresh-llama2-7b-h100-overload-nearmiss", L27, "h100", "conv", 4.0, "near_miss:queue_backlog",
+        seed=21, present="a busy H100 at 4 req/s of conversations, keeping up"),
+    run("vidur-fresh-codellama34b-h100-tp2-small-batch-nearmiss", CL34, "h100", "conv", 1.0,
+        "near_miss:small_batch_limit", tp=2, cap=12, seed=22,
+        present="--max-num-seqs 12 (low), but at 1 req/s the batch stays below it"),
 ]
 
 
