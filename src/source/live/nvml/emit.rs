@@ -8,6 +8,7 @@ use crate::signal::series::{Labels, MetricType, Sample, Series, SeriesSet};
 
 /// The `job` label of NVML series.
 pub const JOB: &str = "nvml";
+
 const MIB: f64 = 1024.0 * 1024.0;
 
 /// The fields dcgm-exporter declares as counters; the rest are gauges.
