@@ -11,7 +11,7 @@ use llm_doctor_engine::{SignalValue, Snapshot, Window};
 use super::answer::{Answer, Sample};
 use super::labels::label;
 use super::plan::{stat_index, stat_of, Answers, Plan, Purpose};
-use super::targets::{build_targets, Routes};
+use super::targets::{build_targets, LiveTarget, Routes};
 use crate::pipeline::{self, FactSource, Prepared, UserInputs};
 use crate::rules::Rules;
 use crate::signal::adapter::eval::{reads_gauge, Stat};
@@ -132,6 +132,73 @@ pub(super) fn assemble(
 ) -> Result<LiveResult> {
     let adapters = plan.adapters;
     let (targets, routes) = build_targets(adapters, &answers);
+    let order = select(adapters, &targets, &window, opts)?;
+    let (errors, server_notes) = failures_and_notes(adapters, &answers);
+    let (mapped, versions, infos) = map_answers(adapters, &answers, &routes);
+    let lookup = Lookup {
+        answers: &answers,
+        mapped: &mapped,
+    };
+    let catalog = &rules.catalog;
+    let mut prepared = Vec::new();
+    for t in order {
+        let lt = &targets[t];
+        let mut snapshot = Snapshot::new(catalog, lt.target.clone());
+        snapshot.window = window.clone();
+        let mut notes = lt.notes.clone();
+        let names: Vec<String> = lt
+            .adapters
+            .iter()
+            .map(|&i| adapters.list[i].name.clone())
+            .collect();
+        let present = rules.adapters.present(&names);
+        let provided = fill_signals(&mut snapshot, rules, adapters, &present, &lookup, t);
+        let engine = lt.engine.map(|i| &adapters.list[i]);
+        fill_missing_hints(
+            &mut snapshot,
+            catalog,
+            &rules.adapters,
+            &present,
+            engine.map(|e| e.name.as_str()),
+            &provided,
+        );
+        let source = LiveFacts {
+            target: t,
+            groups: &lt.groups,
+            versions: &versions,
+            infos: &infos,
+            gauge_facts: match (lt.engine, engine) {
+                (Some(i), Some(e)) => lookup.gauge_facts(e, i, t),
+                _ => BTreeMap::new(),
+            },
+        };
+        pipeline::add_facts(
+            &mut snapshot,
+            &mut notes,
+            rules,
+            (&names, engine.and_then(|e| rules.adapters.get(&e.name))),
+            &source,
+            user,
+        )?;
+        notes.extend(server_notes.iter().cloned());
+        prepared.push(Prepared { snapshot, notes });
+    }
+    Ok(LiveResult {
+        prepared,
+        errors,
+        queries: answers.queries,
+        slowest_query: answers.slowest,
+    })
+}
+
+/// The targets to diagnose, in order: all of them, or those `--selector` picks. Errors when
+/// Prometheus knows none, none of `--engine`'s, or none the selector matches.
+fn select(
+    adapters: &Adapters,
+    targets: &[LiveTarget],
+    window: &Window,
+    opts: &pipeline::Options,
+) -> Result<Vec<usize>> {
     let known = targets.len();
     if targets.is_empty() {
         let prefixes: Vec<String> = adapters
@@ -157,8 +224,11 @@ pub(super) fn assemble(
             bail!("--selector matches none of the {known} targets Prometheus knows");
         }
     }
+    Ok(order)
+}
 
-    // Errors and server notes, once each.
+/// Failed queries in words, and the server's notes, once each.
+fn failures_and_notes(adapters: &Adapters, answers: &Answers) -> (Vec<String>, BTreeSet<String>) {
     let mut errors: Vec<String> = Vec::new();
     let mut server_notes: BTreeSet<String> = BTreeSet::new();
     for (purpose, (query, outcome)) in &answers.by_purpose {
@@ -172,17 +242,30 @@ pub(super) fn assemble(
             )),
         }
     }
+    (errors, server_notes)
+}
 
-    // Answers mapped to targets.
+/// Version-revealing metric names seen per target: (target, metric name).
+type Versions = BTreeSet<(usize, String)>;
+/// An info metric's labels per (target, metric).
+type Infos = BTreeMap<(usize, String), BTreeMap<String, String>>;
+
+/// The answers mapped to targets: signal and gauge-fact values, version-revealing names and
+/// info labels.
+fn map_answers<'a>(
+    adapters: &Adapters,
+    answers: &'a Answers,
+    routes: &Routes,
+) -> (BTreeMap<&'a Purpose, Mapped>, Versions, Infos) {
     let mut mapped: BTreeMap<&Purpose, Mapped> = BTreeMap::new();
-    let mut versions: BTreeSet<(usize, String)> = BTreeSet::new();
-    let mut infos: BTreeMap<(usize, String), BTreeMap<String, String>> = BTreeMap::new();
+    let mut versions: Versions = BTreeSet::new();
+    let mut infos: Infos = BTreeMap::new();
     for (purpose, (_, outcome)) in &answers.by_purpose {
         let Ok(answer) = outcome else { continue };
         match purpose {
             Purpose::Signal(i, ..) | Purpose::GaugeFact(i, _) => {
                 let kind = adapters.list[*i].kind;
-                mapped.insert(purpose, map_answer(answer, *i, kind, &routes));
+                mapped.insert(purpose, map_answer(answer, *i, kind, routes));
             }
             Purpose::Versions => {
                 for (labels, _) in &answer.samples {
@@ -221,101 +304,62 @@ pub(super) fn assemble(
             Purpose::Discover(_) => {}
         }
     }
+    (mapped, versions, infos)
+}
 
-    let lookup = Lookup {
-        answers: &answers,
-        mapped: &mapped,
-    };
+/// Target `t`'s signals from the present adapters, the first adapter to provide one winning;
+/// a missing value leaves its hint. Returns the signals provided.
+fn fill_signals<'r>(
+    snapshot: &mut Snapshot,
+    rules: &Rules,
+    adapters: &Adapters,
+    present: &[&'r AdapterSpec],
+    lookup: &Lookup<'_>,
+    t: usize,
+) -> BTreeSet<&'r str> {
     let catalog = &rules.catalog;
-    let mut prepared = Vec::new();
-    for t in order {
-        let lt = &targets[t];
-        let mut snapshot = Snapshot::new(catalog, lt.target.clone());
-        snapshot.window = window.clone();
-        let mut notes = lt.notes.clone();
-        let names: Vec<String> = lt
-            .adapters
-            .iter()
-            .map(|&i| adapters.list[i].name.clone())
-            .collect();
-        let present = rules.adapters.present(&names);
-        let mut provided: BTreeSet<&str> = BTreeSet::new();
-        for a in &present {
-            let Some(i) = adapters.list.iter().position(|x| x.name == a.name) else {
+    let mut provided: BTreeSet<&str> = BTreeSet::new();
+    for a in present {
+        let Some(i) = adapters.list.iter().position(|x| x.name == a.name) else {
+            continue;
+        };
+        for (name, expr) in &a.signals {
+            if provided.contains(name.as_str()) {
                 continue;
-            };
-            for (name, expr) in &a.signals {
-                if provided.contains(name.as_str()) {
-                    continue;
-                }
-                let value = |stat| lookup.signal(a, i, name, expr, t, stat);
-                match value(Stat::Last) {
-                    (Value::Known(v), promql) => {
-                        // A statistic that is missing falls back to the value, as in the file
-                        // reader.
-                        let stats = reads_gauge(expr).then(|| {
-                            let get = |s| match value(s).0 {
-                                Value::Known(x) => x,
-                                Value::Missing(_) => v,
-                            };
-                            WindowStats {
-                                min: get(Stat::Min),
-                                mean: get(Stat::Mean),
-                                max: get(Stat::Max),
-                                last: v,
-                            }
-                        });
-                        let sv = SignalValue {
-                            value: v,
-                            stats,
-                            source: format!("{}: {promql}", a.name),
+            }
+            let value = |stat| lookup.signal(a, i, name, expr, t, stat);
+            match value(Stat::Last) {
+                (Value::Known(v), promql) => {
+                    // A statistic that is missing falls back to the value, as in the file
+                    // reader.
+                    let stats = reads_gauge(expr).then(|| {
+                        let get = |s| match value(s).0 {
+                            Value::Known(x) => x,
+                            Value::Missing(_) => v,
                         };
-                        // Names were validated against the catalog at load.
-                        let _ = snapshot.set_signal(catalog, name, sv);
-                        provided.insert(name);
-                    }
-                    (Value::Missing(hint), _) => {
-                        let _ = snapshot.set_hint(catalog, name, hint);
-                    }
+                        WindowStats {
+                            min: get(Stat::Min),
+                            mean: get(Stat::Mean),
+                            max: get(Stat::Max),
+                            last: v,
+                        }
+                    });
+                    let sv = SignalValue {
+                        value: v,
+                        stats,
+                        source: format!("{}: {promql}", a.name),
+                    };
+                    // Names were validated against the catalog at load.
+                    let _ = snapshot.set_signal(catalog, name, sv);
+                    provided.insert(name);
+                }
+                (Value::Missing(hint), _) => {
+                    let _ = snapshot.set_hint(catalog, name, hint);
                 }
             }
         }
-        let engine = lt.engine.map(|i| &adapters.list[i]);
-        fill_missing_hints(
-            &mut snapshot,
-            catalog,
-            &rules.adapters,
-            &present,
-            engine.map(|e| e.name.as_str()),
-            &provided,
-        );
-        let source = LiveFacts {
-            target: t,
-            groups: &lt.groups,
-            versions: &versions,
-            infos: &infos,
-            gauge_facts: match (lt.engine, engine) {
-                (Some(i), Some(e)) => lookup.gauge_facts(e, i, t),
-                _ => BTreeMap::new(),
-            },
-        };
-        pipeline::add_facts(
-            &mut snapshot,
-            &mut notes,
-            rules,
-            (&names, engine.and_then(|e| rules.adapters.get(&e.name))),
-            &source,
-            user,
-        )?;
-        notes.extend(server_notes.iter().cloned());
-        prepared.push(Prepared { snapshot, notes });
     }
-    Ok(LiveResult {
-        prepared,
-        errors,
-        queries: answers.queries,
-        slowest_query: answers.slowest,
-    })
+    provided
 }
 
 /// Reads values out of the mapped answers.

@@ -5,6 +5,7 @@ use anyhow::{bail, Context, Result};
 use super::assemble::first_line;
 use super::http::{client, header_map, query_endpoint, LiveOptions};
 use crate::rules::Rules;
+use crate::signal::adapter::AdapterSpec;
 use crate::signal::promql::{escape, regex_quote};
 use crate::source::live::scrape::error_chain;
 use crate::target::{self};
@@ -32,71 +33,12 @@ pub fn record_from_prometheus(
     if points > 11_000 {
         bail!("{points} points per series: Prometheus answers at most 11,000; raise --step or shorten the range");
     }
-    let query = query_endpoint(&live.url)?;
-    let endpoint = reqwest::Url::parse(&format!("{}_range", query.as_str()))
-        .map_err(|e| anyhow::anyhow!("--prometheus: {e}"))?;
-    let client = client(live)?;
-    let headers = header_map(&live.auth.headers)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the HTTP runtime")?;
-    let seconds = |ms: i64| format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
+    let range = RangeQueries::new(live, from_ms, to_ms, step_ms)?;
     let mut set: Option<crate::signal::series::SeriesSet> = None;
     let mut notes = Vec::new();
     for a in &rules.adapters.list {
-        let mut names: Vec<String> = a
-            .detect
-            .iter()
-            .map(|p| format!("{}.+", regex_quote(p)))
-            .collect();
-        // Metrics an adapter reads beyond its prefixes (vLLM's `process_cpu_seconds_total`).
-        for name in a.signals.values().flat_map(|e| e.metric_names()) {
-            let quoted = regex_quote(name);
-            if !a.detect.iter().any(|p| name.starts_with(p.as_str())) && !names.contains(&quoted) {
-                names.push(quoted);
-            }
-        }
-        let promql = format!("{{__name__=~\"{}\"}}", escape(&names.join("|")));
-        let mut form = reqwest::Url::parse("http://form.invalid/").expect("a valid URL");
-        form.query_pairs_mut()
-            .append_pair("query", &promql)
-            .append_pair("start", &seconds(from_ms))
-            .append_pair("end", &seconds(to_ms))
-            .append_pair("step", &format!("{}ms", step_ms))
-            .append_pair("timeout", &format!("{}ms", live.timeout.as_millis()));
-        let body = form.query().unwrap_or_default().to_string();
-        let mut request = client
-            .post(endpoint.clone())
-            .headers(headers.clone())
-            .header(
-                reqwest::header::CONTENT_TYPE,
-                "application/x-www-form-urlencoded",
-            )
-            .header(reqwest::header::ACCEPT, "application/json")
-            .timeout(live.timeout)
-            .body(body);
-        if let Some(token) = &live.auth.bearer {
-            request = request.bearer_auth(token);
-        }
-        if let Some((user, password)) = &live.auth.basic {
-            request = request.basic_auth(user, Some(password));
-        }
-        let answer = runtime.block_on(async {
-            let response = request.send().await?;
-            let status = response.status();
-            Ok::<_, reqwest::Error>((status, response.bytes().await?))
-        });
-        let (status, bytes) =
-            answer.map_err(|e| anyhow::anyhow!("{}: {}", live.url, error_chain(&e)))?;
-        let text = String::from_utf8_lossy(&bytes);
-        if !status.is_success() {
-            bail!(
-                "{} answered HTTP {status} for {promql}: {}",
-                live.url,
-                first_line(&text)
-            );
-        }
+        let promql = adapter_selector(a);
+        let text = range.query(&promql)?;
         // An empty answer just means this engine or exporter is not there.
         if text.contains("\"result\":[]") {
             continue;
@@ -136,4 +78,105 @@ pub fn record_from_prometheus(
             .retain(|s| keep.contains(&(s.name.clone(), s.labels.to_string())));
     }
     Ok((crate::source::file::openmetrics::write(&set), notes))
+}
+
+/// Every series adapter `a` reads: its metric-name prefixes and the metrics it reads beyond
+/// them, as one selector.
+fn adapter_selector(a: &AdapterSpec) -> String {
+    let mut names: Vec<String> = a
+        .detect
+        .iter()
+        .map(|p| format!("{}.+", regex_quote(p)))
+        .collect();
+    // Metrics an adapter reads beyond its prefixes (vLLM's `process_cpu_seconds_total`).
+    for name in a.signals.values().flat_map(|e| e.metric_names()) {
+        let quoted = regex_quote(name);
+        if !a.detect.iter().any(|p| name.starts_with(p.as_str())) && !names.contains(&quoted) {
+            names.push(quoted);
+        }
+    }
+    format!("{{__name__=~\"{}\"}}", escape(&names.join("|")))
+}
+
+/// Range queries over one time range, sent one at a time on a current-thread runtime.
+struct RangeQueries<'a> {
+    live: &'a LiveOptions,
+    endpoint: reqwest::Url,
+    client: reqwest::Client,
+    headers: reqwest::header::HeaderMap,
+    runtime: tokio::runtime::Runtime,
+    from_ms: i64,
+    to_ms: i64,
+    step_ms: i64,
+}
+
+impl<'a> RangeQueries<'a> {
+    fn new(live: &'a LiveOptions, from_ms: i64, to_ms: i64, step_ms: i64) -> Result<Self> {
+        let query = query_endpoint(&live.url)?;
+        let endpoint = reqwest::Url::parse(&format!("{}_range", query.as_str()))
+            .map_err(|e| anyhow::anyhow!("--prometheus: {e}"))?;
+        let client = client(live)?;
+        let headers = header_map(&live.auth.headers)?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the HTTP runtime")?;
+        Ok(RangeQueries {
+            live,
+            endpoint,
+            client,
+            headers,
+            runtime,
+            from_ms,
+            to_ms,
+            step_ms,
+        })
+    }
+
+    /// The answer's text; errors when the server cannot be reached or does not answer 2xx.
+    fn query(&self, promql: &str) -> Result<String> {
+        let live = self.live;
+        let seconds = |ms: i64| format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
+        let mut form = reqwest::Url::parse("http://form.invalid/").expect("a valid URL");
+        form.query_pairs_mut()
+            .append_pair("query", promql)
+            .append_pair("start", &seconds(self.from_ms))
+            .append_pair("end", &seconds(self.to_ms))
+            .append_pair("step", &format!("{}ms", self.step_ms))
+            .append_pair("timeout", &format!("{}ms", live.timeout.as_millis()));
+        let body = form.query().unwrap_or_default().to_string();
+        let mut request = self
+            .client
+            .post(self.endpoint.clone())
+            .headers(self.headers.clone())
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .header(reqwest::header::ACCEPT, "application/json")
+            .timeout(live.timeout)
+            .body(body);
+        if let Some(token) = &live.auth.bearer {
+            request = request.bearer_auth(token);
+        }
+        if let Some((user, password)) = &live.auth.basic {
+            request = request.basic_auth(user, Some(password));
+        }
+        let answer = self.runtime.block_on(async {
+            let response = request.send().await?;
+            let status = response.status();
+            Ok::<_, reqwest::Error>((status, response.bytes().await?))
+        });
+        let (status, bytes) =
+            answer.map_err(|e| anyhow::anyhow!("{}: {}", live.url, error_chain(&e)))?;
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        if !status.is_success() {
+            bail!(
+                "{} answered HTTP {status} for {promql}: {}",
+                live.url,
+                first_line(&text)
+            );
+        }
+        Ok(text)
+    }
 }

@@ -58,18 +58,29 @@ impl Routes {
 /// Builds targets from the discovery answers, with the file reader's rules; returns them with
 /// the routes that map answer series onto them.
 pub(super) fn build_targets(adapters: &Adapters, answers: &Answers) -> (Vec<LiveTarget>, Routes) {
-    let groups_of = |i: usize| -> Vec<BTreeMap<String, String>> {
-        match answers.by_purpose.get(&Purpose::Discover(i)) {
-            Some((_, Ok(a))) => a.samples.iter().map(|(l, _)| l.clone()).collect(),
-            _ => Vec::new(),
-        }
-    };
     let mut routes = Routes {
         engine_pairs: BTreeMap::new(),
         engine_instances: BTreeMap::new(),
         exporter_groups: BTreeMap::new(),
     };
-    // 1. Engine replicas, ordered by adapter name then replica, as the file reader's map.
+    let mut targets = engine_targets(adapters, answers, &mut routes);
+    let orphans = join_exporters(adapters, answers, &mut targets, &mut routes);
+    if targets.is_empty() {
+        targets = host_targets(orphans, &mut routes);
+    }
+    (targets, routes)
+}
+
+/// The label groups discovery found for adapter `i`.
+fn discovered(answers: &Answers, i: usize) -> Vec<BTreeMap<String, String>> {
+    match answers.by_purpose.get(&Purpose::Discover(i)) {
+        Some((_, Ok(a))) => a.samples.iter().map(|(l, _)| l.clone()).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Step 1: engine replicas, ordered by adapter name then replica, as the file reader's map.
+fn engine_targets(adapters: &Adapters, answers: &Answers, routes: &mut Routes) -> Vec<LiveTarget> {
     let mut engines: Vec<(usize, &AdapterSpec)> = adapters
         .list
         .iter()
@@ -79,7 +90,7 @@ pub(super) fn build_targets(adapters: &Adapters, answers: &Answers) -> (Vec<Live
     engines.sort_by(|a, b| a.1.name.cmp(&b.1.name));
     let mut targets: Vec<LiveTarget> = Vec::new();
     for (i, a) in engines {
-        for (_, replica) in engine_replicas(&groups_of(i)) {
+        for (_, replica) in engine_replicas(&discovered(answers, i)) {
             let t = targets.len();
             for (pod, instance) in &replica.pairs {
                 routes
@@ -104,8 +115,20 @@ pub(super) fn build_targets(adapters: &Adapters, answers: &Answers) -> (Vec<Live
             });
         }
     }
+    targets
+}
 
-    // 2. Exporter groups joined by host; by elimination when there is one replica.
+/// Exporter groups by host key, with the join tuples of those no replica took.
+type Orphans = BTreeMap<String, Vec<(usize, Vec<String>)>>;
+
+/// Step 2: exporter groups joined by host; by elimination when there is one replica. Returns the
+/// groups no replica took.
+fn join_exporters(
+    adapters: &Adapters,
+    answers: &Answers,
+    targets: &mut [LiveTarget],
+    routes: &mut Routes,
+) -> Orphans {
     let target_keys: Vec<Vec<String>> = targets
         .iter()
         .map(|t| {
@@ -115,13 +138,13 @@ pub(super) fn build_targets(adapters: &Adapters, answers: &Answers) -> (Vec<Live
             k
         })
         .collect();
-    let mut orphans: BTreeMap<String, Vec<(usize, Vec<String>)>> = BTreeMap::new();
+    let mut orphans: Orphans = BTreeMap::new();
     let mut ambiguous: BTreeSet<String> = BTreeSet::new();
     for (i, a) in adapters.list.iter().enumerate() {
         if a.kind == AdapterKind::Engine {
             continue;
         }
-        let tuples: BTreeSet<Vec<String>> = groups_of(i).iter().map(join_tuple).collect();
+        let tuples: BTreeSet<Vec<String>> = discovered(answers, i).iter().map(join_tuple).collect();
         for tuple in tuples {
             let labels: BTreeMap<String, String> = JOIN_LABELS
                 .iter()
@@ -152,32 +175,34 @@ pub(super) fn build_targets(adapters: &Adapters, answers: &Answers) -> (Vec<Live
             routes.exporter_groups.insert((i, tuple), to);
         }
     }
-    for t in &mut targets {
+    for t in targets.iter_mut() {
         t.notes.extend(ambiguous.iter().cloned());
     }
+    orphans
+}
 
-    // 3. No engine at all: each exporter host is a target of its own.
-    if targets.is_empty() {
-        for (key, members) in orphans {
-            let t = targets.len();
-            let mut target = LiveTarget {
-                target: Target {
-                    engine: None,
-                    labels: BTreeMap::from([("host".to_string(), target::host_label(&key))]),
-                },
+/// Step 3, when there is no engine at all: each exporter host is a target of its own.
+fn host_targets(orphans: Orphans, routes: &mut Routes) -> Vec<LiveTarget> {
+    let mut targets = Vec::new();
+    for (key, members) in orphans {
+        let t = targets.len();
+        let mut target = LiveTarget {
+            target: Target {
                 engine: None,
-                adapters: Vec::new(),
-                groups: Vec::new(),
-                notes: vec![target::NO_ENGINE_NOTE.to_string()],
-            };
-            for (i, tuple) in members {
-                attach(&mut target, i);
-                routes.exporter_groups.insert((i, tuple), t);
-            }
-            targets.push(target);
+                labels: BTreeMap::from([("host".to_string(), target::host_label(&key))]),
+            },
+            engine: None,
+            adapters: Vec::new(),
+            groups: Vec::new(),
+            notes: vec![target::NO_ENGINE_NOTE.to_string()],
+        };
+        for (i, tuple) in members {
+            attach(&mut target, i);
+            routes.exporter_groups.insert((i, tuple), t);
         }
+        targets.push(target);
     }
-    (targets, routes)
+    targets
 }
 
 fn attach(t: &mut LiveTarget, adapter: usize) {
