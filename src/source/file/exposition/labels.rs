@@ -10,6 +10,8 @@ use super::parser::{Parser, QuotedName, Span};
 impl<'a> Parser<'a> {
     /// Parses `{...}` starting at `open`; returns the index after `}`. With `store`, label
     /// pairs go to `self.spans`. `quoted_name` is Some where a quoted metric name may appear.
+    // Long on purpose: one pass over a line's bytes with one cursor, on the parser's per-line hot
+    // path; helpers would hand the cursor, the line and the error position back and forth.
     pub(super) fn label_set(
         &mut self,
         line: &'a str,

@@ -135,6 +135,8 @@ impl<'a> Parser<'a> {
         }
     }
 
+    // Long on purpose: one pass over a line's bytes with one cursor, on the parser's per-line hot
+    // path; helpers would hand the cursor, the line and the error position back and forth.
     fn type_line(
         &mut self,
         line: &'a str,
@@ -217,6 +219,8 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
+    // Long on purpose: one pass over a line's bytes with one cursor, on the parser's per-line hot
+    // path; helpers would hand the cursor, the line and the error position back and forth.
     pub(super) fn sample(
         &mut self,
         line: &'a str,

@@ -247,6 +247,7 @@ fn error_display_format() {
 }
 
 #[test]
+// Long on purpose: a table of cases, one per error kind.
 fn every_error_kind_is_located() {
     // (input, line, column, message)
     let cases: &[(&str, usize, usize, &str)] = &[

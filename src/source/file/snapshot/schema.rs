@@ -7,6 +7,8 @@ use super::doc::{SNAPSHOT_V1, TIMELINE_V1};
 
 /// The JSON Schema (draft 2020-12) of snapshot and timeline files. Signal, fact and hint names
 /// are those of the catalog in use, so the schema leaves them open; `parse` checks them.
+// Long on purpose: the schema is one JSON literal, read top to bottom like the files it
+// describes; split up, its parts would no longer read as a schema.
 pub fn json_schema() -> serde_json::Value {
     let number = json!({"type": "number"});
     let scalar = json!({"type": ["number", "string", "boolean"]});
