@@ -176,44 +176,11 @@ fn parse_timeline(ctx: &mut Ctx<'_>, doc: TimelineDoc, at_ms: Option<i64>) -> Ve
             Some(Ok(l)) => Some(l),
             None => None,
         };
-        let mut points: Vec<(i64, &PointDoc)> = Vec::new();
-        for (k, p) in t.points.iter().enumerate() {
-            match parse_time(&p.at) {
-                Ok(ms) => points.push((ms, p)),
-                Err(e) => ctx.error(&place, format_args!("points[{k}].at: {e}")),
-            }
-        }
-        if t.points.is_empty() {
-            ctx.error(&place, "a timeline target needs at least one point");
+        let Some(points) = timeline_points(ctx, &place, &t.points) else {
             continue;
-        }
-        points.sort_by_key(|(ms, _)| *ms);
-        if let Some(pair) = points.windows(2).find(|w| w[0].0 == w[1].0) {
-            ctx.error(
-                &place,
-                format_args!("two points at {}", format_time_ms(pair[0].0)),
-            );
+        };
+        let Some(chosen) = pick_point(ctx, &place, &points, at_ms) else {
             continue;
-        }
-        if points.len() != t.points.len() {
-            continue; // a bad `at` was reported; picking another point would mislead
-        }
-        let chosen = match at_ms {
-            None => points.len() - 1,
-            Some(at) => match points.iter().rposition(|(ms, _)| *ms <= at) {
-                Some(k) => k,
-                None => {
-                    ctx.error(
-                        &place,
-                        format_args!(
-                            "no point at or before --at {}: the first point is at {}",
-                            format_time_ms(at),
-                            format_time_ms(points[0].0)
-                        ),
-                    );
-                    continue;
-                }
-            },
         };
         let (end, point) = points[chosen];
         let mut snapshot = Snapshot::new(ctx.catalog, target_of(&t.target));
@@ -247,6 +214,64 @@ fn parse_timeline(ctx: &mut Ctx<'_>, doc: TimelineDoc, at_ms: Option<i64>) -> Ve
         out.push(Prepared { snapshot, notes });
     }
     out
+}
+
+/// A target's points by time; None (with the errors reported) when there are none, two share
+/// a time, or a time does not parse.
+fn timeline_points<'p>(
+    ctx: &mut Ctx<'_>,
+    place: &str,
+    docs: &'p [PointDoc],
+) -> Option<Vec<(i64, &'p PointDoc)>> {
+    let mut points: Vec<(i64, &PointDoc)> = Vec::new();
+    for (k, p) in docs.iter().enumerate() {
+        match parse_time(&p.at) {
+            Ok(ms) => points.push((ms, p)),
+            Err(e) => ctx.error(place, format_args!("points[{k}].at: {e}")),
+        }
+    }
+    if docs.is_empty() {
+        ctx.error(place, "a timeline target needs at least one point");
+        return None;
+    }
+    points.sort_by_key(|(ms, _)| *ms);
+    if let Some(pair) = points.windows(2).find(|w| w[0].0 == w[1].0) {
+        ctx.error(
+            place,
+            format_args!("two points at {}", format_time_ms(pair[0].0)),
+        );
+        return None;
+    }
+    if points.len() != docs.len() {
+        return None; // a bad `at` was reported; picking another point would mislead
+    }
+    Some(points)
+}
+
+/// The newest point at or before `at_ms` (or the newest); None, reported, when all are later.
+fn pick_point(
+    ctx: &mut Ctx<'_>,
+    place: &str,
+    points: &[(i64, &PointDoc)],
+    at_ms: Option<i64>,
+) -> Option<usize> {
+    match at_ms {
+        None => Some(points.len() - 1),
+        Some(at) => match points.iter().rposition(|(ms, _)| *ms <= at) {
+            Some(k) => Some(k),
+            None => {
+                ctx.error(
+                    place,
+                    format_args!(
+                        "no point at or before --at {}: the first point is at {}",
+                        format_time_ms(at),
+                        format_time_ms(points[0].0)
+                    ),
+                );
+                None
+            }
+        },
+    }
 }
 
 /// `target 1 (vllm, instance=gpu-node-1:8000)`: how errors name a target.
