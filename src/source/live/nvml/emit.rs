@@ -33,7 +33,7 @@ pub fn to_series_set(
                 .entry(r.index)
                 .or_insert_with(|| gpu_labels(r.index, info, inventory, hostname))
                 .clone();
-            let mut put = |name: &'static str, value: Option<f64>| {
+            for (name, value) in dcgm_fields(r, info) {
                 if let Some(value) = value {
                     series
                         .entry((name, labels.clone()))
@@ -43,48 +43,7 @@ pub fn to_series_set(
                             value,
                         });
                 }
-            };
-            let f = |v: Option<u32>| v.map(f64::from);
-            put("DCGM_FI_DEV_GPU_UTIL", f(r.gpu_utilization_percent));
-            put("DCGM_FI_DEV_MEM_COPY_UTIL", f(r.memory_utilization_percent));
-            let (used, free, reserved) = framebuffer(r);
-            put("DCGM_FI_DEV_FB_USED", used.map(|b| b as f64 / MIB));
-            put("DCGM_FI_DEV_FB_FREE", free.map(|b| b as f64 / MIB));
-            put("DCGM_FI_DEV_FB_RESERVED", reserved.map(|b| b as f64 / MIB));
-            put(
-                "DCGM_FI_DEV_POWER_USAGE",
-                f(r.power_usage_mw).map(|mw| mw / 1000.0),
-            );
-            put(
-                "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
-                f(r.enforced_power_limit_mw).map(|mw| mw / 1000.0),
-            );
-            put("DCGM_FI_DEV_GPU_TEMP", f(r.temperature_celsius));
-            put("DCGM_FI_DEV_SM_CLOCK", f(r.sm_clock_mhz));
-            put(
-                "DCGM_FI_DEV_MAX_SM_CLOCK",
-                f(info.and_then(|i| i.max_sm_clock_mhz)),
-            );
-            put(
-                "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
-                r.throttle_reasons.map(|m| m as f64),
-            );
-            put(
-                "DCGM_FI_PROF_PCIE_TX_BYTES",
-                f(r.pcie_tx_kb_per_second).map(|kb| kb * 1024.0),
-            );
-            put(
-                "DCGM_FI_PROF_PCIE_RX_BYTES",
-                f(r.pcie_rx_kb_per_second).map(|kb| kb * 1024.0),
-            );
-            put(
-                "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-                r.ecc_uncorrected_volatile.map(|n| n as f64),
-            );
-            put(
-                "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
-                r.pcie_replay_counter.map(|n| n as f64),
-            );
+            }
         }
     }
     let mut set = SeriesSet::default();
@@ -104,6 +63,54 @@ pub fn to_series_set(
     }
     set.normalize();
     set
+}
+
+/// One reading as dcgm-exporter's fields, in its units (the table in the folder's docs); None
+/// where the reading lacks the value.
+fn dcgm_fields(r: &GpuReading, info: Option<&GpuInfo>) -> [(&'static str, Option<f64>); 15] {
+    let f = |v: Option<u32>| v.map(f64::from);
+    let (used, free, reserved) = framebuffer(r);
+    [
+        ("DCGM_FI_DEV_GPU_UTIL", f(r.gpu_utilization_percent)),
+        ("DCGM_FI_DEV_MEM_COPY_UTIL", f(r.memory_utilization_percent)),
+        ("DCGM_FI_DEV_FB_USED", used.map(|b| b as f64 / MIB)),
+        ("DCGM_FI_DEV_FB_FREE", free.map(|b| b as f64 / MIB)),
+        ("DCGM_FI_DEV_FB_RESERVED", reserved.map(|b| b as f64 / MIB)),
+        (
+            "DCGM_FI_DEV_POWER_USAGE",
+            f(r.power_usage_mw).map(|mw| mw / 1000.0),
+        ),
+        (
+            "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
+            f(r.enforced_power_limit_mw).map(|mw| mw / 1000.0),
+        ),
+        ("DCGM_FI_DEV_GPU_TEMP", f(r.temperature_celsius)),
+        ("DCGM_FI_DEV_SM_CLOCK", f(r.sm_clock_mhz)),
+        (
+            "DCGM_FI_DEV_MAX_SM_CLOCK",
+            f(info.and_then(|i| i.max_sm_clock_mhz)),
+        ),
+        (
+            "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+            r.throttle_reasons.map(|m| m as f64),
+        ),
+        (
+            "DCGM_FI_PROF_PCIE_TX_BYTES",
+            f(r.pcie_tx_kb_per_second).map(|kb| kb * 1024.0),
+        ),
+        (
+            "DCGM_FI_PROF_PCIE_RX_BYTES",
+            f(r.pcie_rx_kb_per_second).map(|kb| kb * 1024.0),
+        ),
+        (
+            "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+            r.ecc_uncorrected_volatile.map(|n| n as f64),
+        ),
+        (
+            "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+            r.pcie_replay_counter.map(|n| n as f64),
+        ),
+    ]
 }
 
 fn gpu_labels(
