@@ -77,28 +77,18 @@ impl Http {
     }
 
     pub(super) async fn send(&self, promql: &str) -> Result<Answer, Failure> {
-        let mut form = reqwest::Url::parse("http://form.invalid/").expect("a valid URL");
-        form.query_pairs_mut()
-            .append_pair("query", promql)
-            .append_pair("time", &self.time)
-            .append_pair("timeout", &format!("{}ms", self.timeout.as_millis()));
-        let body = form.query().unwrap_or_default().to_string();
-        let mut request = self
-            .client
-            .post(self.endpoint.clone())
-            .headers(self.headers.clone())
-            .header(
-                reqwest::header::CONTENT_TYPE,
-                "application/x-www-form-urlencoded",
-            )
-            .header(reqwest::header::ACCEPT, "application/json")
-            .body(body);
-        if let Some(token) = &self.auth.bearer {
-            request = request.bearer_auth(token);
-        }
-        if let Some((user, password)) = &self.auth.basic {
-            request = request.basic_auth(user, Some(password));
-        }
+        let timeout = format!("{}ms", self.timeout.as_millis());
+        let request = form_post(
+            &self.client,
+            &self.endpoint,
+            &self.headers,
+            &self.auth,
+            &[
+                ("query", promql),
+                ("time", &self.time),
+                ("timeout", &timeout),
+            ],
+        );
         let response = request.send().await.map_err(|e| Failure {
             unreachable: true,
             message: error_chain(&e),
@@ -116,6 +106,36 @@ impl Http {
         })?;
         parse_answer(status.as_u16(), &content_type, &body)
     }
+}
+
+/// A form-encoded POST to the query API with the extra headers and the credentials; `pairs`
+/// are the form's fields, in order.
+pub(super) fn form_post(
+    client: &reqwest::Client,
+    endpoint: &reqwest::Url,
+    headers: &HeaderMap,
+    auth: &PromAuth,
+    pairs: &[(&str, &str)],
+) -> reqwest::RequestBuilder {
+    let mut form = reqwest::Url::parse("http://form.invalid/").expect("a valid URL");
+    form.query_pairs_mut().extend_pairs(pairs);
+    let body = form.query().unwrap_or_default().to_string();
+    let mut request = client
+        .post(endpoint.clone())
+        .headers(headers.clone())
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .header(reqwest::header::ACCEPT, "application/json")
+        .body(body);
+    if let Some(token) = &auth.bearer {
+        request = request.bearer_auth(token);
+    }
+    if let Some((user, password)) = &auth.basic {
+        request = request.basic_auth(user, Some(password));
+    }
+    request
 }
 
 /// `URL/api/v1/query`, keeping a path prefix.

@@ -3,7 +3,7 @@
 use anyhow::{bail, Context, Result};
 
 use super::assemble::first_line;
-use super::http::{client, header_map, query_endpoint, LiveOptions};
+use super::http::{client, form_post, header_map, query_endpoint, LiveOptions};
 use crate::rules::Rules;
 use crate::signal::adapter::AdapterSpec;
 use crate::signal::promql::{escape, regex_quote};
@@ -137,31 +137,25 @@ impl<'a> RangeQueries<'a> {
     fn query(&self, promql: &str) -> Result<String> {
         let live = self.live;
         let seconds = |ms: i64| format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
-        let mut form = reqwest::Url::parse("http://form.invalid/").expect("a valid URL");
-        form.query_pairs_mut()
-            .append_pair("query", promql)
-            .append_pair("start", &seconds(self.from_ms))
-            .append_pair("end", &seconds(self.to_ms))
-            .append_pair("step", &format!("{}ms", self.step_ms))
-            .append_pair("timeout", &format!("{}ms", live.timeout.as_millis()));
-        let body = form.query().unwrap_or_default().to_string();
-        let mut request = self
-            .client
-            .post(self.endpoint.clone())
-            .headers(self.headers.clone())
-            .header(
-                reqwest::header::CONTENT_TYPE,
-                "application/x-www-form-urlencoded",
-            )
-            .header(reqwest::header::ACCEPT, "application/json")
-            .timeout(live.timeout)
-            .body(body);
-        if let Some(token) = &live.auth.bearer {
-            request = request.bearer_auth(token);
-        }
-        if let Some((user, password)) = &live.auth.basic {
-            request = request.basic_auth(user, Some(password));
-        }
+        let (start, end) = (seconds(self.from_ms), seconds(self.to_ms));
+        let (step, timeout) = (
+            format!("{}ms", self.step_ms),
+            format!("{}ms", live.timeout.as_millis()),
+        );
+        let request = form_post(
+            &self.client,
+            &self.endpoint,
+            &self.headers,
+            &live.auth,
+            &[
+                ("query", promql),
+                ("start", &start),
+                ("end", &end),
+                ("step", &step),
+                ("timeout", &timeout),
+            ],
+        )
+        .timeout(live.timeout);
         let answer = self.runtime.block_on(async {
             let response = request.send().await?;
             let status = response.status();
