@@ -1166,6 +1166,20 @@ class Builder:
             self.families.append(f)
         return f
 
+    # -- one emitter per metric kind: a family of one series, declared and filled in one call;
+    # histograms and summaries are `hist` and `summary` below. A family with several series
+    # (per label value) is built with `fam` and `Family.add`.
+    def gauge(self, name, help_text, labels, times, values):
+        self.fam(name, "gauge", help_text).add(name, labels, times, values)
+
+    def counter(self, name, help_text, labels, times, values):
+        """An OpenMetrics counter: the family `name`, its sample `name_total`."""
+        self.fam(name, "counter", help_text).add(name + "_total", labels, times, values)
+
+    def series(self, name, typ, help_text, sample_name, labels, times, values):
+        """Any other single-series family: `unknown`-typed counters, samples named otherwise."""
+        self.fam(name, typ, help_text).add(sample_name, labels, times, values)
+
     # -- counters --------------------------------------------------------------------------
     def counter_series(self, g, rate_fn, amp_fn, tag, start_fn=None, integer=False, decimals=None):
         """Cumulative values of a counter whose per-second rate is rate_fn(tau)."""
@@ -1182,6 +1196,12 @@ class Builder:
         if decimals is not None:
             return [round(v, decimals) for v in vals_f], vals_f
         return vals_f, vals_f
+
+    def signal_counter(self, g, sig, tag, **kw):
+        """`counter_series` of a counter whose rate is the scenario's signal `sig`, its noise
+        the signal's amplitude."""
+        sc = self.sc
+        return self.counter_series(g, lambda t: sc.val(sig, t), lambda t: sc.amp(sig, t), tag, **kw)
 
     def window_rate(self, g, vals):
         w = g.w_intervals
@@ -1339,11 +1359,9 @@ class Builder:
             f.add("vllm:request_success_total", {**base, "finished_reason": reason}, g.times, vals)
 
         # tokens
-        gen_i, gen_f = self.counter_series(g, lambda t: v("output_tokens_per_second", t),
-                                           lambda t: sc.amp("output_tokens_per_second", t), "gen", integer=True)
+        gen_i, gen_f = self.signal_counter(g, "output_tokens_per_second", "gen", integer=True)
         self.model["output_tokens_per_second"] = self.window_rate(g, gen_f)
-        prm_i, prm_f = self.counter_series(g, lambda t: v("prompt_tokens_per_second", t),
-                                           lambda t: sc.amp("prompt_tokens_per_second", t), "prompt", integer=True)
+        prm_i, prm_f = self.signal_counter(g, "prompt_tokens_per_second", "prompt", integer=True)
         self.model["prompt_tokens_per_second"] = self.window_rate(g, prm_f)
         hit = lambda t: v("prefix_cache_hit_ratio", t)
         hits_f = [prm_f[0] * hit(0.0)]
@@ -1353,12 +1371,11 @@ class Builder:
         w = g.w_intervals
         self.model["prefix_cache_hit_ratio"] = (hits_f[-1] - hits_f[-1 - w]) / max(prm_f[-1] - prm_f[-1 - w], 1e-9)
 
-        f = self.fam("vllm:prompt_tokens", "counter", "Number of prefill tokens processed.")
-        f.add("vllm:prompt_tokens_total", base, g.times, prm_i)
-        f = self.fam("vllm:generation_tokens", "counter", "Number of generation tokens processed.")
-        f.add("vllm:generation_tokens_total", base, g.times, gen_i)
-        f = self.fam("vllm:prefix_cache_queries", "counter", "Prefix cache queries, in terms of number of queried tokens.")
-        f.add("vllm:prefix_cache_queries_total", base, g.times, prm_i)
+        self.counter("vllm:prompt_tokens", "Number of prefill tokens processed.", base, g.times, prm_i)
+        self.counter("vllm:generation_tokens", "Number of generation tokens processed.", base, g.times, gen_i)
+        self.counter("vllm:prefix_cache_queries",
+                     "Prefix cache queries, in terms of number of queried tokens.", base,
+                     g.times, prm_i)
         f = self.fam("vllm:prefix_cache_hits", "counter", "Prefix cache hits, in terms of number of cached tokens.")
         f.add("vllm:prefix_cache_hits_total", base, g.times, hits_i)
         if extras:
@@ -1367,27 +1384,27 @@ class Builder:
             f.add("vllm:prompt_tokens_by_source_total", {**base, "source": "local_cache_hit"}, g.times, hits_i)
             f.add("vllm:prompt_tokens_by_source_total", {**base, "source": "local_compute"}, g.times,
                   [a - b for a, b in zip(prm_i, hits_i)])
-            f = self.fam("vllm:prompt_tokens_cached", "counter", "Number of cached prompt tokens (local + external).")
-            f.add("vllm:prompt_tokens_cached_total", base, g.times, hits_i)
+            self.counter("vllm:prompt_tokens_cached",
+                         "Number of cached prompt tokens (local + external).", base,
+                         g.times, hits_i)
 
         # preemptions
-        pre_i, pre_f = self.counter_series(g, lambda t: v("preemptions_per_second", t),
-                                           lambda t: sc.amp("preemptions_per_second", t), "preempt", integer=True)
+        pre_i, pre_f = self.signal_counter(g, "preemptions_per_second", "preempt", integer=True)
         self.model["preemptions_per_second"] = self.window_rate(g, pre_f)
-        f = self.fam("vllm:num_preemptions", "counter", "Cumulative number of preemption from the engine.")
-        f.add("vllm:num_preemptions_total", base, g.times, pre_i)
+        self.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
+                     base, g.times, pre_i)
 
         # gauges
-        f = self.fam("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.")
-        f.add("vllm:num_requests_running", base, g.times,
-              self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
-        f = self.fam("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.")
-        f.add("vllm:num_requests_waiting", base, g.times,
-              self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
+        self.gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
+                   base, g.times,
+                   self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
+        self.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+                   base, g.times,
+                   self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
         blocks = int(cfg["num_gpu_blocks"])
         kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
-        f = self.fam("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.")
-        f.add("vllm:kv_cache_usage_perc", base, g.times, [math.floor(x * blocks + 0.5) / blocks for x in kv])
+        self.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", base,
+                   g.times, [math.floor(x * blocks + 0.5) / blocks for x in kv])
 
         f = self.fam("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
         mml = int(cfg["max_model_len"])
@@ -1480,10 +1497,9 @@ class Builder:
             for k in range(1, g.n):
                 acc_f.append(acc_f[-1] + (dt_f[k] - dt_f[k - 1]) * acc(g.mid(k)))
             self.model["spec_decode_acceptance_ratio"] = (acc_f[-1] - acc_f[-1 - w]) / (dt_f[-1] - dt_f[-1 - w])
-            f = self.fam("vllm:spec_decode_num_drafts", "counter", "Number of spec decoding drafts.")
-            f.add("vllm:spec_decode_num_drafts_total", base, g.times, d_i)
-            f = self.fam("vllm:spec_decode_num_draft_tokens", "counter", "Number of draft tokens.")
-            f.add("vllm:spec_decode_num_draft_tokens_total", base, g.times, rnd(dt_f))
+            self.counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", base, g.times, d_i)
+            self.counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", base,
+                         g.times, rnd(dt_f))
             f = self.fam("vllm:spec_decode_num_accepted_tokens", "counter", "Number of accepted tokens.")
             acc_i = rnd(acc_f)
             f.add("vllm:spec_decode_num_accepted_tokens_total", base, g.times, acc_i)
@@ -1511,11 +1527,11 @@ class Builder:
                 ("process_open_fds", "Number of open file descriptors.", [143 + (k % 3) for k in range(g.n)]),
                 ("process_max_fds", "Maximum number of open file descriptors.", [1048576] * g.n),
             ):
-                f = self.fam(name, "gauge", help_text)
-                f.add(name, proc, g.times, val)
-            f = self.fam("python_info", "gauge", "Python platform information")
-            f.add("python_info", {**proc, "implementation": "CPython", "major": "3", "minor": "12",
-                                  "patchlevel": "11", "version": "3.12.11"}, g.times, [1] * g.n)
+                self.gauge(name, help_text, proc, g.times, val)
+            self.gauge("python_info", "Python platform information",
+                       {**proc, "implementation": "CPython", "major": "3", "minor": "12",
+                        "patchlevel": "11", "version": "3.12.11"},
+                       g.times, [1] * g.n)
             f = self.fam("http_requests", "counter", "Total number of requests by method, status and handler.")
             scrapes0 = uptime // sc.interval
             f.add("http_requests_total", {**proc, "handler": "/health", "method": "GET", "status": "2xx"},
@@ -1604,8 +1620,7 @@ class Builder:
         count them; SGLang's failures are aborts, abort_ratio). Returns (ok_f, bad_f, ok_i,
         bad_i): float and integer cumulative counts."""
         sc, v = self.sc, self.sc.val
-        _, ok_f = self.counter_series(g, lambda t: v("requests_per_second", t),
-                                      lambda t: sc.amp("requests_per_second", t), tag)
+        _, ok_f = self.signal_counter(g, "requests_per_second", tag)
 
         def odds(t):
             e = min(max(v(signal, t), 0.0), 0.95)
@@ -1665,10 +1680,8 @@ class Builder:
         max_total = int(int(cfg["num_gpu_blocks"]) * 16 * 0.88 / 0.9)
 
         ok_f, ab_f, ok_i, ab_i = self.requests_with_failures(g, signal="abort_ratio")
-        gen_i, gen_f = self.counter_series(g, lambda t: v("output_tokens_per_second", t),
-                                           lambda t: sc.amp("output_tokens_per_second", t), "gen", integer=True)
-        prm_i, prm_f = self.counter_series(g, lambda t: v("prompt_tokens_per_second", t),
-                                           lambda t: sc.amp("prompt_tokens_per_second", t), "prompt", integer=True)
+        gen_i, gen_f = self.signal_counter(g, "output_tokens_per_second", "gen", integer=True)
+        prm_i, prm_f = self.signal_counter(g, "prompt_tokens_per_second", "prompt", integer=True)
         self.model["output_tokens_per_second"] = self.window_rate(g, gen_f)
         self.model["prompt_tokens_per_second"] = self.window_rate(g, prm_f)
         self.model["prompt_tokens_mean"] = self.ratio_model(g, prm_f, ok_f)
@@ -1681,42 +1694,40 @@ class Builder:
             compute_i[k] = max(compute_i[k], compute_i[k - 1])
 
         # -- scheduler
-        f = self.fam("sglang:num_running_reqs", "gauge", "The number of running requests.")
-        f.add("sglang:num_running_reqs", sch, g.times,
-              self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
-        f = self.fam("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.")
-        f.add("sglang:num_queue_reqs", sch, g.times,
-              self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
-        f = self.fam("sglang:gen_throughput", "gauge", "The generation throughput (token/s).")
-        f.add("sglang:gen_throughput", sch, g.times,
-              self.gauge_values(g, "output_tokens_per_second", "genthr", lo=0.0, digits=2))
+        self.gauge("sglang:num_running_reqs", "The number of running requests.", sch, g.times,
+                   self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
+        self.gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", sch,
+                   g.times,
+                   self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
+        self.gauge("sglang:gen_throughput", "The generation throughput (token/s).", sch, g.times,
+                   self.gauge_values(g, "output_tokens_per_second", "genthr", lo=0.0, digits=2))
         kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
-        f = self.fam("sglang:token_usage", "gauge", "The token usage.")
-        f.add("sglang:token_usage", sch, g.times, [round(x, 2) for x in kv])
+        self.gauge("sglang:token_usage", "The token usage.", sch, g.times, [round(x, 2) for x in kv])
         f = self.fam("sglang:num_used_tokens", "gauge", "The number of used tokens.")
         f.add("sglang:num_used_tokens", sch, g.times, [math.floor(x * max_total + 0.5) for x in kv])
         if sc.spec("spec_decode_acceptance_ratio") is not None:
             acc = self.gauge_values(g, "spec_decode_acceptance_ratio", "spec", lo=0.0, hi=1.0, digits=4)
-            f = self.fam("sglang:spec_accept_length", "gauge",
-                         "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).")
-            f.add("sglang:spec_accept_length", sch, g.times, [round(1 + 3 * a, 4) for a in acc])
-            f = self.fam("sglang:spec_accept_rate", "gauge",
-                         "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).")
-            f.add("sglang:spec_accept_rate", sch, g.times, acc)
-        pre_i, pre_f = self.counter_series(g, lambda t: v("preemptions_per_second", t),
-                                           lambda t: sc.amp("preemptions_per_second", t), "preempt", integer=True)
+            self.gauge("sglang:spec_accept_length",
+                       "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).",
+                       sch, g.times, [round(1 + 3 * a, 4) for a in acc])
+            self.gauge("sglang:spec_accept_rate",
+                       "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).",
+                       sch, g.times, acc)
+        pre_i, pre_f = self.signal_counter(g, "preemptions_per_second", "preempt", integer=True)
         self.model["preemptions_per_second"] = self.window_rate(g, pre_f)
-        f = self.fam("sglang:num_retracted_requests", "counter", "Total number of retracted requests.")
-        f.add("sglang:num_retracted_requests_total", sch, g.times, pre_i)
+        self.counter("sglang:num_retracted_requests", "Total number of retracted requests.", sch,
+                     g.times, pre_i)
         f = self.fam("sglang:realtime_tokens", "counter",
                      "Total number of tokens processed (updated on each log interval). "
                      "mode: prefill_compute, prefill_cache, decode.")
         for mode, vals in (("decode", gen_i), ("prefill_cache", hits_i), ("prefill_compute", compute_i)):
             f.add("sglang:realtime_tokens_total", {**sch, "mode": mode}, g.times, vals)
-        f = self.fam("sglang:max_total_num_tokens", "gauge", "Maximum total number of tokens in the KV cache pool.")
-        f.add("sglang:max_total_num_tokens", sch, g.times, [max_total] * g.n)
-        f = self.fam("sglang:cache_config_info", "gauge", "Information of the cache config")
-        f.add("sglang:cache_config_info", {"num_pages": str(max_total), "page_size": "1", **inst}, g.times, [1] * g.n)
+        self.gauge("sglang:max_total_num_tokens",
+                   "Maximum total number of tokens in the KV cache pool.", sch, g.times,
+                   [max_total] * g.n)
+        self.gauge("sglang:cache_config_info", "Information of the cache config",
+                   {"num_pages": str(max_total), "page_size": "1", **inst}, g.times,
+                   [1] * g.n)
         self.hist("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", sch, g,
                   SGL_QUEUE_BUCKETS, [fmt_le_py(b) for b in SGL_QUEUE_BUCKETS], ok_i,
                   None, "queue_time_p99_seconds", "queue_time_mean_seconds", sigma=1.0)
@@ -1725,19 +1736,16 @@ class Builder:
                   [fmt_le_py(b) for b in SGL_STAGE_BUCKETS], ok_i, None, None, "prefill_time_mean_seconds")
 
         # -- tokenizer manager
-        f = self.fam("sglang:prompt_tokens", "counter", "Number of prefill tokens processed.")
-        f.add("sglang:prompt_tokens_total", tok, g.times, prm_i)
-        f = self.fam("sglang:generation_tokens", "counter", "Number of generation tokens processed.")
-        f.add("sglang:generation_tokens_total", tok, g.times, gen_i)
+        self.counter("sglang:prompt_tokens", "Number of prefill tokens processed.", tok, g.times, prm_i)
+        self.counter("sglang:generation_tokens", "Number of generation tokens processed.", tok,
+                     g.times, gen_i)
         # per-source hits (device, and host with HiCache) plus the `total` row the adapter reads
         host_i, device_i, _ = self.split_counter(g, hits_i, hits_f, lambda t: 0.03)
         f = self.fam("sglang:cached_tokens", "counter", "Number of cached prompt tokens by source (device/host/storage).")
         for src, vals in (("device", device_i), ("host", host_i), ("total", hits_i)):
             f.add("sglang:cached_tokens_total", {**tok, "cache_source": src}, g.times, vals)
-        f = self.fam("sglang:num_requests", "counter", "Number of requests processed.")
-        f.add("sglang:num_requests_total", tok, g.times, ok_i)
-        f = self.fam("sglang:num_aborted_requests", "counter", "Number of requests aborted.")
-        f.add("sglang:num_aborted_requests_total", tok, g.times, ab_i)
+        self.counter("sglang:num_requests", "Number of requests processed.", tok, g.times, ok_i)
+        self.counter("sglang:num_aborted_requests", "Number of requests aborted.", tok, g.times, ab_i)
         self.hist("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", tok, g,
                   SGL_TTFT_BUCKETS, [fmt_le_py(b) for b in SGL_TTFT_BUCKETS], ok_i,
                   "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds")
@@ -1751,11 +1759,11 @@ class Builder:
                   SGL_E2E_BUCKETS, [fmt_le_py(b) for b in SGL_E2E_BUCKETS], ok_i,
                   "e2e_p50_seconds", "e2e_p99_seconds", "e2e_mean_seconds")
         # the tokenizer process's CPU (cpu_monitor.py samples psutil every 5 s)
-        cpu_vals, cpu_f = self.counter_series(g, lambda t: v("frontend_cpu_cores", t),
-                                              lambda t: sc.amp("frontend_cpu_cores", t), "proc_cpu", decimals=2)
+        cpu_vals, cpu_f = self.signal_counter(g, "frontend_cpu_cores", "proc_cpu", decimals=2)
         self.model["frontend_cpu_cores"] = self.window_rate(g, cpu_f)
-        f = self.fam("sglang:process_cpu_seconds", "counter", "Total user and system CPU time of the process in seconds.")
-        f.add("sglang:process_cpu_seconds_total", {"component": "tokenizer", **inst}, g.times, cpu_vals)
+        self.counter("sglang:process_cpu_seconds",
+                     "Total user and system CPU time of the process in seconds.",
+                     {"component": "tokenizer", **inst}, g.times, cpu_vals)
 
     # -- TGI (router; reference/engine-metrics.md §3) ------------------------------------------
     def build_tgi(self):
@@ -1778,16 +1786,14 @@ class Builder:
                     f.add("tgi_request_failure", {**lab, "err": err}, g.times, vals)
         else:
             self.absent.add("error_ratio")
-        f = self.fam("tgi_request_success", "unknown", "Number of successful requests")
-        f.add("tgi_request_success", lab, g.times, ok_i)
+        self.series("tgi_request_success", "unknown", "Number of successful requests",
+                    "tgi_request_success", lab, g.times, ok_i)
         kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
-        f = self.fam("tgi_batch_current_max_tokens", "gauge", "Maximum tokens for the current batch")
-        f.add("tgi_batch_current_max_tokens", lab, g.times, [math.floor(x * mbt + 0.5) for x in kv])
-        f = self.fam("tgi_batch_current_size", "gauge", "Current batch size")
-        f.add("tgi_batch_current_size", lab, g.times,
-              self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
-        f = self.fam("tgi_batch_max_total_tokens", "gauge", None)  # described as tgi_batch_total_tokens
-        f.add("tgi_batch_max_total_tokens", lab, g.times, [mbt] * g.n)
+        self.gauge("tgi_batch_current_max_tokens", "Maximum tokens for the current batch", lab,
+                   g.times, [math.floor(x * mbt + 0.5) for x in kv])
+        self.gauge("tgi_batch_current_size", "Current batch size", lab, g.times,
+                   self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
+        self.gauge("tgi_batch_max_total_tokens", None, lab, g.times, [mbt] * g.n)
         f = self.fam("tgi_queue_size", "gauge", "Current queue size")
         f.add("tgi_queue_size", lab, g.times, self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
 
@@ -1853,13 +1859,15 @@ class Builder:
         us = lambda xs: [math.floor(x + 0.5) for x in xs]
 
         # Triton core: counters without _total -> `unknown` in OpenMetrics
-        f = self.fam("nv_inference_request_success", "unknown", "Number of successful inference requests, all batch sizes")
-        f.add("nv_inference_request_success", m, g.times, ok_i)
+        self.series("nv_inference_request_success", "unknown",
+                    "Number of successful inference requests, all batch sizes",
+                    "nv_inference_request_success", m, g.times, ok_i)
         f = self.fam("nv_inference_request_failure", "unknown", "Number of failed inference requests, all batch sizes")
         for reason, vals in (("BACKEND", [0] * g.n), ("CANCELED", can_i), ("OTHER", [0] * g.n), ("REJECTED", rej_i)):
             f.add("nv_inference_request_failure", {**m, "reason": reason}, g.times, vals)
-        f = self.fam("nv_inference_count", "unknown", "Number of inferences performed (does not include cached requests)")
-        f.add("nv_inference_count", m, g.times, ok_i)
+        self.series("nv_inference_count", "unknown",
+                    "Number of inferences performed (does not include cached requests)",
+                    "nv_inference_count", m, g.times, ok_i)
         f = self.fam("nv_inference_exec_count", "unknown",
                      "Number of model executions performed (does not include cached requests)")
         f.add("nv_inference_exec_count", m, g.times, [math.floor(x * 0.8) for x in ok_i])
@@ -1870,12 +1878,11 @@ class Builder:
             ("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds (does not include cached requests)", infer_us_f),
             ("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds (does not include cached requests)", out_us_f),
         ):
-            f = self.fam(name, "unknown", help_text)
-            f.add(name, m, g.times, us(vals))
+            self.series(name, "unknown", help_text, name, m, g.times, us(vals))
         waiting = self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True)
-        f = self.fam("nv_inference_pending_request_count", "gauge",
-                     "Instantaneous number of pending requests awaiting execution per-model.")
-        f.add("nv_inference_pending_request_count", m, g.times, waiting)
+        self.gauge("nv_inference_pending_request_count",
+                   "Instantaneous number of pending requests awaiting execution per-model.",
+                   m, g.times, waiting)
         if cfg.get("triton_histograms"):  # --metrics-config histogram_latencies=true
             fr_ms = [float(x) for x in (cfg.get("triton_ttft_buckets_ms") or TRITON_FIRST_RESPONSE_MS)]
             self.hist("nv_inference_first_response_histogram_ms", "Duration from request to first response in milliseconds",
@@ -1967,13 +1974,12 @@ class Builder:
             for fam, vals in zip(fams_g, (util, [total_b] * g.n, [math.floor(x * total_b / 1048576 + 0.5) * 1048576 for x in mem],
                                           power, [plimit] * g.n, energy)):
                 fam.add(fam.name, gl, g.times, vals)
-        f = self.fam("nv_cpu_utilization", "gauge", "CPU utilization rate [0.0 - 1.0]")
-        f.add("nv_cpu_utilization", inst, g.times,
-              self.gauge_values(g, "host_cpu_utilization_ratio", "trcpu", lo=0.0, hi=1.0, digits=4))
-        f = self.fam("nv_cpu_memory_total_bytes", "gauge", "CPU total memory (RAM), in bytes")
-        f.add("nv_cpu_memory_total_bytes", inst, g.times, [2163000000000] * g.n)
-        f = self.fam("nv_cpu_memory_used_bytes", "gauge", "CPU used memory (RAM), in bytes")
-        f.add("nv_cpu_memory_used_bytes", inst, g.times, [289000000000 + 13000000 * (k % 5) for k in range(g.n)])
+        self.gauge("nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]", inst, g.times,
+                   self.gauge_values(g, "host_cpu_utilization_ratio", "trcpu", lo=0.0, hi=1.0, digits=4))
+        self.gauge("nv_cpu_memory_total_bytes", "CPU total memory (RAM), in bytes", inst, g.times,
+                   [2163000000000] * g.n)
+        self.gauge("nv_cpu_memory_used_bytes", "CPU used memory (RAM), in bytes", inst, g.times,
+                   [289000000000 + 13000000 * (k % 5) for k in range(g.n)])
 
     # -- trtllm-serve (reference/engine-metrics.md §4.3, the trtllm_-prefixed names) -------------
     def build_trtllm(self):
@@ -2001,31 +2007,30 @@ class Builder:
         self.hist("trtllm_request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", lab, g,
                   REQ_BUCKETS, [fmt_le_py(b) for b in REQ_BUCKETS], ok_i,
                   None, "queue_time_p99_seconds", "queue_time_mean_seconds", sigma=1.0)
-        prm_i, prm_f = self.counter_series(g, lambda t: v("prompt_tokens_per_second", t),
-                                           lambda t: sc.amp("prompt_tokens_per_second", t), "prompt", integer=True)
+        prm_i, prm_f = self.signal_counter(g, "prompt_tokens_per_second", "prompt", integer=True)
         self.model["prompt_tokens_per_second"] = self.window_rate(g, prm_f)
         hits_f = self.cum_f(g, prm_f, lambda t: v("prefix_cache_hit_ratio", t))
         self.model["prefix_cache_hit_ratio"] = self.ratio_model(g, hits_f, prm_f)
-        f = self.fam("trtllm_prompt_tokens", "counter", "Cumulative number of prompt (input) tokens processed.")
-        f.add("trtllm_prompt_tokens_total", lab, g.times, prm_i)
+        self.counter("trtllm_prompt_tokens",
+                     "Cumulative number of prompt (input) tokens processed.", lab,
+                     g.times, prm_i)
         f = self.fam("trtllm_prompt_cached_tokens", "counter", "Total number of prompt tokens served from KV cache.")
         f.add("trtllm_prompt_cached_tokens_total", lab, g.times, [min(h, p) for h, p in zip(wround(hits_f, ws), prm_i)])
         if err_i[-1] > 0:
-            f = self.fam("trtllm_request_error", "counter", "Total request errors, labeled by HTTP status code.")
-            f.add("trtllm_request_error_total", {**lab, "http_code": "500"}, g.times, err_i)
+            self.counter("trtllm_request_error",
+                         "Total request errors, labeled by HTTP status code.",
+                         {**lab, "http_code": "500"}, g.times, err_i)
         else:
             self.absent.add("error_ratio")
-        f = self.fam("trtllm_kv_cache_hit_rate", "gauge", "KV cache hit rate")
-        f.add("trtllm_kv_cache_hit_rate", lab, g.times,
-              self.gauge_values(g, "prefix_cache_hit_ratio", "hitrate", lo=0.0, hi=1.0, digits=4))
-        f = self.fam("trtllm_kv_cache_utilization", "gauge", "KV cache utilization")
-        f.add("trtllm_kv_cache_utilization", lab, g.times,
-              self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0, digits=4))
-        f = self.fam("trtllm_server_queue_length", "gauge", "Number of requests waiting in the server queue")
-        f.add("trtllm_server_queue_length", lab, g.times, self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
-        f = self.fam("trtllm_num_active_requests", "gauge", "Number of active requests")
-        f.add("trtllm_num_active_requests", lab, g.times,
-              self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
+        self.gauge("trtllm_kv_cache_hit_rate", "KV cache hit rate", lab, g.times,
+                   self.gauge_values(g, "prefix_cache_hit_ratio", "hitrate", lo=0.0, hi=1.0, digits=4))
+        self.gauge("trtllm_kv_cache_utilization", "KV cache utilization", lab, g.times,
+                   self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0, digits=4))
+        self.gauge("trtllm_server_queue_length", "Number of requests waiting in the server queue",
+                   lab, g.times,
+                   self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
+        self.gauge("trtllm_num_active_requests", "Number of active requests", lab, g.times,
+                   self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
 
     # -- llama.cpp server (llama-server --metrics; reference/engine-metrics.md §5) ---------------
     def build_llamacpp(self):
@@ -2036,10 +2041,8 @@ class Builder:
         # llama-server writes `stream << double`: six significant digits ("1.23457e+06")
         g6 = lambda xs: [float(f"{x:.6g}") for x in xs]
         ms = lambda xs: [math.floor(x * 1000) / 1000 for x in xs]   # (uint64_t) ms / 1e3
-        prm_i, prm_f = self.counter_series(g, lambda t: v("prompt_tokens_per_second", t),
-                                           lambda t: sc.amp("prompt_tokens_per_second", t), "prompt", integer=True)
-        gen_i, gen_f = self.counter_series(g, lambda t: v("output_tokens_per_second", t),
-                                           lambda t: sc.amp("output_tokens_per_second", t), "gen", integer=True)
+        prm_i, prm_f = self.signal_counter(g, "prompt_tokens_per_second", "prompt", integer=True)
+        gen_i, gen_f = self.signal_counter(g, "output_tokens_per_second", "gen", integer=True)
         dec_i, dec_f = self.counter_series(g, lambda t: steps_per_second(v, t), None, "steps", integer=True)
         pred_s_f = self.cum_f(g, gen_f, lambda t: v("itl_mean_seconds", t))
         # the adapter reads prompt seconds per llama_decode() call as the prefill time
@@ -2057,15 +2060,15 @@ class Builder:
             ("llamacpp:tokens_predicted_seconds", "counter", "Predict process time", pred_s),
             ("llamacpp:n_decode", "counter", "Total number of llama_decode() calls", dec_i),
         ):
-            f = self.fam(name, typ, help_text)
-            f.add(name + "_total", lab, g.times, g6(vals))
+            self.series(name, typ, help_text, name + "_total", lab, g.times, g6(vals))
         # declared `counter` by llama-server but not named _total: `unknown` in OpenMetrics
         nmax = int(min(int(cfg["max_model_len"]), v("prompt_tokens_p99", 0.0) + 4 * v("output_tokens_mean", 0.0)))
-        f = self.fam("llamacpp:n_tokens_max", "unknown", "Largest observed n_tokens.")
-        f.add("llamacpp:n_tokens_max", lab, g.times, [nmax] * g.n)
-        f = self.fam("llamacpp:n_busy_slots_per_decode", "unknown", "Average number of busy slots per llama_decode() call")
-        f.add("llamacpp:n_busy_slots_per_decode", lab, g.times,
-              g6([f32(f32(math.floor(b)) / f32(max(d, 1))) for b, d in zip(busy_f, dec_i)]))
+        self.series("llamacpp:n_tokens_max", "unknown", "Largest observed n_tokens.",
+                    "llamacpp:n_tokens_max", lab, g.times, [nmax] * g.n)
+        self.series("llamacpp:n_busy_slots_per_decode", "unknown",
+                    "Average number of busy slots per llama_decode() call",
+                    "llamacpp:n_busy_slots_per_decode", lab, g.times,
+                    g6([f32(f32(math.floor(b)) / f32(max(d, 1))) for b, d in zip(busy_f, dec_i)]))
 
         def per_scrape(num, den):  # the metrics "bucket" is reset by every /metrics request
             out = []
@@ -2073,23 +2076,22 @@ class Builder:
                 dn, dd = num[k] - num[k - 1], den[k] - den[k - 1]
                 out.append(dn / dd if dd > 0 and dn > 0 else 0.0)
             return g6([out[0]] + out)
-        f = self.fam("llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.")
-        f.add("llamacpp:prompt_tokens_seconds", lab, g.times, per_scrape(prm_i, prm_s))
+        self.gauge("llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s.", lab,
+                   g.times, per_scrape(prm_i, prm_s))
         f = self.fam("llamacpp:predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.")
         f.add("llamacpp:predicted_tokens_seconds", lab, g.times, per_scrape(gen_i, pred_s))
         if cfg.get("llamacpp_kv_metrics"):  # 2024 builds (server.cpp) only
             kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
             n_ctx = int(cfg["max_model_len"])
-            f = self.fam("llamacpp:kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.")
-            f.add("llamacpp:kv_cache_usage_ratio", lab, g.times, g6(kv))
-            f = self.fam("llamacpp:kv_cache_tokens", "gauge", "KV-cache tokens.")
-            f.add("llamacpp:kv_cache_tokens", lab, g.times, [math.floor(x * n_ctx + 0.5) for x in kv])
-        f = self.fam("llamacpp:requests_processing", "gauge", "Number of requests processing.")
-        f.add("llamacpp:requests_processing", lab, g.times,
-              self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
-        f = self.fam("llamacpp:requests_deferred", "gauge", "Number of requests deferred.")
-        f.add("llamacpp:requests_deferred", lab, g.times,
-              self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
+            self.gauge("llamacpp:kv_cache_usage_ratio",
+                       "KV-cache usage. 1 means 100 percent usage.", lab, g.times,
+                       g6(kv))
+            self.gauge("llamacpp:kv_cache_tokens", "KV-cache tokens.", lab, g.times,
+                       [math.floor(x * n_ctx + 0.5) for x in kv])
+        self.gauge("llamacpp:requests_processing", "Number of requests processing.", lab, g.times,
+                   self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
+        self.gauge("llamacpp:requests_deferred", "Number of requests deferred.", lab, g.times,
+                   self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
 
     # -- dcgm-exporter ---------------------------------------------------------------------
     def build_dcgm(self):
@@ -2237,8 +2239,7 @@ class Builder:
             pcie = self.gauge_values(g, "pcie_bytes_per_second", tg + "pcie", scale=lower(i, 0.1), lo=0.0)
             put("DCGM_FI_PROF_PCIE_TX_BYTES", lab, [math.floor(x * 0.4 + 0.5) for x in pcie])
             put("DCGM_FI_PROF_PCIE_RX_BYTES", lab, [math.floor(x + 0.5) - math.floor(x * 0.4 + 0.5) for x in pcie])
-            rep_i, rep_f = self.counter_series(g, lambda t: v("pcie_replays_per_second", t),
-                                               lambda t: sc.amp("pcie_replays_per_second", t), tg + "replay",
+            rep_i, rep_f = self.signal_counter(g, "pcie_replays_per_second", tg + "replay",
                                                integer=True, start_fn=lambda: 0.0)
             put("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", lab, rep_i if i == 0 else [0] * g.n)
             if i == 0:
@@ -2324,8 +2325,7 @@ class Builder:
         self.model["host_cpu_busiest_core_ratio"] = 1 - min(idle_model)
         self.model["host_cpu_iowait_ratio"] = sum(iow_model) / ncpu
         # PSI counters are microseconds in /proc, exported as seconds: 6 decimals
-        psi_vals, psi_f = self.counter_series(g, lambda t: v("host_cpu_pressure_ratio", t),
-                                              lambda t: sc.amp("host_cpu_pressure_ratio", t), "psi",
+        psi_vals, psi_f = self.signal_counter(g, "host_cpu_pressure_ratio", "psi",
                                               start_fn=lambda: host_uptime * v("host_cpu_pressure_ratio", 0.0),
                                               decimals=6)
         self.model["host_cpu_pressure_ratio"] = self.window_rate(g, psi_f)
@@ -2334,13 +2334,13 @@ class Builder:
         if cfg.get("extras"):
             u = v("host_cpu_utilization_ratio", g.tau[-1]) * ncpu
             for name, mult in (("node_load1", 1.0), ("node_load5", 0.97), ("node_load15", 0.95)):
-                f = self.fam(name, "gauge", f"{name[5:]}m load average.")
-                f.add(name, lab, g.times, [round(u * mult * (1 + 0.05 * math.sin(k / 3)), 2) for k in range(g.n)])
+                self.gauge(name, f"{name[5:]}m load average.", lab, g.times,
+                           [round(u * mult * (1 + 0.05 * math.sin(k / 3)), 2) for k in range(g.n)])
             f = self.fam("node_boot_time_seconds", "gauge", "Node boot time, in unixtime.")
             f.add("node_boot_time_seconds", lab, g.times, [sc.start - host_uptime] * g.n)
             for name, val in (("node_memory_MemTotal_bytes", 2.163e12), ("node_memory_MemAvailable_bytes", 1.874e12)):
-                f = self.fam(name, "gauge", f"Memory information field {name[12:]}.")
-                f.add(name, lab, g.times, [val - (0 if "Total" in name else 1.3e7 * (k % 5)) for k in range(g.n)])
+                self.gauge(name, f"Memory information field {name[12:]}.", lab, g.times,
+                           [val - (0 if "Total" in name else 1.3e7 * (k % 5)) for k in range(g.n)])
 
 
 def prom_q_counts(q, bounds, D, N):

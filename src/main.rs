@@ -5,8 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-use llm_doctor::cli::commands;
-use llm_doctor::cli::Cli;
+use llm_doctor::cli::{self, Cli};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -17,7 +16,7 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    match commands::run(cli) {
+    match cli::run(cli) {
         Ok(outcome) => {
             let mut stdout = std::io::stdout().lock();
             // A closed pipe (`| head`) is not an error worth a message.

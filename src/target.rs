@@ -111,7 +111,6 @@ pub fn host_label(first_key: &str) -> String {
 /// Groups series into targets. Series no adapter recognises are ignored, except those scraped
 /// from an engine's own endpoint (same `instance`), such as `process_cpu_seconds_total`.
 pub fn split<'a>(set: &'a SeriesSet, adapters: &Adapters) -> Vec<TargetInput<'a>> {
-    // 1. Engine series grouped by adapter and replica (pod, else instance).
     let mut engines: BTreeMap<(String, String), Vec<&'a Series>> = BTreeMap::new();
     let mut exporters: Vec<(&'a Series, &str)> = Vec::new();
     let mut unowned: Vec<&'a Series> = Vec::new();
@@ -133,8 +132,31 @@ pub fn split<'a>(set: &'a SeriesSet, adapters: &Adapters) -> Vec<TargetInput<'a>
             None => unowned.push(s),
         }
     }
+    let mut targets = engine_targets(engines, adapters);
+    // Step 2: series from the engine's own endpoint.
+    for s in unowned {
+        if let Some(inst) = s.labels.get("instance") {
+            if let Some(t) = targets
+                .iter_mut()
+                .find(|t| t.target.labels.get("instance").map(String::as_str) == Some(inst))
+            {
+                t.series.push(s);
+            }
+        }
+    }
+    let orphans = join_exporters(&mut targets, exporters);
+    if targets.is_empty() {
+        targets = host_targets(orphans, adapters);
+    }
+    targets
+}
 
-    let mut targets: Vec<TargetInput<'a>> = engines
+/// Step 1: engine series grouped by adapter and replica (pod, else instance), one target each.
+fn engine_targets<'a>(
+    engines: BTreeMap<(String, String), Vec<&'a Series>>,
+    adapters: &Adapters,
+) -> Vec<TargetInput<'a>> {
+    engines
         .into_iter()
         .map(|((engine, _), series)| {
             let mut labels = BTreeMap::new();
@@ -154,21 +176,15 @@ pub fn split<'a>(set: &'a SeriesSet, adapters: &Adapters) -> Vec<TargetInput<'a>
                 notes: Vec::new(),
             }
         })
-        .collect();
+        .collect()
+}
 
-    // 2. Series from the engine's own endpoint.
-    for s in unowned {
-        if let Some(inst) = s.labels.get("instance") {
-            if let Some(t) = targets
-                .iter_mut()
-                .find(|t| t.target.labels.get("instance").map(String::as_str) == Some(inst))
-            {
-                t.series.push(s);
-            }
-        }
-    }
-
-    // 3. Exporters joined by host; by elimination when there is one replica.
+/// Step 3: exporters joined by host; by elimination when there is one replica. Returns the
+/// series no replica took, by `<adapter> <first join key>`.
+fn join_exporters<'a>(
+    targets: &mut [TargetInput<'a>],
+    exporters: Vec<(&'a Series, &str)>,
+) -> BTreeMap<String, Vec<&'a Series>> {
     let target_keys: Vec<Vec<String>> = targets
         .iter()
         .map(|t| {
@@ -203,38 +219,42 @@ pub fn split<'a>(set: &'a SeriesSet, adapters: &Adapters) -> Vec<TargetInput<'a>
             }
         }
     }
-    for t in &mut targets {
+    for t in targets.iter_mut() {
         for note in ambiguous.keys() {
             t.notes.push(note.clone());
         }
     }
+    orphans
+}
 
-    // 4. No engine at all: each exporter host is a target of its own (GPU and host checks only).
-    if targets.is_empty() {
-        let mut by_host: BTreeMap<String, TargetInput<'a>> = BTreeMap::new();
-        for (key, series) in orphans {
-            let host = key.split_once(' ').map(|x| x.1).unwrap_or("").to_string();
-            let t = by_host.entry(host.clone()).or_insert_with(|| TargetInput {
-                target: Target {
-                    engine: None,
-                    labels: BTreeMap::from([("host".to_string(), host_label(&host))]),
-                },
+/// Step 4, when there is no engine at all: each exporter host is a target of its own (GPU and
+/// host checks only).
+fn host_targets<'a>(
+    orphans: BTreeMap<String, Vec<&'a Series>>,
+    adapters: &Adapters,
+) -> Vec<TargetInput<'a>> {
+    let mut by_host: BTreeMap<String, TargetInput<'a>> = BTreeMap::new();
+    for (key, series) in orphans {
+        let host = key.split_once(' ').map(|x| x.1).unwrap_or("").to_string();
+        let t = by_host.entry(host.clone()).or_insert_with(|| TargetInput {
+            target: Target {
                 engine: None,
-                series: Vec::new(),
-                adapters: Vec::new(),
-                notes: vec![NO_ENGINE_NOTE.to_string()],
-            });
-            for s in series {
-                let adapter = adapters
-                    .owner(&s.name)
-                    .map(|a| a.name.as_str())
-                    .unwrap_or("");
-                attach(t, s, adapter);
-            }
+                labels: BTreeMap::from([("host".to_string(), host_label(&host))]),
+            },
+            engine: None,
+            series: Vec::new(),
+            adapters: Vec::new(),
+            notes: vec![NO_ENGINE_NOTE.to_string()],
+        });
+        for s in series {
+            let adapter = adapters
+                .owner(&s.name)
+                .map(|a| a.name.as_str())
+                .unwrap_or("");
+            attach(t, s, adapter);
         }
-        targets.extend(by_host.into_values());
     }
-    targets
+    by_host.into_values().collect()
 }
 
 fn attach<'a>(t: &mut TargetInput<'a>, s: &'a Series, adapter: &str) {

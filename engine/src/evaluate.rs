@@ -68,266 +68,18 @@ impl Env for SnapshotEnv<'_> {
 pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagnosis {
     let env = SnapshotEnv { snapshot, slos };
     let engine = snapshot.target.engine.as_deref();
-
-    // Symptoms.
-    let mut symptom_fired = vec![false; playbook.symptoms.len()];
-    let mut symptom_severity: Vec<Option<Severity>> = vec![None; playbook.symptoms.len()];
-    let mut symptoms = Vec::new();
-    let mut healthy = Vec::new();
-    let mut unchecked = Vec::new();
-    let mut checked_symptoms = 0;
-    for (i, s) in playbook.symptoms.iter().enumerate() {
-        match s.when.eval_bool(&env) {
-            Some(true) => {
-                checked_symptoms += 1;
-                symptom_fired[i] = true;
-                let critical = s
-                    .critical_when
-                    .as_ref()
-                    .and_then(|c| c.eval_bool(&env))
-                    .unwrap_or(false);
-                symptom_severity[i] = Some(if critical {
-                    Severity::Critical
-                } else {
-                    Severity::Warning
-                });
-                symptoms.push(SymptomFinding {
-                    id: s.id.clone(),
-                    title: s.title.clone(),
-                    severity: if critical {
-                        Severity::Critical
-                    } else {
-                        Severity::Warning
-                    },
-                    evidence: vec![evidence_item(
-                        playbook,
-                        &env,
-                        &s.when,
-                        Some(true),
-                        None,
-                        None,
-                    )],
-                });
-            }
-            Some(false) => {
-                checked_symptoms += 1;
-                healthy.push(s.id.clone());
-            }
-            None => unchecked.push(unchecked_rule(
-                playbook, snapshot, &s.id, "symptom", &s.when,
-            )),
-        }
-    }
-
-    // Causes: gate, evidence, score.
-    struct Scored {
-        index: usize,
-        score: f64,
-        confidence: f64,
-        impact: Option<f64>,
-        advice: bool,
-    }
-    let mut fired: Vec<Scored> = Vec::new();
-    for (i, c) in playbook.causes.iter().enumerate() {
-        if !applies(c, engine) {
-            continue;
-        }
-        let gate = c.when.eval_bool(&env);
-        let advised = c
-            .advice
-            .as_ref()
-            .is_some_and(|a| a.eval_bool(&env) == Some(true));
-        match gate {
-            Some(true) => {}
-            _ if advised => {}
-            Some(false) => continue,
-            None => {
-                unchecked.push(unchecked_rule(playbook, snapshot, &c.id, "cause", &c.when));
-                continue;
-            }
-        }
-        // Only the advice condition holds; harmless causes are found once all have fired.
-        let advice = gate != Some(true);
-        let (mut total, mut support, mut unknown) = (0.0, 0.0, 0.0);
-        for e in &c.evidence {
-            total += e.weight;
-            match e.when.eval_bool(&env) {
-                Some(true) => support += e.weight,
-                Some(false) => {}
-                None => unknown += e.weight,
-            }
-        }
-        let against: f64 = c
-            .against
-            .iter()
-            .filter(|e| e.when.eval_bool(&env) == Some(true))
-            .map(|e| e.weight)
-            .sum();
-        let (strength, confidence) = if total > 0.0 {
-            ((support - against) / total, (total - unknown) / total)
-        } else {
-            (if against > 0.0 { -1.0 } else { 1.0 }, 1.0)
-        };
-        if strength < 0.0 {
-            continue;
-        }
-        let score = ((0.5 + 0.5 * strength) * (0.6 + 0.4 * confidence)).clamp(0.0, 1.0);
-        let impact = c.impact.as_ref().and_then(|x| match x.eval(&env) {
-            Value::Number(n) => Some(n.clamp(0.0, 1.0)),
-            _ => None,
-        });
-        fired.push(Scored {
-            index: i,
-            score,
-            confidence,
-            impact,
-            advice,
-        });
-    }
-
-    let is_fired = {
-        let mut v = vec![false; playbook.causes.len()];
-        for f in &fired {
-            v[f.index] = true;
-        }
-        v
-    };
-    let is_root = |i: usize| !playbook.causes[i].ancestors.iter().any(|&a| is_fired[a]);
-    let chains: Vec<Option<Vec<String>>> = (0..playbook.causes.len())
-        .map(|i| is_fired[i].then(|| chain(playbook, i, &is_fired, &symptom_fired)))
-        .collect();
-    let explains_fired = |i: usize| {
-        chains[i]
-            .as_ref()
-            .and_then(|c| c.last())
-            .is_some_and(|last| playbook.symptom(last).is_some())
-    };
-    let is_advice = {
-        let mut v = vec![false; playbook.causes.len()];
-        for f in &fired {
-            let c = &playbook.causes[f.index];
-            v[f.index] = f.advice
-                || (!c.alarms_alone
-                    && harmless(playbook, f.index, &is_fired, &symptom_fired, &healthy));
-        }
-        v
-    };
-    let severity = |i: usize| {
-        if is_advice[i] {
-            CauseSeverity::Info
-        } else {
-            playbook.causes[i].severity
-        }
-    };
-    let group = |i: usize| match (severity(i), is_root(i), explains_fired(i)) {
-        (CauseSeverity::Fault, true, true) => 0,
-        (CauseSeverity::Fault, true, false) => 1,
-        (CauseSeverity::Fault, false, _) => 2,
-        (CauseSeverity::Info, _, _) => 3,
-    };
-    let reach: Vec<Vec<usize>> = (0..playbook.causes.len())
-        .map(|i| reached_symptoms(playbook, i, &is_fired, &symptom_fired))
-        .collect();
-    let worst = |i: usize| reach[i].iter().filter_map(|&s| symptom_severity[s]).max();
-    let dominant = dominant_symptom(playbook, &env, &symptom_fired);
-    // Causes of the dominant part first; a cause whose symptoms have no share is not demoted.
-    let off_dominant = |i: usize| match dominant {
-        Some(d) => {
-            !reach[i].contains(&d)
-                && reach[i]
-                    .iter()
-                    .any(|&s| playbook.symptoms[s].share.is_some())
-        }
-        None => false,
-    };
-    let key = |s: &Scored| s.score * (0.8 + 0.2 * s.impact.unwrap_or(0.5));
-    fired.sort_by(|a, b| {
-        group(a.index)
-            .cmp(&group(b.index))
-            .then(worst(b.index).cmp(&worst(a.index)))
-            .then(off_dominant(a.index).cmp(&off_dominant(b.index)))
-            .then(key(b).total_cmp(&key(a)))
-            .then_with(|| {
-                playbook.causes[a.index]
-                    .id
-                    .cmp(&playbook.causes[b.index].id)
-            })
-    });
-
+    let mut found = check_symptoms(playbook, &env);
+    let mut fired = score_causes(playbook, &env, engine, &mut found.unchecked);
+    let ranking = Ranking::new(playbook, &fired, &found);
+    ranking.sort(playbook, &env, &found, &mut fired);
     let causes: Vec<CauseFinding> = fired
         .iter()
         .enumerate()
-        .map(|(rank, s)| {
-            let c = &playbook.causes[s.index];
-            let mut evidence = vec![evidence_item(
-                playbook,
-                &env,
-                &c.when,
-                Some(true),
-                None,
-                None,
-            )];
-            let mut unknown = Vec::new();
-            for e in &c.evidence {
-                let r = e.when.eval_bool(&env);
-                let item =
-                    evidence_item(playbook, &env, &e.when, r, Some(e.weight), e.note.clone());
-                match r {
-                    Some(true) => evidence.push(item),
-                    None => unknown.push(item),
-                    Some(false) => {}
-                }
-            }
-            let against = c
-                .against
-                .iter()
-                .filter(|e| e.when.eval_bool(&env) == Some(true))
-                .map(|e| {
-                    evidence_item(
-                        playbook,
-                        &env,
-                        &e.when,
-                        Some(true),
-                        Some(e.weight),
-                        e.note.clone(),
-                    )
-                })
-                .collect();
-            CauseFinding {
-                id: c.id.clone(),
-                title: c.title.clone(),
-                rank: rank + 1,
-                score: round3(s.score),
-                confidence: round3(s.confidence),
-                root: is_root(s.index),
-                severity: severity(s.index),
-                chain: chains[s.index].clone().unwrap_or_default(),
-                impact: s.impact.map(round3),
-                impact_note: c.impact_note.clone(),
-                evidence,
-                against,
-                unknown,
-                remediations: c
-                    .remediations
-                    .iter()
-                    .map(|&r| {
-                        let r = &playbook.remediations[r];
-                        RemediationFinding {
-                            id: r.id.clone(),
-                            title: r.title.clone(),
-                            action: engine
-                                .and_then(|e| r.actions.get(e))
-                                .or_else(|| r.actions.get("any"))
-                                .cloned(),
-                            favours: r.favours,
-                            tradeoff: r.tradeoff.clone(),
-                        }
-                    })
-                    .collect(),
-            }
-        })
+        .map(|(rank, s)| cause_finding(playbook, &env, engine, &ranking, rank, s))
         .collect();
 
+    let mut symptoms = found.symptoms;
+    let mut unchecked = found.unchecked;
     symptoms.sort_by(|a, b| b.severity.cmp(&a.severity).then_with(|| a.id.cmp(&b.id)));
     unchecked.sort_by(|a, b| a.kind.cmp(b.kind).then_with(|| a.rule.cmp(&b.rule)));
 
@@ -335,7 +87,7 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
         Status::Critical
     } else if !symptoms.is_empty() || causes.iter().any(|c| c.severity == CauseSeverity::Fault) {
         Status::Degraded
-    } else if checked_symptoms == 0 {
+    } else if found.checked == 0 {
         Status::Unknown
     } else {
         Status::Healthy
@@ -354,9 +106,343 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
         status,
         symptoms,
         causes,
-        healthy,
+        healthy: found.healthy,
         unchecked,
         facts,
+    }
+}
+
+/// What the symptom conditions said.
+struct Symptoms {
+    /// Per symptom: whether it fired, and how badly.
+    fired: Vec<bool>,
+    severity: Vec<Option<Severity>>,
+    /// The fired symptoms, in playbook order.
+    symptoms: Vec<SymptomFinding>,
+    /// Symptoms checked and clear.
+    healthy: Vec<String>,
+    /// Rules that could not be checked (symptoms here; causes are added later).
+    unchecked: Vec<Unchecked>,
+    /// Symptoms that could be checked, fired or not.
+    checked: usize,
+}
+
+/// Symptoms fire on their conditions; critical when `critical_when` also holds.
+fn check_symptoms(playbook: &Playbook, env: &SnapshotEnv<'_>) -> Symptoms {
+    let n = playbook.symptoms.len();
+    let mut found = Symptoms {
+        fired: vec![false; n],
+        severity: vec![None; n],
+        symptoms: Vec::new(),
+        healthy: Vec::new(),
+        unchecked: Vec::new(),
+        checked: 0,
+    };
+    for (i, s) in playbook.symptoms.iter().enumerate() {
+        match s.when.eval_bool(env) {
+            Some(true) => {
+                found.checked += 1;
+                found.fired[i] = true;
+                let critical = s
+                    .critical_when
+                    .as_ref()
+                    .and_then(|c| c.eval_bool(env))
+                    .unwrap_or(false);
+                let severity = if critical {
+                    Severity::Critical
+                } else {
+                    Severity::Warning
+                };
+                found.severity[i] = Some(severity);
+                found.symptoms.push(SymptomFinding {
+                    id: s.id.clone(),
+                    title: s.title.clone(),
+                    severity,
+                    evidence: vec![evidence_item(
+                        playbook,
+                        env,
+                        &s.when,
+                        Some(true),
+                        None,
+                        None,
+                    )],
+                });
+            }
+            Some(false) => {
+                found.checked += 1;
+                found.healthy.push(s.id.clone());
+            }
+            None => found.unchecked.push(unchecked_rule(
+                playbook,
+                env.snapshot,
+                &s.id,
+                "symptom",
+                &s.when,
+            )),
+        }
+    }
+    found
+}
+
+/// A fired cause and its score.
+struct Scored {
+    index: usize,
+    score: f64,
+    confidence: f64,
+    impact: Option<f64>,
+    /// Only its advice condition holds.
+    advice: bool,
+}
+
+/// Causes: gate, evidence, score. A cause whose gate is unknown goes to `unchecked`.
+fn score_causes(
+    playbook: &Playbook,
+    env: &SnapshotEnv<'_>,
+    engine: Option<&str>,
+    unchecked: &mut Vec<Unchecked>,
+) -> Vec<Scored> {
+    let mut fired: Vec<Scored> = Vec::new();
+    for (i, c) in playbook.causes.iter().enumerate() {
+        if !applies(c, engine) {
+            continue;
+        }
+        let gate = c.when.eval_bool(env);
+        let advised = c
+            .advice
+            .as_ref()
+            .is_some_and(|a| a.eval_bool(env) == Some(true));
+        match gate {
+            Some(true) => {}
+            _ if advised => {}
+            Some(false) => continue,
+            None => {
+                unchecked.push(unchecked_rule(
+                    playbook,
+                    env.snapshot,
+                    &c.id,
+                    "cause",
+                    &c.when,
+                ));
+                continue;
+            }
+        }
+        // Only the advice condition holds; harmless causes are found once all have fired.
+        let advice = gate != Some(true);
+        let (mut total, mut support, mut unknown) = (0.0, 0.0, 0.0);
+        for e in &c.evidence {
+            total += e.weight;
+            match e.when.eval_bool(env) {
+                Some(true) => support += e.weight,
+                Some(false) => {}
+                None => unknown += e.weight,
+            }
+        }
+        let against: f64 = c
+            .against
+            .iter()
+            .filter(|e| e.when.eval_bool(env) == Some(true))
+            .map(|e| e.weight)
+            .sum();
+        let (strength, confidence) = if total > 0.0 {
+            ((support - against) / total, (total - unknown) / total)
+        } else {
+            (if against > 0.0 { -1.0 } else { 1.0 }, 1.0)
+        };
+        if strength < 0.0 {
+            continue;
+        }
+        let score = ((0.5 + 0.5 * strength) * (0.6 + 0.4 * confidence)).clamp(0.0, 1.0);
+        let impact = c.impact.as_ref().and_then(|x| match x.eval(env) {
+            Value::Number(n) => Some(n.clamp(0.0, 1.0)),
+            _ => None,
+        });
+        fired.push(Scored {
+            index: i,
+            score,
+            confidence,
+            impact,
+            advice,
+        });
+    }
+    fired
+}
+
+/// Where each fired cause stands: root or downstream, fault or advice, its chain.
+struct Ranking {
+    is_fired: Vec<bool>,
+    chains: Vec<Option<Vec<String>>>,
+    is_advice: Vec<bool>,
+}
+
+impl Ranking {
+    fn new(playbook: &Playbook, fired: &[Scored], found: &Symptoms) -> Ranking {
+        let mut is_fired = vec![false; playbook.causes.len()];
+        for f in fired {
+            is_fired[f.index] = true;
+        }
+        let chains: Vec<Option<Vec<String>>> = (0..playbook.causes.len())
+            .map(|i| is_fired[i].then(|| chain(playbook, i, &is_fired, &found.fired)))
+            .collect();
+        let mut is_advice = vec![false; playbook.causes.len()];
+        for f in fired {
+            let c = &playbook.causes[f.index];
+            is_advice[f.index] = f.advice
+                || (!c.alarms_alone
+                    && harmless(playbook, f.index, &is_fired, &found.fired, &found.healthy));
+        }
+        Ranking {
+            is_fired,
+            chains,
+            is_advice,
+        }
+    }
+
+    fn is_root(&self, playbook: &Playbook, i: usize) -> bool {
+        !playbook.causes[i]
+            .ancestors
+            .iter()
+            .any(|&a| self.is_fired[a])
+    }
+
+    fn severity(&self, playbook: &Playbook, i: usize) -> CauseSeverity {
+        if self.is_advice[i] {
+            CauseSeverity::Info
+        } else {
+            playbook.causes[i].severity
+        }
+    }
+
+    /// Sorts the fired causes as the module docs say: by group, worst symptom, dominant part,
+    /// weighted score, then id.
+    fn sort(
+        &self,
+        playbook: &Playbook,
+        env: &SnapshotEnv<'_>,
+        found: &Symptoms,
+        fired: &mut [Scored],
+    ) {
+        let explains_fired = |i: usize| {
+            self.chains[i]
+                .as_ref()
+                .and_then(|c| c.last())
+                .is_some_and(|last| playbook.symptom(last).is_some())
+        };
+        let group = |i: usize| match (
+            self.severity(playbook, i),
+            self.is_root(playbook, i),
+            explains_fired(i),
+        ) {
+            (CauseSeverity::Fault, true, true) => 0,
+            (CauseSeverity::Fault, true, false) => 1,
+            (CauseSeverity::Fault, false, _) => 2,
+            (CauseSeverity::Info, _, _) => 3,
+        };
+        let reach: Vec<Vec<usize>> = (0..playbook.causes.len())
+            .map(|i| reached_symptoms(playbook, i, &self.is_fired, &found.fired))
+            .collect();
+        let worst = |i: usize| reach[i].iter().filter_map(|&s| found.severity[s]).max();
+        let dominant = dominant_symptom(playbook, env, &found.fired);
+        // Causes of the dominant part first; a cause whose symptoms have no share is not demoted.
+        let off_dominant = |i: usize| match dominant {
+            Some(d) => {
+                !reach[i].contains(&d)
+                    && reach[i]
+                        .iter()
+                        .any(|&s| playbook.symptoms[s].share.is_some())
+            }
+            None => false,
+        };
+        let key = |s: &Scored| s.score * (0.8 + 0.2 * s.impact.unwrap_or(0.5));
+        fired.sort_by(|a, b| {
+            group(a.index)
+                .cmp(&group(b.index))
+                .then(worst(b.index).cmp(&worst(a.index)))
+                .then(off_dominant(a.index).cmp(&off_dominant(b.index)))
+                .then(key(b).total_cmp(&key(a)))
+                .then_with(|| {
+                    playbook.causes[a.index]
+                        .id
+                        .cmp(&playbook.causes[b.index].id)
+                })
+        });
+    }
+}
+
+/// A fired cause as reported: its gate and evidence, what counts against it, what could not be
+/// checked, and its remediations for this engine.
+fn cause_finding(
+    playbook: &Playbook,
+    env: &SnapshotEnv<'_>,
+    engine: Option<&str>,
+    ranking: &Ranking,
+    rank: usize,
+    s: &Scored,
+) -> CauseFinding {
+    let c = &playbook.causes[s.index];
+    let mut evidence = vec![evidence_item(
+        playbook,
+        env,
+        &c.when,
+        Some(true),
+        None,
+        None,
+    )];
+    let mut unknown = Vec::new();
+    for e in &c.evidence {
+        let r = e.when.eval_bool(env);
+        let item = evidence_item(playbook, env, &e.when, r, Some(e.weight), e.note.clone());
+        match r {
+            Some(true) => evidence.push(item),
+            None => unknown.push(item),
+            Some(false) => {}
+        }
+    }
+    let against = c
+        .against
+        .iter()
+        .filter(|e| e.when.eval_bool(env) == Some(true))
+        .map(|e| {
+            evidence_item(
+                playbook,
+                env,
+                &e.when,
+                Some(true),
+                Some(e.weight),
+                e.note.clone(),
+            )
+        })
+        .collect();
+    CauseFinding {
+        id: c.id.clone(),
+        title: c.title.clone(),
+        rank: rank + 1,
+        score: round3(s.score),
+        confidence: round3(s.confidence),
+        root: ranking.is_root(playbook, s.index),
+        severity: ranking.severity(playbook, s.index),
+        chain: ranking.chains[s.index].clone().unwrap_or_default(),
+        impact: s.impact.map(round3),
+        impact_note: c.impact_note.clone(),
+        evidence,
+        against,
+        unknown,
+        remediations: c
+            .remediations
+            .iter()
+            .map(|&r| {
+                let r = &playbook.remediations[r];
+                RemediationFinding {
+                    id: r.id.clone(),
+                    title: r.title.clone(),
+                    action: engine
+                        .and_then(|e| r.actions.get(e))
+                        .or_else(|| r.actions.get("any"))
+                        .cloned(),
+                    favours: r.favours,
+                    tradeoff: r.tradeoff.clone(),
+                }
+            })
+            .collect(),
     }
 }
 

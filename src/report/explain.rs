@@ -1,95 +1,21 @@
 //! `rules explain ID`: a rule in plain words, with its conditions and fixes.
 
 use anyhow::{bail, Result};
+use llm_doctor_engine::Playbook;
 
 use crate::rules::Rules;
 
 /// Explains a symptom, cause, remediation, SLO, signal or fact by id.
 pub fn explain(rules: &Rules, id: &str) -> Result<String> {
     let pb = &rules.playbook;
-    let mut out = String::new();
     if let Some(i) = pb.symptom(id) {
-        let s = &pb.symptoms[i];
-        out.push_str(&format!(
-            "symptom {}: {}\n\n{}\n\nfires when: {}\n",
-            s.id,
-            s.title,
-            s.why,
-            s.when.source()
-        ));
-        if let Some(c) = &s.critical_when {
-            out.push_str(&format!("critical when: {}\n", c.source()));
-        }
-        let causes: Vec<&str> = pb
-            .causes
-            .iter()
-            .filter(|c| c.explains.contains(&i))
-            .map(|c| c.id.as_str())
-            .collect();
-        out.push_str(&format!("explained by: {}\n", causes.join(", ")));
-        return Ok(out);
+        return Ok(symptom(pb, i));
     }
     if let Some(i) = pb.cause(id) {
-        let c = &pb.causes[i];
-        out.push_str(&format!("cause {}: {}\n\n{}\n\n", c.id, c.title, c.why));
-        if !c.engines.is_empty() {
-            out.push_str(&format!("engines: {}\n", c.engines.join(", ")));
-        }
-        out.push_str(&format!("fires when: {}\n", c.when.source()));
-        for e in &c.evidence {
-            out.push_str(&format!(
-                "  evidence (weight {}): {}\n",
-                e.weight,
-                e.when.source()
-            ));
-        }
-        for e in &c.against {
-            out.push_str(&format!(
-                "  against (weight {}): {}\n",
-                e.weight,
-                e.when.source()
-            ));
-        }
-        if let Some(x) = &c.impact {
-            out.push_str(&format!(
-                "impact: {} ({})\n",
-                x.source(),
-                c.impact_note.as_deref().unwrap_or("")
-            ));
-        }
-        let names = |v: &[usize], f: &dyn Fn(usize) -> String| {
-            v.iter().map(|&i| f(i)).collect::<Vec<_>>().join(", ")
-        };
-        if !c.leads_to.is_empty() {
-            out.push_str(&format!(
-                "leads to: {}\n",
-                names(&c.leads_to, &|i| pb.causes[i].id.clone())
-            ));
-        }
-        out.push_str(&format!(
-            "explains: {}\n",
-            names(&c.explains, &|i| pb.symptoms[i].id.clone())
-        ));
-        out.push_str("\nremediations:\n");
-        for &r in &c.remediations {
-            let r = &pb.remediations[r];
-            out.push_str(&format!(
-                "  {} — {} (tradeoff: {})\n",
-                r.id, r.title, r.tradeoff
-            ));
-        }
-        return Ok(out);
+        return Ok(cause(pb, i));
     }
     if let Some(i) = pb.remediation(id) {
-        let r = &pb.remediations[i];
-        out.push_str(&format!(
-            "remediation {}: {}\n\n{}\n\nfavours: {:?}\ntradeoff: {}\n",
-            r.id, r.title, r.why, r.favours, r.tradeoff
-        ));
-        for (engine, action) in &r.actions {
-            out.push_str(&format!("  {engine}: {action}\n"));
-        }
-        return Ok(out);
+        return Ok(remediation(pb, i));
     }
     if let Some(s) = pb
         .slos
@@ -126,4 +52,96 @@ pub fn explain(rules: &Rules, id: &str) -> Result<String> {
         Some(s) => bail!("no rule, signal or fact named `{id}` (did you mean `{s}`?)"),
         None => bail!("no rule, signal or fact named `{id}`"),
     }
+}
+
+/// A symptom: what fires it, and the causes that explain it.
+fn symptom(pb: &Playbook, i: usize) -> String {
+    let mut out = String::new();
+    let s = &pb.symptoms[i];
+    out.push_str(&format!(
+        "symptom {}: {}\n\n{}\n\nfires when: {}\n",
+        s.id,
+        s.title,
+        s.why,
+        s.when.source()
+    ));
+    if let Some(c) = &s.critical_when {
+        out.push_str(&format!("critical when: {}\n", c.source()));
+    }
+    let causes: Vec<&str> = pb
+        .causes
+        .iter()
+        .filter(|c| c.explains.contains(&i))
+        .map(|c| c.id.as_str())
+        .collect();
+    out.push_str(&format!("explained by: {}\n", causes.join(", ")));
+    out
+}
+
+/// A cause: its gate, evidence, impact, the graph around it and its remediations.
+fn cause(pb: &Playbook, i: usize) -> String {
+    let mut out = String::new();
+    let c = &pb.causes[i];
+    out.push_str(&format!("cause {}: {}\n\n{}\n\n", c.id, c.title, c.why));
+    if !c.engines.is_empty() {
+        out.push_str(&format!("engines: {}\n", c.engines.join(", ")));
+    }
+    out.push_str(&format!("fires when: {}\n", c.when.source()));
+    for e in &c.evidence {
+        out.push_str(&format!(
+            "  evidence (weight {}): {}\n",
+            e.weight,
+            e.when.source()
+        ));
+    }
+    for e in &c.against {
+        out.push_str(&format!(
+            "  against (weight {}): {}\n",
+            e.weight,
+            e.when.source()
+        ));
+    }
+    if let Some(x) = &c.impact {
+        out.push_str(&format!(
+            "impact: {} ({})\n",
+            x.source(),
+            c.impact_note.as_deref().unwrap_or("")
+        ));
+    }
+    let names = |v: &[usize], f: &dyn Fn(usize) -> String| {
+        v.iter().map(|&i| f(i)).collect::<Vec<_>>().join(", ")
+    };
+    if !c.leads_to.is_empty() {
+        out.push_str(&format!(
+            "leads to: {}\n",
+            names(&c.leads_to, &|i| pb.causes[i].id.clone())
+        ));
+    }
+    out.push_str(&format!(
+        "explains: {}\n",
+        names(&c.explains, &|i| pb.symptoms[i].id.clone())
+    ));
+    out.push_str("\nremediations:\n");
+    for &r in &c.remediations {
+        let r = &pb.remediations[r];
+        out.push_str(&format!(
+            "  {} — {} (tradeoff: {})\n",
+            r.id, r.title, r.tradeoff
+        ));
+    }
+    out
+}
+
+/// A remediation: what it favours, what it costs, and its action per engine.
+fn remediation(pb: &Playbook, i: usize) -> String {
+    let mut out = String::new();
+    let r = &pb.remediations[i];
+    out.push_str(&format!(
+        "remediation {}: {}\n\n{}\n\nfavours: {:?}\ntradeoff: {}\n",
+        r.id, r.title, r.why, r.favours, r.tradeoff
+    ));
+    for (engine, action) in &r.actions {
+        out.push_str(&format!("  {engine}: {action}\n"));
+    }
+    out
 }

@@ -109,71 +109,91 @@ fn target(out: &mut String, r: &TargetReport, style: Style) {
             out.push_str("No cause found among the rules that could be checked; see what could not be checked below.\n\n");
         }
     } else {
-        let mut t = new_table();
-        t.set_header(vec![
-            "#",
-            "cause",
-            "score",
-            "how it leads to the symptom",
-            "evidence",
-        ]);
-        for c in &d.causes {
-            let mut name = c.id.clone();
-            if !c.root {
-                name.push_str("\n(follows from a cause above)");
-            }
-            if c.severity == llm_doctor_engine::playbook::spec::CauseSeverity::Info {
-                name.push_str("\n(not a fault)");
-            }
-            let mut ev: Vec<String> = c.evidence.iter().map(evidence_line).collect();
-            if let (Some(i), Some(note)) = (c.impact, &c.impact_note) {
-                ev.push(format!("{}: {} %", note, number(i * 100.0)));
-            }
-            for a in &c.against {
-                ev.push(format!("against: {}", evidence_line(a)));
-            }
-            if !c.unknown.is_empty() {
-                let names: Vec<&str> = c
-                    .unknown
-                    .iter()
-                    .flat_map(|u| u.missing.iter().map(String::as_str))
-                    .collect();
-                ev.push(format!(
-                    "confidence {} (unknown: {})",
-                    number(c.confidence),
-                    dedup(names).join(", ")
-                ));
-            }
-            t.add_row(vec![
-                c.rank.to_string(),
-                name,
-                format!("{:.2}", c.score),
-                c.chain.join(" → "),
-                ev.join("\n"),
-            ]);
-        }
-        out.push_str(&format!("{t}\n\n"));
-
-        for c in d.causes.iter().filter(|c| c.root).take(3) {
-            out.push_str(&format!(
-                "{}\n",
-                style.bold(&format!("Fix #{} {} — {}", c.rank, c.id, c.title))
-            ));
-            for rem in &c.remediations {
-                let action = rem.action.clone().unwrap_or_else(|| rem.title.clone());
-                out.push_str(&format!(
-                    "  {action}\n      {} (favours {})\n",
-                    rem.tradeoff,
-                    serde_json::to_value(rem.favours)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default()
-                ));
-            }
-            out.push('\n');
-        }
+        out.push_str(&format!("{}\n\n", causes_table(d)));
+        fixes(out, d, style);
     }
 
+    unchecked(out, d, style);
+    if !d.healthy.is_empty() {
+        out.push_str(&format!("Checked and clear: {}\n", d.healthy.join(", ")));
+    }
+    for n in &r.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+}
+
+/// The fired causes, ranked, with their chain and evidence.
+fn causes_table(d: &Diagnosis) -> Table {
+    let mut t = new_table();
+    t.set_header(vec![
+        "#",
+        "cause",
+        "score",
+        "how it leads to the symptom",
+        "evidence",
+    ]);
+    for c in &d.causes {
+        let mut name = c.id.clone();
+        if !c.root {
+            name.push_str("\n(follows from a cause above)");
+        }
+        if c.severity == llm_doctor_engine::playbook::spec::CauseSeverity::Info {
+            name.push_str("\n(not a fault)");
+        }
+        let mut ev: Vec<String> = c.evidence.iter().map(evidence_line).collect();
+        if let (Some(i), Some(note)) = (c.impact, &c.impact_note) {
+            ev.push(format!("{}: {} %", note, number(i * 100.0)));
+        }
+        for a in &c.against {
+            ev.push(format!("against: {}", evidence_line(a)));
+        }
+        if !c.unknown.is_empty() {
+            let names: Vec<&str> = c
+                .unknown
+                .iter()
+                .flat_map(|u| u.missing.iter().map(String::as_str))
+                .collect();
+            ev.push(format!(
+                "confidence {} (unknown: {})",
+                number(c.confidence),
+                dedup(names).join(", ")
+            ));
+        }
+        t.add_row(vec![
+            c.rank.to_string(),
+            name,
+            format!("{:.2}", c.score),
+            c.chain.join(" → "),
+            ev.join("\n"),
+        ]);
+    }
+    t
+}
+
+/// What to do for the first three root causes.
+fn fixes(out: &mut String, d: &Diagnosis, style: Style) {
+    for c in d.causes.iter().filter(|c| c.root).take(3) {
+        out.push_str(&format!(
+            "{}\n",
+            style.bold(&format!("Fix #{} {} — {}", c.rank, c.id, c.title))
+        ));
+        for rem in &c.remediations {
+            let action = rem.action.clone().unwrap_or_else(|| rem.title.clone());
+            out.push_str(&format!(
+                "  {action}\n      {} (favours {})\n",
+                rem.tradeoff,
+                serde_json::to_value(rem.favours)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            ));
+        }
+        out.push('\n');
+    }
+}
+
+/// The rules that could not be checked, and how to get what they miss.
+fn unchecked(out: &mut String, d: &Diagnosis, style: Style) {
     if !d.unchecked.is_empty() {
         out.push_str(&format!("{}\n", style.bold("Not checked (data missing):")));
         let mut hints: Vec<&str> = Vec::new();
@@ -197,12 +217,6 @@ fn target(out: &mut String, r: &TargetReport, style: Style) {
             }
         }
         out.push('\n');
-    }
-    if !d.healthy.is_empty() {
-        out.push_str(&format!("Checked and clear: {}\n", d.healthy.join(", ")));
-    }
-    for n in &r.notes {
-        out.push_str(&format!("note: {n}\n"));
     }
 }
 

@@ -223,160 +223,47 @@ pub fn parse(text: &str, file: &str, symptom_ids: &[&str]) -> Result<Settings> {
 }
 
 fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settings> {
-    let mut errors: Vec<String> = Vec::new();
-    let mut err = |field: &str, msg: String| errors.push(format!("{file}: `{field}`: {msg}"));
-
+    let mut p = Problems {
+        file,
+        list: Vec::new(),
+    };
     let listen = match spec.listen.parse::<SocketAddr>() {
         Ok(a) => a,
         Err(e) => {
-            err(
+            p.add(
                 "listen",
                 format!("`{}` is not HOST:PORT ({e})", spec.listen),
             );
             SocketAddr::from(([127, 0, 0, 1], 0))
         }
     };
-    let mut duration = |field: &str, v: &Option<String>, default_ms: i64| -> Duration {
-        let Some(s) = v else {
-            return Duration::from_millis(default_ms as u64);
-        };
-        match crate::time::parse_duration(s) {
-            Ok(ms) if ms > 0 => Duration::from_millis(ms as u64),
-            Ok(_) => {
-                err(field, format!("must be longer than zero, got `{s}`"));
-                Duration::from_millis(default_ms as u64)
-            }
-            Err(e) => {
-                err(field, e);
-                Duration::from_millis(default_ms as u64)
-            }
-        }
-    };
-    let prometheus_timeout = duration("prometheus.timeout", &spec.prometheus.timeout, 10_000);
-    let request_timeout = duration("receiver.timeout", &spec.receiver.timeout, 30_000);
-    let window = duration("window", &spec.window, 300_000);
-    let retry_deadline = duration("retry.deadline", &spec.retry.deadline, 30_000);
-    let initial_backoff = duration("retry.initial_backoff", &spec.retry.initial_backoff, 200);
-    let dedupe_ttl = duration("dedupe_ttl", &spec.dedupe_ttl, 3_600_000);
+    let prometheus_timeout = p.duration("prometheus.timeout", &spec.prometheus.timeout, 10_000);
+    let request_timeout = p.duration("receiver.timeout", &spec.receiver.timeout, 30_000);
+    let window = p.duration("window", &spec.window, 300_000);
+    let retry_deadline = p.duration("retry.deadline", &spec.retry.deadline, 30_000);
+    let initial_backoff = p.duration("retry.initial_backoff", &spec.retry.initial_backoff, 200);
+    let dedupe_ttl = p.duration("dedupe_ttl", &spec.dedupe_ttl, 3_600_000);
+    p.url("prometheus.url", &spec.prometheus.url);
+    let sinks = sinks(&mut p, &spec.sinks);
 
-    let mut errors2: Vec<String> = Vec::new();
-    let mut err = |field: &str, msg: String| errors2.push(format!("{file}: `{field}`: {msg}"));
-    let mut url = |field: &str, u: &str| match reqwest::Url::parse(u) {
-        Ok(p) if matches!(p.scheme(), "http" | "https") => {}
-        Ok(p) => err(
-            field,
-            format!("`{u}`: scheme `{}` is not http or https", p.scheme()),
-        ),
-        Err(e) => err(field, format!("`{u}` is not a URL ({e})")),
-    };
-    url("prometheus.url", &spec.prometheus.url);
-    let sinks: Vec<Sink> = spec
-        .sinks
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let (kind, u) = match s {
-                SinkSpec::Webhook { url } => (SinkKind::Webhook, url),
-                SinkSpec::Slack { url } => (SinkKind::Slack, url),
-                SinkSpec::Alertmanager { url } => (SinkKind::Alertmanager, url),
-            };
-            url(&format!("sinks[{i}].url"), u);
-            let full = match kind {
-                SinkKind::Alertmanager => format!("{}/api/v2/alerts", u.trim_end_matches('/')),
-                _ => u.clone(),
-            };
-            Sink {
-                kind,
-                url: full,
-                name: format!("{}[{i}]", kind.as_str()),
-            }
-        })
-        .collect();
-    if sinks.is_empty() {
-        err("sinks", "at least one sink is needed".to_string());
-    }
-
-    let read_secret = |field: &str, file_path: &str, err: &mut dyn FnMut(&str, String)| {
-        match std::fs::read_to_string(file_path) {
-            Ok(s) => Some(s.trim().to_string()),
-            Err(e) => {
-                err(field, format!("cannot read `{file_path}`: {e}"));
-                None
-            }
-        }
-    };
-    let secret = |field: &str,
-                  inline: &Option<String>,
-                  from_file: &Option<String>,
-                  err: &mut dyn FnMut(&str, String)|
-     -> Option<String> {
-        match (inline, from_file) {
-            (Some(_), Some(_)) => {
-                err(field, "give the value or the `_file`, not both".to_string());
-                None
-            }
-            (Some(v), None) => Some(v.clone()),
-            (None, Some(f)) => read_secret(&format!("{field}_file"), f, err),
-            (None, None) => None,
-        }
-    };
-    let basic = |field: &str, b: &Option<BasicAuthSpec>, err: &mut dyn FnMut(&str, String)| {
-        let b = b.as_ref()?;
-        let pass = secret(
-            &format!("{field}.password"),
-            &b.password,
-            &b.password_file,
-            err,
-        );
-        match pass {
-            Some(p) => Some((b.username.clone(), p)),
-            None if b.password.is_none() && b.password_file.is_none() => {
-                err(field, "needs `password` or `password_file`".to_string());
-                None
-            }
-            None => None,
-        }
-    };
-
-    let prom_bearer = secret(
+    let prom_bearer = p.secret(
         "prometheus.bearer_token",
         &spec.prometheus.bearer_token,
         &spec.prometheus.bearer_token_file,
-        &mut err,
     );
-    let prom_basic = basic(
-        "prometheus.basic_auth",
-        &spec.prometheus.basic_auth,
-        &mut err,
-    );
-    let recv_bearer = secret(
-        "receiver.bearer_token",
-        &spec.receiver.bearer_token,
-        &spec.receiver.bearer_token_file,
-        &mut err,
-    );
-    let recv_basic = basic("receiver.basic_auth", &spec.receiver.basic_auth, &mut err);
-    let mut accepted = Vec::new();
-    if let Some(t) = recv_bearer {
-        if t.is_empty() {
-            err("receiver.bearer_token", "is empty".to_string());
-        }
-        accepted.push(format!("Bearer {t}"));
-    }
-    if let Some((u, p)) = recv_basic {
-        accepted.push(format!("Basic {}", base64(format!("{u}:{p}").as_bytes())));
-    }
+    let prom_basic = p.basic("prometheus.basic_auth", &spec.prometheus.basic_auth);
+    let accepted = receiver_credentials(&mut p, &spec.receiver);
 
     let max_body_bytes = spec.receiver.max_body_bytes.unwrap_or(1 << 20);
     if max_body_bytes == 0 {
-        err(
+        p.add(
             "receiver.max_body_bytes",
             "must be more than zero".to_string(),
         );
     }
     let max_in_flight = spec.receiver.max_in_flight.unwrap_or(64);
     if max_in_flight == 0 {
-        err(
+        p.add(
             "receiver.max_in_flight",
             "must be more than zero".to_string(),
         );
@@ -386,38 +273,15 @@ fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settin
             let hint = llm_doctor_engine::suggest::did_you_mean(id, symptom_ids.iter().copied())
                 .map(|s| format!(" (did you mean `{s}`?)"))
                 .unwrap_or_default();
-            err(
+            p.add(
                 &format!("symptoms.{alertname}"),
                 format!("unknown symptom `{id}`{hint}"),
             );
         }
     }
-    let target_labels = match spec.target_labels {
-        Some(l) if l.is_empty() => {
-            err("target_labels", "needs at least one label".to_string());
-            Vec::new()
-        }
-        Some(l) => {
-            for name in &l {
-                let ok = name
-                    .chars()
-                    .next()
-                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-                if !ok {
-                    err("target_labels", format!("`{name}` is not a label name"));
-                }
-            }
-            l
-        }
-        None => DEFAULT_TARGET_LABELS
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-    };
-    errors.extend(errors2);
-    if !errors.is_empty() {
-        bail!("invalid configuration:\n  {}", errors.join("\n  "));
+    let target_labels = target_labels(&mut p, spec.target_labels);
+    if !p.list.is_empty() {
+        bail!("invalid configuration:\n  {}", p.list.join("\n  "));
     }
     Ok(Settings {
         listen,
@@ -441,6 +305,166 @@ fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settin
         initial_backoff,
         dedupe_ttl,
     })
+}
+
+/// Every problem in a configuration file, in the order found, each naming the file and field.
+struct Problems<'a> {
+    file: &'a str,
+    list: Vec<String>,
+}
+
+impl Problems<'_> {
+    fn add(&mut self, field: &str, msg: String) {
+        self.list.push(format!("{}: `{field}`: {msg}", self.file));
+    }
+
+    /// A Prometheus duration longer than zero, or `default_ms` when absent (or wrong).
+    fn duration(&mut self, field: &str, v: &Option<String>, default_ms: i64) -> Duration {
+        let Some(s) = v else {
+            return Duration::from_millis(default_ms as u64);
+        };
+        match crate::time::parse_duration(s) {
+            Ok(ms) if ms > 0 => Duration::from_millis(ms as u64),
+            Ok(_) => {
+                self.add(field, format!("must be longer than zero, got `{s}`"));
+                Duration::from_millis(default_ms as u64)
+            }
+            Err(e) => {
+                self.add(field, e);
+                Duration::from_millis(default_ms as u64)
+            }
+        }
+    }
+
+    /// An http or https URL.
+    fn url(&mut self, field: &str, u: &str) {
+        match reqwest::Url::parse(u) {
+            Ok(p) if matches!(p.scheme(), "http" | "https") => {}
+            Ok(p) => self.add(
+                field,
+                format!("`{u}`: scheme `{}` is not http or https", p.scheme()),
+            ),
+            Err(e) => self.add(field, format!("`{u}` is not a URL ({e})")),
+        }
+    }
+
+    /// A secret given inline or as `<field>_file`, not both.
+    fn secret(
+        &mut self,
+        field: &str,
+        inline: &Option<String>,
+        from_file: &Option<String>,
+    ) -> Option<String> {
+        match (inline, from_file) {
+            (Some(_), Some(_)) => {
+                self.add(field, "give the value or the `_file`, not both".to_string());
+                None
+            }
+            (Some(v), None) => Some(v.clone()),
+            (None, Some(f)) => match std::fs::read_to_string(f) {
+                Ok(s) => Some(s.trim().to_string()),
+                Err(e) => {
+                    self.add(&format!("{field}_file"), format!("cannot read `{f}`: {e}"));
+                    None
+                }
+            },
+            (None, None) => None,
+        }
+    }
+
+    /// A user and password (the password inline or from a file).
+    fn basic(&mut self, field: &str, b: &Option<BasicAuthSpec>) -> Option<(String, String)> {
+        let b = b.as_ref()?;
+        let pass = self.secret(&format!("{field}.password"), &b.password, &b.password_file);
+        match pass {
+            Some(p) => Some((b.username.clone(), p)),
+            None if b.password.is_none() && b.password_file.is_none() => {
+                self.add(field, "needs `password` or `password_file`".to_string());
+                None
+            }
+            None => None,
+        }
+    }
+}
+
+/// The sinks, each URL checked; Alertmanager's gets its API path.
+fn sinks(p: &mut Problems<'_>, specs: &[SinkSpec]) -> Vec<Sink> {
+    let sinks: Vec<Sink> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let (kind, u) = match s {
+                SinkSpec::Webhook { url } => (SinkKind::Webhook, url),
+                SinkSpec::Slack { url } => (SinkKind::Slack, url),
+                SinkSpec::Alertmanager { url } => (SinkKind::Alertmanager, url),
+            };
+            p.url(&format!("sinks[{i}].url"), u);
+            let full = match kind {
+                SinkKind::Alertmanager => format!("{}/api/v2/alerts", u.trim_end_matches('/')),
+                _ => u.clone(),
+            };
+            Sink {
+                kind,
+                url: full,
+                name: format!("{}[{i}]", kind.as_str()),
+            }
+        })
+        .collect();
+    if sinks.is_empty() {
+        p.add("sinks", "at least one sink is needed".to_string());
+    }
+    sinks
+}
+
+/// The `Authorization` values the receiver accepts.
+fn receiver_credentials(p: &mut Problems<'_>, receiver: &ReceiverSpec) -> Vec<String> {
+    let bearer = p.secret(
+        "receiver.bearer_token",
+        &receiver.bearer_token,
+        &receiver.bearer_token_file,
+    );
+    let basic = p.basic("receiver.basic_auth", &receiver.basic_auth);
+    let mut accepted = Vec::new();
+    if let Some(t) = bearer {
+        if t.is_empty() {
+            p.add("receiver.bearer_token", "is empty".to_string());
+        }
+        accepted.push(format!("Bearer {t}"));
+    }
+    if let Some((u, pass)) = basic {
+        accepted.push(format!(
+            "Basic {}",
+            base64(format!("{u}:{pass}").as_bytes())
+        ));
+    }
+    accepted
+}
+
+/// `target_labels`, each a label name, or the defaults.
+fn target_labels(p: &mut Problems<'_>, labels: Option<Vec<String>>) -> Vec<String> {
+    match labels {
+        Some(l) if l.is_empty() => {
+            p.add("target_labels", "needs at least one label".to_string());
+            Vec::new()
+        }
+        Some(l) => {
+            for name in &l {
+                let ok = name
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if !ok {
+                    p.add("target_labels", format!("`{name}` is not a label name"));
+                }
+            }
+            l
+        }
+        None => DEFAULT_TARGET_LABELS
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+    }
 }
 
 /// Standard base64 with padding (for `Authorization: Basic`).

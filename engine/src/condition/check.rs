@@ -204,6 +204,7 @@ impl<'s> Checker<'s> {
         }
     }
 
+    // Long on purpose: one arm per operator family, each with its type rule and its message.
     fn binary(&mut self, whole: &Expr, op: BinOp, l: &Expr, r: &Expr) -> Typed {
         let a = self.check(l);
         let b = self.check(r);
@@ -328,6 +329,8 @@ impl<'s> Checker<'s> {
         }
     }
 
+    // Long on purpose: every function's arity and typing in one match, with the help for an
+    // unknown or misspelt function.
     fn call(&mut self, whole: &Expr, name: Range<usize>, args: &[Expr]) -> Typed {
         let src = self.src;
         let function = &src[name.clone()];
@@ -563,6 +566,7 @@ mod tests {
     }
 
     #[test]
+    // Long on purpose: a table of cases, one per type error.
     fn type_errors() {
         let cases = [
             (

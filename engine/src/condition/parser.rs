@@ -300,6 +300,8 @@ impl Parser<'_, '_> {
     }
 
     /// A primary or prefix-operator expression.
+    // Long on purpose: one arm per token that can start an expression, with the recovery that
+    // reports a run of misplaced tokens once.
     fn prefix(&mut self) -> Expr {
         // Report a run of misplaced tokens only once.
         let mut reported = false;

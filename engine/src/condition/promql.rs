@@ -58,6 +58,7 @@ fn lit(x: f64) -> String {
     format!("{x:?}")
 }
 
+// Long on purpose: one arm per kind of numeric expression, each compiled to PromQL.
 fn num(e: &NumExpr, s: &dyn PromqlScope) -> Num {
     match e {
         NumExpr::Const(c) => Num::Lit(*c),

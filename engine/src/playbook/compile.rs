@@ -10,7 +10,7 @@ use super::compiled::{
     Symptom,
 };
 use super::graph;
-use super::spec::{CauseSpec, EvidenceSpec, PlaybookFile};
+use super::spec::{CauseSpec, EvidenceSpec, PlaybookFile, RemediationSpec, SloSpec, SymptomSpec};
 
 /// Resolves condition names against the catalog and the playbooks' SLOs.
 struct PlaybookScope<'a> {
@@ -178,72 +178,15 @@ pub fn load(sources: &[Source<'_>], catalog: &Catalog) -> Result<Playbook, LoadE
     };
 
     // 1. Parse every file; collect definitions by id, later files replacing earlier ones.
-    let mut files: Vec<(Source<'_>, PlaybookFile)> = Vec::new();
-    for src in sources {
-        match serde_yaml::from_str::<Option<PlaybookFile>>(src.text) {
-            Ok(f) => files.push((*src, f.unwrap_or_default())),
-            Err(e) => loader.error(LoadErrorKind::Yaml, format!("error: {}: {e}", src.name)),
-        }
-    }
+    let files = parse_files(&mut loader, sources);
     // References cannot be checked against files that did not parse.
     if !loader.errors.is_empty() {
         return Err(LoadErrors(loader.errors));
     }
-    let mut slo_specs = Vec::new();
-    let mut symptom_specs = Vec::new();
-    let mut cause_specs = Vec::new();
-    let mut remediation_specs = Vec::new();
-    for (fi, (src, file)) in files.iter().enumerate() {
-        check_unique(&mut loader, *src, "SLO", file.slos.iter().map(|s| &s.id));
-        check_unique(
-            &mut loader,
-            *src,
-            "symptom",
-            file.symptoms.iter().map(|s| &s.id),
-        );
-        check_unique(
-            &mut loader,
-            *src,
-            "cause",
-            file.causes.iter().map(|s| &s.id),
-        );
-        check_unique(
-            &mut loader,
-            *src,
-            "remediation",
-            file.remediations.iter().map(|s| &s.id),
-        );
-        upsert(&mut slo_specs, file.slos.iter().map(|s| (fi, s)), |s| &s.id);
-        upsert(
-            &mut symptom_specs,
-            file.symptoms.iter().map(|s| (fi, s)),
-            |s| &s.id,
-        );
-        upsert(&mut cause_specs, file.causes.iter().map(|s| (fi, s)), |s| {
-            &s.id
-        });
-        upsert(
-            &mut remediation_specs,
-            file.remediations.iter().map(|s| (fi, s)),
-            |s| &s.id,
-        );
-    }
-    // Symptoms and causes share one namespace in the graph.
-    for (fi, c) in &cause_specs {
-        if symptom_specs.iter().any(|(_, s)| s.id == c.id) {
-            let src = files[*fi].0;
-            loader.error(
-                LoadErrorKind::DuplicateId,
-                format!(
-                    "error: `{}` is both a symptom and a cause\n  --> {}",
-                    c.id,
-                    at(src, &c.id, "")
-                ),
-            );
-        }
-    }
+    let specs = Specs::collect(&mut loader, &files);
 
-    let slo_index: HashMap<String, usize> = slo_specs
+    let slo_index: HashMap<String, usize> = specs
+        .slos
         .iter()
         .enumerate()
         .map(|(i, (_, s))| (s.id.clone(), i))
@@ -252,7 +195,8 @@ pub fn load(sources: &[Source<'_>], catalog: &Catalog) -> Result<Playbook, LoadE
         catalog,
         slos: &slo_index,
     };
-    let slos: Vec<Slo> = slo_specs
+    let slos: Vec<Slo> = specs
+        .slos
         .iter()
         .map(|(_, s)| Slo {
             id: s.id.clone(),
@@ -263,18 +207,136 @@ pub fn load(sources: &[Source<'_>], catalog: &Catalog) -> Result<Playbook, LoadE
         .collect();
 
     // 2. Compile conditions.
+    let symptoms = compile_symptoms(&mut loader, &scope, &files, &specs);
+    let remediations = compile_remediations(&mut loader, &files, &specs);
+    let mut causes = compile_causes(&mut loader, &scope, &files, &specs);
+    if !loader.errors.is_empty() {
+        return Err(LoadErrors(loader.errors));
+    }
+
+    // 3. The graph: acyclic, every cause leads to a symptom; ancestors for root-cause analysis.
+    let graph_errors = graph::validate(&mut causes, symptoms.len());
+    for e in graph_errors {
+        loader.error(e.0, e.1);
+    }
+    if !loader.errors.is_empty() {
+        return Err(LoadErrors(loader.errors));
+    }
+
+    Ok(Playbook {
+        slos,
+        symptoms,
+        causes,
+        remediations,
+        signal_names: catalog.signals().iter().map(|s| s.name.clone()).collect(),
+        fact_names: loader
+            .catalog
+            .facts()
+            .iter()
+            .map(|f| f.name.clone())
+            .collect(),
+    })
+}
+
+/// Every source that parses as YAML, with its file; the others become errors.
+fn parse_files<'s>(
+    loader: &mut Loader<'_>,
+    sources: &[Source<'s>],
+) -> Vec<(Source<'s>, PlaybookFile)> {
+    let mut files = Vec::new();
+    for src in sources {
+        match serde_yaml::from_str::<Option<PlaybookFile>>(src.text) {
+            Ok(f) => files.push((*src, f.unwrap_or_default())),
+            Err(e) => loader.error(LoadErrorKind::Yaml, format!("error: {}: {e}", src.name)),
+        }
+    }
+    files
+}
+
+/// The definitions in force, by kind: (index of the file, definition), later files replacing
+/// earlier ones by id.
+struct Specs<'f> {
+    slos: Vec<(usize, &'f SloSpec)>,
+    symptoms: Vec<(usize, &'f SymptomSpec)>,
+    causes: Vec<(usize, &'f CauseSpec)>,
+    remediations: Vec<(usize, &'f RemediationSpec)>,
+}
+
+impl<'f> Specs<'f> {
+    /// Collects the definitions; ids repeated in one file, and ids that are both a symptom and
+    /// a cause, are errors.
+    fn collect(loader: &mut Loader<'_>, files: &'f [(Source<'_>, PlaybookFile)]) -> Specs<'f> {
+        let mut specs = Specs {
+            slos: Vec::new(),
+            symptoms: Vec::new(),
+            causes: Vec::new(),
+            remediations: Vec::new(),
+        };
+        for (fi, (src, file)) in files.iter().enumerate() {
+            check_unique(loader, *src, "SLO", file.slos.iter().map(|s| &s.id));
+            check_unique(loader, *src, "symptom", file.symptoms.iter().map(|s| &s.id));
+            check_unique(loader, *src, "cause", file.causes.iter().map(|s| &s.id));
+            check_unique(
+                loader,
+                *src,
+                "remediation",
+                file.remediations.iter().map(|s| &s.id),
+            );
+            upsert(&mut specs.slos, file.slos.iter().map(|s| (fi, s)), |s| {
+                &s.id
+            });
+            upsert(
+                &mut specs.symptoms,
+                file.symptoms.iter().map(|s| (fi, s)),
+                |s| &s.id,
+            );
+            upsert(
+                &mut specs.causes,
+                file.causes.iter().map(|s| (fi, s)),
+                |s| &s.id,
+            );
+            upsert(
+                &mut specs.remediations,
+                file.remediations.iter().map(|s| (fi, s)),
+                |s| &s.id,
+            );
+        }
+        // Symptoms and causes share one namespace in the graph.
+        for (fi, c) in &specs.causes {
+            if specs.symptoms.iter().any(|(_, s)| s.id == c.id) {
+                let src = files[*fi].0;
+                loader.error(
+                    LoadErrorKind::DuplicateId,
+                    format!(
+                        "error: `{}` is both a symptom and a cause\n  --> {}",
+                        c.id,
+                        at(src, &c.id, "")
+                    ),
+                );
+            }
+        }
+        specs
+    }
+}
+
+fn compile_symptoms(
+    loader: &mut Loader<'_>,
+    scope: &PlaybookScope<'_>,
+    files: &[(Source<'_>, PlaybookFile)],
+    specs: &Specs<'_>,
+) -> Vec<Symptom> {
     let mut symptoms = Vec::new();
-    for (fi, s) in &symptom_specs {
+    for (fi, s) in &specs.symptoms {
         let src = files[*fi].0;
-        require_words(&mut loader, src, "symptom", &s.id, &s.title, &s.why);
-        let when = loader.condition(&scope, src, ("symptom", &s.id), "when", &s.when, false);
+        require_words(loader, src, "symptom", &s.id, &s.title, &s.why);
+        let when = loader.condition(scope, src, ("symptom", &s.id), "when", &s.when, false);
         let critical_when = s.critical_when.as_ref().and_then(|c| {
-            loader.condition(&scope, src, ("symptom", &s.id), "critical_when", c, false)
+            loader.condition(scope, src, ("symptom", &s.id), "critical_when", c, false)
         });
         let share = s
             .share
             .as_ref()
-            .and_then(|c| loader.condition(&scope, src, ("symptom", &s.id), "share", c, true));
+            .and_then(|c| loader.condition(scope, src, ("symptom", &s.id), "share", c, true));
         if let Some(when) = when {
             symptoms.push(Symptom {
                 id: s.id.clone(),
@@ -287,18 +349,18 @@ pub fn load(sources: &[Source<'_>], catalog: &Catalog) -> Result<Playbook, LoadE
             });
         }
     }
+    symptoms
+}
 
-    let symptom_ids: Vec<&str> = symptom_specs.iter().map(|(_, s)| s.id.as_str()).collect();
-    let cause_ids: Vec<&str> = cause_specs.iter().map(|(_, c)| c.id.as_str()).collect();
-    let remediation_ids: Vec<&str> = remediation_specs
-        .iter()
-        .map(|(_, r)| r.id.as_str())
-        .collect();
-
+fn compile_remediations(
+    loader: &mut Loader<'_>,
+    files: &[(Source<'_>, PlaybookFile)],
+    specs: &Specs<'_>,
+) -> Vec<Remediation> {
     let mut remediations = Vec::new();
-    for (fi, r) in &remediation_specs {
+    for (fi, r) in &specs.remediations {
         let src = files[*fi].0;
-        require_words(&mut loader, src, "remediation", &r.id, &r.title, &r.why);
+        require_words(loader, src, "remediation", &r.id, &r.title, &r.why);
         if r.tradeoff.trim().is_empty() {
             loader.error(
                 LoadErrorKind::Incomplete,
@@ -334,56 +396,41 @@ pub fn load(sources: &[Source<'_>], catalog: &Catalog) -> Result<Playbook, LoadE
             actions: r.actions.clone(),
         });
     }
+    remediations
+}
 
+fn compile_causes(
+    loader: &mut Loader<'_>,
+    scope: &PlaybookScope<'_>,
+    files: &[(Source<'_>, PlaybookFile)],
+    specs: &Specs<'_>,
+) -> Vec<Cause> {
+    let symptom_ids: Vec<&str> = specs.symptoms.iter().map(|(_, s)| s.id.as_str()).collect();
+    let cause_ids: Vec<&str> = specs.causes.iter().map(|(_, c)| c.id.as_str()).collect();
+    let remediation_ids: Vec<&str> = specs
+        .remediations
+        .iter()
+        .map(|(_, r)| r.id.as_str())
+        .collect();
     let mut causes = Vec::new();
-    for (fi, c) in &cause_specs {
+    for (fi, c) in &specs.causes {
         let src = files[*fi].0;
-        require_words(&mut loader, src, "cause", &c.id, &c.title, &c.why);
-        if c.remediations.is_empty() {
-            loader.error(
-                LoadErrorKind::Incomplete,
-                format!(
-                    "error: cause `{}` has no remediation: every cause says what to do\n  --> {}",
-                    c.id,
-                    at(src, &c.id, "")
-                ),
-            );
-        }
-        for engine in &c.engines {
-            if !KNOWN_ENGINES.contains(&engine.as_str()) || engine == "any" {
-                loader.error(
-                    LoadErrorKind::UnknownReference,
-                    format!(
-                        "error: cause `{}` names unknown engine `{engine}` (engines: {})\n  --> {}",
-                        c.id,
-                        KNOWN_ENGINES[..KNOWN_ENGINES.len() - 1].join(", "),
-                        at(src, &c.id, engine)
-                    ),
-                );
-            }
-        }
+        check_cause(loader, src, c);
         let advice = c
             .advice
             .as_ref()
-            .and_then(|t| loader.condition(&scope, src, ("cause", &c.id), "advice", t, false));
-        let when = loader.condition(&scope, src, ("cause", &c.id), "when", &c.when, false);
-        let evidence = loader.evidence(&scope, src, c, "evidence", &c.evidence);
-        let against = loader.evidence(&scope, src, c, "against", &c.against);
+            .and_then(|t| loader.condition(scope, src, ("cause", &c.id), "advice", t, false));
+        let when = loader.condition(scope, src, ("cause", &c.id), "when", &c.when, false);
+        let evidence = loader.evidence(scope, src, c, "evidence", &c.evidence);
+        let against = loader.evidence(scope, src, c, "against", &c.against);
         let impact = c
             .impact
             .as_ref()
-            .and_then(|text| loader.condition(&scope, src, ("cause", &c.id), "impact", text, true));
-        let leads_to = resolve_refs(&mut loader, src, &c.id, "leads_to", &c.leads_to, &cause_ids);
-        let explains = resolve_refs(
-            &mut loader,
-            src,
-            &c.id,
-            "explains",
-            &c.explains,
-            &symptom_ids,
-        );
+            .and_then(|text| loader.condition(scope, src, ("cause", &c.id), "impact", text, true));
+        let leads_to = resolve_refs(loader, src, &c.id, "leads_to", &c.leads_to, &cause_ids);
+        let explains = resolve_refs(loader, src, &c.id, "explains", &c.explains, &symptom_ids);
         let rems = resolve_refs(
-            &mut loader,
+            loader,
             src,
             &c.id,
             "remediations",
@@ -412,33 +459,35 @@ pub fn load(sources: &[Source<'_>], catalog: &Catalog) -> Result<Playbook, LoadE
             });
         }
     }
+    causes
+}
 
-    if !loader.errors.is_empty() {
-        return Err(LoadErrors(loader.errors));
+/// A cause explains itself, says what to do, and names only known engines.
+fn check_cause(loader: &mut Loader<'_>, src: Source<'_>, c: &CauseSpec) {
+    require_words(loader, src, "cause", &c.id, &c.title, &c.why);
+    if c.remediations.is_empty() {
+        loader.error(
+            LoadErrorKind::Incomplete,
+            format!(
+                "error: cause `{}` has no remediation: every cause says what to do\n  --> {}",
+                c.id,
+                at(src, &c.id, "")
+            ),
+        );
     }
-
-    // 3. The graph: acyclic, every cause leads to a symptom; ancestors for root-cause analysis.
-    let graph_errors = graph::validate(&mut causes, symptoms.len());
-    for e in graph_errors {
-        loader.error(e.0, e.1);
+    for engine in &c.engines {
+        if !KNOWN_ENGINES.contains(&engine.as_str()) || engine == "any" {
+            loader.error(
+                LoadErrorKind::UnknownReference,
+                format!(
+                    "error: cause `{}` names unknown engine `{engine}` (engines: {})\n  --> {}",
+                    c.id,
+                    KNOWN_ENGINES[..KNOWN_ENGINES.len() - 1].join(", "),
+                    at(src, &c.id, engine)
+                ),
+            );
+        }
     }
-    if !loader.errors.is_empty() {
-        return Err(LoadErrors(loader.errors));
-    }
-
-    Ok(Playbook {
-        slos,
-        symptoms,
-        causes,
-        remediations,
-        signal_names: catalog.signals().iter().map(|s| s.name.clone()).collect(),
-        fact_names: loader
-            .catalog
-            .facts()
-            .iter()
-            .map(|f| f.name.clone())
-            .collect(),
-    })
 }
 
 /// Engines a remediation action or cause may name; `any` applies to every engine.

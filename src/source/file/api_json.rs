@@ -141,27 +141,59 @@ pub fn parse_with_warnings(text: &str, file: &str) -> Result<Parsed, ApiJsonErro
         file: file.to_string(),
         source,
     })?;
-    let invalid = |message: String| ApiJsonError::Invalid {
+    check_status(&answer, file)?;
+    let mut warnings = server_notes(&answer, file);
+    let items = series_items(answer.data, file)?;
+    let (series, native_skipped) = to_series(&items, file)?;
+    if native_skipped > 0 {
+        warnings.push(format!(
+            "{file}: native-histogram samples of {native_skipped} series were skipped (only classic `_bucket` series are read)"
+        ));
+    }
+    let mut set = SeriesSet {
+        series,
+        ..Default::default()
+    };
+    set.normalize();
+    set.families = infer_families(&set);
+    Ok(Parsed {
+        set,
+        warnings,
+        partial: answer.is_partial,
+    })
+}
+
+fn invalid(file: &str, message: String) -> ApiJsonError {
+    ApiJsonError::Invalid {
         file: file.to_string(),
         message,
-    };
-    match answer.status.as_str() {
-        "success" => {}
-        "error" => {
-            return Err(ApiJsonError::Server {
-                file: file.to_string(),
-                error_type: answer.error_type.unwrap_or_else(|| "unknown".to_string()),
-                error: answer
-                    .error
-                    .unwrap_or_else(|| "(no message given)".to_string()),
-            })
-        }
-        other => {
-            return Err(invalid(format!(
-                "unexpected `status` `{other}` (expected `success` or `error`)"
-            )))
-        }
     }
+}
+
+/// `status` must be `success`; an `error` answer is the server's error.
+fn check_status(answer: &Answer, file: &str) -> Result<(), ApiJsonError> {
+    match answer.status.as_str() {
+        "success" => Ok(()),
+        "error" => Err(ApiJsonError::Server {
+            file: file.to_string(),
+            error_type: answer
+                .error_type
+                .clone()
+                .unwrap_or_else(|| "unknown".to_string()),
+            error: answer
+                .error
+                .clone()
+                .unwrap_or_else(|| "(no message given)".to_string()),
+        }),
+        other => Err(invalid(
+            file,
+            format!("unexpected `status` `{other}` (expected `success` or `error`)"),
+        )),
+    }
+}
+
+/// `isPartial`, `warnings` and `infos`, in words.
+fn server_notes(answer: &Answer, file: &str) -> Vec<String> {
     let mut warnings = Vec::new();
     if answer.is_partial {
         warnings.push(format!(
@@ -174,9 +206,17 @@ pub fn parse_with_warnings(text: &str, file: &str) -> Result<Parsed, ApiJsonErro
     for i in &answer.infos {
         warnings.push(format!("{file}: server info: {i}"));
     }
-    let data = answer
-        .data
-        .ok_or_else(|| invalid("`status` is `success` but there is no `data`".to_string()))?;
+    warnings
+}
+
+/// The series of a matrix or vector answer; scalars, strings and empty answers are errors.
+fn series_items(data: Option<Data>, file: &str) -> Result<Vec<Item>, ApiJsonError> {
+    let data = data.ok_or_else(|| {
+        invalid(
+            file,
+            "`status` is `success` but there is no `data`".to_string(),
+        )
+    })?;
     let items = match data {
         Data::Matrix(items) | Data::Vector(items) => items,
         Data::Scalar(_) => {
@@ -193,15 +233,21 @@ pub fn parse_with_warnings(text: &str, file: &str) -> Result<Parsed, ApiJsonErro
         }
     };
     if items.is_empty() {
-        return Err(invalid(format!(
-            "the answer holds no series (the query matched nothing); {RAW_SERIES_HINT}"
-        )));
+        return Err(invalid(
+            file,
+            format!("the answer holds no series (the query matched nothing); {RAW_SERIES_HINT}"),
+        ));
     }
+    Ok(items)
+}
 
+/// The items as series, and how many carried native-histogram samples (skipped). Items without
+/// a metric name are an error that counts them and shows one.
+fn to_series(items: &[Item], file: &str) -> Result<(Vec<Series>, usize), ApiJsonError> {
     let mut unnamed: Vec<&Item> = Vec::new();
     let mut native_skipped = 0usize;
     let mut series = Vec::with_capacity(items.len());
-    for item in &items {
+    for item in items {
         let Some(name) = item.metric.get("__name__").filter(|n| !n.is_empty()) else {
             unnamed.push(item);
             continue;
@@ -220,10 +266,10 @@ pub fn parse_with_warnings(text: &str, file: &str) -> Result<Parsed, ApiJsonErro
         let mut samples = Vec::with_capacity(item.values.len() + 1);
         for p in item.values.iter().chain(item.value.iter()) {
             let t_ms = seconds_to_ms(p.0).ok_or_else(|| {
-                invalid(format!(
-                    "timestamp `{}` of `{name}{labels}` is out of range",
-                    p.0
-                ))
+                invalid(
+                    file,
+                    format!("timestamp `{}` of `{name}{labels}` is out of range", p.0),
+                )
             })?;
             samples.push(Sample {
                 t_ms: Some(t_ms),
@@ -259,22 +305,7 @@ pub fn parse_with_warnings(text: &str, file: &str) -> Result<Parsed, ApiJsonErro
             },
         });
     }
-    if native_skipped > 0 {
-        warnings.push(format!(
-            "{file}: native-histogram samples of {native_skipped} series were skipped (only classic `_bucket` series are read)"
-        ));
-    }
-    let mut set = SeriesSet {
-        series,
-        ..Default::default()
-    };
-    set.normalize();
-    set.families = infer_families(&set);
-    Ok(Parsed {
-        set,
-        warnings,
-        partial: answer.is_partial,
-    })
+    Ok((series, native_skipped))
 }
 
 /// Float seconds to milliseconds through the float's shortest decimal form (the digits the

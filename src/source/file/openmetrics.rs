@@ -305,6 +305,7 @@ mod tests {
         s
     }
 
+    // Long on purpose: test data, every awkward case in one set.
     fn rich_set() -> SeriesSet {
         use MetricType::*;
         let t0 = 1_796_083_215_000;

@@ -1,0 +1,62 @@
+//! `eval`: score the diagnosis on the labelled corpus and hold it to floors.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use super::format::Format;
+use super::outcome::Outcome;
+use crate::rules::load_rules;
+use crate::score::corpus::{self, Floors, Split};
+
+/// Arguments of `eval`.
+#[derive(Debug, clap::Args)]
+pub struct EvalArgs {
+    /// The corpus: a directory of cases (`<id>.yaml` beside its recording), searched recursively.
+    #[arg(default_value = "corpus")]
+    pub dir: PathBuf,
+    /// Which cases to score: `train`, `test` (held out while rules change) or `all`.
+    #[arg(long, value_enum, default_value_t = Split::All)]
+    pub split: Split,
+    /// Output format (default: Markdown tables; json for tools).
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Fail (exit 1) when the top-1 share of fault cases is below this (0..1).
+    #[arg(long, value_name = "RATIO")]
+    pub min_top1: Option<f64>,
+    /// Fail (exit 1) when the top-3 share of fault cases is below this (0..1).
+    #[arg(long, value_name = "RATIO")]
+    pub min_top3: Option<f64>,
+    /// Fail (exit 1) when more healthy or near-miss cases than this raise an alarm.
+    #[arg(long, value_name = "N")]
+    pub max_false_alarms: Option<usize>,
+    /// A directory of playbooks (and `signals/` adapters) that add to or override the shipped ones.
+    #[arg(long)]
+    pub rules: Option<PathBuf>,
+}
+
+/// Runs `eval`: exit code 1 when a floor is not met.
+pub fn run(args: EvalArgs) -> Result<Outcome> {
+    let rules = load_rules(args.rules.as_deref())?;
+    let report = corpus::run(&args.dir, &rules, args.split)?;
+    let floors = Floors {
+        min_top1: args.min_top1,
+        min_top3: args.min_top3,
+        max_false_alarms: args.max_false_alarms,
+    };
+    let failures = floors.failures(&report);
+    let mut stdout = match args.format {
+        Some(Format::Json) => corpus::render_json(&report),
+        _ => corpus::render_markdown(&report),
+    };
+    if args.format != Some(Format::Json) && !failures.is_empty() {
+        stdout.push_str("\nFloors not met:\n");
+        for f in &failures {
+            stdout.push_str(&format!("  {f}\n"));
+        }
+    }
+    Ok(Outcome {
+        stdout,
+        code: u8::from(!failures.is_empty()),
+    })
+}

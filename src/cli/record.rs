@@ -1,0 +1,162 @@
+//! `record`: write what running systems show to an OpenMetrics file for a later `diagnose` or a
+//! Prometheus import: a range of a Prometheus-compatible API, or /metrics endpoints scraped over
+//! a duration with the local GPUs read through NVML beside them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use super::outcome::Outcome;
+use super::parse;
+use super::sources::{with_nvml, NvmlSamplingArgs, PrometheusArgs};
+use crate::rules::load_rules;
+use crate::signal::selector::Selector;
+use crate::source::live::{nvml, scrape};
+
+/// Arguments of `record`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).multiple(true).args(["scrape", "nvml", "prometheus"])))]
+pub struct RecordArgs {
+    /// Endpoints to scrape. Repeatable.
+    #[arg(long, value_name = "URL")]
+    pub scrape: Vec<String>,
+    /// Also record this host's GPUs through NVML, under dcgm-exporter's metric names.
+    #[arg(long)]
+    pub nvml: bool,
+    /// How --nvml samples.
+    #[command(flatten)]
+    pub nvml_sampling: NvmlSamplingArgs,
+    /// How long to record.
+    #[arg(long, default_value = "10m", value_parser = parse::positive_duration)]
+    pub duration: Duration,
+    /// Time between scrapes.
+    #[arg(long, default_value = "15s", value_parser = parse::positive_duration)]
+    pub interval: Duration,
+    /// Per-request timeout.
+    #[arg(long, default_value = "10s", value_parser = parse::positive_duration)]
+    pub timeout: Duration,
+    /// An HTTP header, `Name: value`. Repeatable.
+    #[arg(long = "header", value_name = "NAME: VALUE", value_parser = scrape::parse_header)]
+    pub headers: Vec<(String, String)>,
+    /// Record from a Prometheus-compatible API instead (see the Prometheus options).
+    #[command(flatten)]
+    pub prom: PrometheusArgs,
+    /// With --prometheus: only replicas whose labels match these PromQL matchers.
+    #[arg(long, value_parser = Selector::parse)]
+    pub selector: Option<Selector>,
+    /// With --prometheus: start of the range (RFC 3339 or Unix seconds).
+    #[arg(long, requires = "prometheus", value_parser = parse::time)]
+    pub from: Option<i64>,
+    /// With --prometheus: end of the range (RFC 3339 or Unix seconds).
+    #[arg(long, requires = "prometheus", value_parser = parse::time)]
+    pub to: Option<i64>,
+    /// With --prometheus: resolution of the recording.
+    #[arg(long, default_value = "15s", value_parser = parse::positive_duration)]
+    pub step: Duration,
+    /// Output file (OpenMetrics with timestamps in seconds and `# EOF`).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Runs `record`: exit code 1 when a source failed but something was still written.
+pub fn run(args: RecordArgs) -> Result<Outcome> {
+    match &args.prom.prometheus {
+        Some(url) => from_prometheus(url, &args),
+        None => from_endpoints(&args),
+    }
+}
+
+/// `record --prometheus URL --from T --to T`.
+fn from_prometheus(url: &str, args: &RecordArgs) -> Result<Outcome> {
+    if !args.scrape.is_empty() || args.nvml {
+        bail!("record --prometheus cannot be combined with --scrape or --nvml");
+    }
+    let (Some(from), Some(to)) = (args.from, args.to) else {
+        bail!("record --prometheus needs --from and --to");
+    };
+    let live = args.prom.live_options(url, args.timeout, &args.headers)?;
+    let rules = load_rules(None)?;
+    let (text, notes) = crate::source::live::prometheus::record_from_prometheus(
+        &rules,
+        &live,
+        args.selector.as_ref(),
+        from,
+        to,
+        args.step.as_millis() as i64,
+    )
+    .with_context(|| format!("recording from Prometheus at {url}"))?;
+    for n in &notes {
+        eprintln!("note: {n}");
+    }
+    std::fs::write(&args.out, &text)
+        .with_context(|| format!("writing `{}`", args.out.display()))?;
+    Ok(Outcome {
+        stdout: format!("wrote {} ({} bytes)\n", args.out.display(), text.len()),
+        code: 0,
+    })
+}
+
+/// `record --scrape URL… --nvml`: scrapes every `--interval` over `--duration`, the GPUs read
+/// as often meanwhile.
+fn from_endpoints(args: &RecordArgs) -> Result<Outcome> {
+    let opts = scrape::ScrapeOptions {
+        timeout: args.timeout,
+        headers: args.headers.clone(),
+    };
+    let (duration, interval) = (args.duration, args.interval);
+    // A recording reads the GPUs as often as it scrapes, over the whole duration.
+    let every_interval = nvml::Sampling {
+        samples: (duration.as_millis() / interval.as_millis().max(1)) as usize + 1,
+        interval: duration,
+    };
+    let sampling = args
+        .nvml
+        .then(|| args.nvml_sampling.sampling(every_interval))
+        .transpose()?;
+    let ((text, mut errors), gpus) = with_nvml(sampling, || {
+        if args.scrape.is_empty() {
+            (String::new(), Vec::new())
+        } else {
+            scrape::record(&args.scrape, duration, interval, &opts, &mut |line| {
+                eprintln!("{line}")
+            })
+        }
+    });
+    for e in &errors {
+        eprintln!("error: {e}");
+    }
+    let scraped_nothing = text.lines().all(|l| l.starts_with('#'));
+    let all_failed =
+        !args.scrape.is_empty() && errors.len() == args.scrape.len() && scraped_nothing;
+    let text = match gpus {
+        None => text,
+        Some(Err(e)) if args.scrape.is_empty() => bail!("{e}"),
+        Some(Err(e)) => {
+            eprintln!("error: {e}");
+            errors.push(e.to_string());
+            text
+        }
+        // NVML's readings go in under dcgm-exporter's names, beside the scraped series.
+        Some(Ok(c)) => {
+            let mut set = c.set;
+            if !scraped_nothing {
+                set.merge(
+                    crate::source::file::exposition::parse(&text, "the scrapes")
+                        .map_err(anyhow::Error::new)
+                        .context("re-reading the scrapes")?,
+                );
+            }
+            crate::source::file::openmetrics::write(&set)
+        }
+    };
+    if all_failed && text.lines().all(|l| l.starts_with('#')) {
+        bail!("no endpoint could be recorded");
+    }
+    std::fs::write(&args.out, &text)
+        .with_context(|| format!("writing `{}`", args.out.display()))?;
+    Ok(Outcome {
+        stdout: format!("wrote {} ({} bytes)\n", args.out.display(), text.len()),
+        code: u8::from(!errors.is_empty()),
+    })
+}

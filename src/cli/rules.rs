@@ -1,0 +1,158 @@
+//! `rules`: check, test, explain, export and draw the playbooks.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::{Subcommand, ValueEnum};
+
+use super::outcome::Outcome;
+use crate::rules::load_rules;
+
+/// Rule export formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// Prometheus alerting rules (YAML, for `rule_files`).
+    Prometheus,
+}
+
+/// Graph formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GraphFormat {
+    /// Graphviz.
+    Dot,
+    /// Mermaid flowchart.
+    Mermaid,
+}
+
+/// `rules` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum RulesCommand {
+    /// Validate playbooks: schema, names, types, graph.
+    Check {
+        /// Extra or overriding rules directory.
+        dir: Option<PathBuf>,
+    },
+    /// Run fixture tests (`*.test.yaml`): expected causes and symptoms for recorded inputs.
+    Test {
+        /// Fixture directory.
+        #[arg(default_value = "fixtures")]
+        dir: PathBuf,
+        /// Extra or overriding rules directory.
+        #[arg(long)]
+        rules: Option<PathBuf>,
+    },
+    /// Explain a symptom, cause, remediation, signal or fact.
+    Explain {
+        /// The id.
+        id: String,
+        /// Extra or overriding rules directory.
+        #[arg(long)]
+        rules: Option<PathBuf>,
+    },
+    /// Export alerting rules for every symptom, per engine (only `prometheus` for now).
+    Export {
+        /// Rule format.
+        #[arg(value_enum)]
+        format: ExportFormat,
+        /// Only this engine (vllm, sglang, tgi, trtllm, llamacpp).
+        #[arg(long)]
+        engine: Option<String>,
+        /// Range of rates and window functions in the rules.
+        // Text, not a parsed duration: it goes into the rules as written.
+        #[arg(long, default_value = "5m")]
+        window: String,
+        /// How long a condition must hold before the alert fires.
+        #[arg(long = "for", default_value = "2m")]
+        for_: String,
+        /// Extra or overriding rules directory.
+        #[arg(long)]
+        rules: Option<PathBuf>,
+    },
+    /// Print the diagnosis graph.
+    Graph {
+        /// dot or mermaid.
+        #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
+        format: GraphFormat,
+        /// Extra or overriding rules directory.
+        #[arg(long)]
+        rules: Option<PathBuf>,
+    },
+}
+
+/// Runs a `rules` subcommand.
+pub fn run(cmd: RulesCommand) -> Result<Outcome> {
+    let ok = |stdout: String| Ok(Outcome { stdout, code: 0 });
+    match cmd {
+        RulesCommand::Check { dir } => {
+            let rules = load_rules(dir.as_deref())?;
+            ok(format!(
+                "ok: {} symptoms, {} causes, {} remediations, {} SLOs; {} adapters; graph acyclic, every cause reaches a symptom\n",
+                rules.playbook.symptoms.len(),
+                rules.playbook.causes.len(),
+                rules.playbook.remediations.len(),
+                rules.playbook.slos.len(),
+                rules.adapters.list.len()
+            ))
+        }
+        RulesCommand::Test { dir, rules } => test(&dir, rules.as_deref()),
+        RulesCommand::Explain { id, rules } => {
+            let rules = load_rules(rules.as_deref())?;
+            ok(crate::report::explain::explain(&rules, &id)?)
+        }
+        RulesCommand::Export {
+            format: ExportFormat::Prometheus,
+            engine,
+            window,
+            for_,
+            rules,
+        } => {
+            let rules = load_rules(rules.as_deref())?;
+            ok(crate::export::export_prometheus(
+                &rules,
+                engine.as_deref(),
+                &window,
+                &for_,
+            )?)
+        }
+        RulesCommand::Graph { format, rules } => {
+            let rules = load_rules(rules.as_deref())?;
+            ok(crate::report::graph::graph(
+                &rules.playbook,
+                format == GraphFormat::Mermaid,
+            ))
+        }
+    }
+}
+
+/// `rules test`: every fixture in `dir`, one line each; exit code 1 when one fails.
+fn test(dir: &std::path::Path, rules_dir: Option<&std::path::Path>) -> Result<Outcome> {
+    let rules = load_rules(rules_dir)?;
+    let files = crate::score::fixtures::discover(dir)?;
+    if files.is_empty() {
+        bail!("no fixture tests (*.test.yaml) in `{}`", dir.display());
+    }
+    let mut out = String::new();
+    let (mut passed, mut failed) = (0, 0);
+    for f in &files {
+        let r = crate::score::fixtures::run_one(f, &rules);
+        let name = f
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        if r.failures.is_empty() {
+            passed += 1;
+            out.push_str(&format!("ok    {name}  [{}]\n", r.causes.join(", ")));
+        } else {
+            failed += 1;
+            out.push_str(&format!("FAIL  {name}\n"));
+            for x in &r.failures {
+                out.push_str(&format!("      - {x}\n"));
+            }
+        }
+    }
+    out.push_str(&format!("{passed} passed, {failed} failed\n"));
+    Ok(Outcome {
+        stdout: out,
+        code: u8::from(failed > 0),
+    })
+}

@@ -1,0 +1,27 @@
+//! `serve`: the arguments of the Alertmanager webhook receiver; the server is `crate::serve`.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use super::outcome::Outcome;
+
+/// Arguments of `serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// The server's configuration (YAML; see examples/doctor.yaml).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// A directory of playbooks (and `signals/` adapters) that add to or override the shipped ones.
+    #[arg(long)]
+    pub rules: Option<PathBuf>,
+}
+
+/// Runs `serve` until the server stops.
+pub fn run(args: ServeArgs) -> Result<Outcome> {
+    crate::serve::run(&args.config, args.rules.as_deref())?;
+    Ok(Outcome {
+        stdout: String::new(),
+        code: 0,
+    })
+}

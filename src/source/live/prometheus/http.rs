@@ -1,0 +1,246 @@
+//! Talking to the API: where it is, how to authenticate, the HTTP client, and one instant
+//! query sent with its own timeout.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+
+use super::answer::{parse_answer, Answer, Failure};
+use crate::source::live::scrape::error_chain;
+
+/// How to authenticate to Prometheus.
+#[derive(Debug, Clone, Default)]
+pub struct PromAuth {
+    /// `Authorization: Bearer TOKEN`.
+    pub bearer: Option<String>,
+    /// HTTP basic authentication: user and password.
+    pub basic: Option<(String, String)>,
+    /// Extra headers sent with every query (`X-Scope-OrgID` for Mimir, say).
+    pub headers: Vec<(String, String)>,
+    /// A PEM file of CA certificates to trust instead of the system's (a private CA).
+    pub ca_file: Option<PathBuf>,
+}
+
+/// Where Prometheus is and how to talk to it. What to diagnose (window, time, selector, engine,
+/// facts) comes in [`pipeline::Options`], as for files.
+#[derive(Debug, Clone)]
+pub struct LiveOptions {
+    /// Base URL of the Prometheus-compatible API (`http://prom:9090`, or with a path prefix such
+    /// as `http://mimir/prometheus`); `/api/v1/query` is appended.
+    pub url: String,
+    /// Credentials and extra headers.
+    pub auth: PromAuth,
+    /// Limit for one query, sent to the server as its `timeout` too.
+    pub timeout: Duration,
+    /// Most queries in flight at once.
+    pub concurrency: usize,
+}
+
+impl LiveOptions {
+    /// `url` with no authentication, a 10 s timeout and 16 queries in flight.
+    pub fn new(url: impl Into<String>) -> LiveOptions {
+        LiveOptions {
+            url: url.into(),
+            auth: PromAuth::default(),
+            timeout: Duration::from_secs(10),
+            concurrency: DEFAULT_CONCURRENCY,
+        }
+    }
+}
+
+/// Queries in flight at once by default: enough to hide latency, few enough not to queue
+/// behind Prometheus' own `--query.max-concurrency` (20 by default).
+pub const DEFAULT_CONCURRENCY: usize = 16;
+/// Everything one query needs; cheap to clone (the client is shared).
+#[derive(Clone)]
+pub(super) struct Http {
+    pub(super) client: reqwest::Client,
+    pub(super) endpoint: reqwest::Url,
+    pub(super) headers: HeaderMap,
+    pub(super) auth: PromAuth,
+    pub(super) timeout: Duration,
+    /// The evaluation time, Unix seconds with milliseconds.
+    pub(super) time: String,
+}
+
+impl Http {
+    pub(super) async fn query(&self, promql: &str) -> Result<Answer, Failure> {
+        match tokio::time::timeout(self.timeout, self.send(promql)).await {
+            Ok(r) => r,
+            Err(_) => Err(Failure {
+                unreachable: true,
+                message: format!("no answer within {}", human(self.timeout)),
+            }),
+        }
+    }
+
+    pub(super) async fn send(&self, promql: &str) -> Result<Answer, Failure> {
+        let timeout = format!("{}ms", self.timeout.as_millis());
+        let request = form_post(
+            &self.client,
+            &self.endpoint,
+            &self.headers,
+            &self.auth,
+            &[
+                ("query", promql),
+                ("time", &self.time),
+                ("timeout", &timeout),
+            ],
+        );
+        let response = request.send().await.map_err(|e| Failure {
+            unreachable: true,
+            message: error_chain(&e),
+        })?;
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let body = response.bytes().await.map_err(|e| Failure {
+            unreachable: true,
+            message: format!("reading the answer: {}", error_chain(&e)),
+        })?;
+        parse_answer(status.as_u16(), &content_type, &body)
+    }
+}
+
+/// A form-encoded POST to the query API with the extra headers and the credentials; `pairs`
+/// are the form's fields, in order.
+pub(super) fn form_post(
+    client: &reqwest::Client,
+    endpoint: &reqwest::Url,
+    headers: &HeaderMap,
+    auth: &PromAuth,
+    pairs: &[(&str, &str)],
+) -> reqwest::RequestBuilder {
+    let mut form = reqwest::Url::parse("http://form.invalid/").expect("a valid URL");
+    form.query_pairs_mut().extend_pairs(pairs);
+    let body = form.query().unwrap_or_default().to_string();
+    let mut request = client
+        .post(endpoint.clone())
+        .headers(headers.clone())
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .header(reqwest::header::ACCEPT, "application/json")
+        .body(body);
+    if let Some(token) = &auth.bearer {
+        request = request.bearer_auth(token);
+    }
+    if let Some((user, password)) = &auth.basic {
+        request = request.basic_auth(user, Some(password));
+    }
+    request
+}
+
+/// `URL/api/v1/query`, keeping a path prefix.
+pub(super) fn query_endpoint(url: &str) -> Result<reqwest::Url> {
+    let parsed = reqwest::Url::parse(url.trim()).map_err(|e| {
+        anyhow::anyhow!(
+            "--prometheus: invalid URL {url:?}: {e} (expected e.g. http://prometheus:9090)"
+        )
+    })?;
+    if parsed.scheme() != "http" && parsed.scheme() != "https" {
+        bail!(
+            "--prometheus: unsupported URL scheme `{}` in {url:?}: use http:// or https://",
+            parsed.scheme()
+        );
+    }
+    let base = parsed.as_str().trim_end_matches('/');
+    let base = base.split(['?', '#']).next().unwrap_or(base);
+    reqwest::Url::parse(&format!("{base}/api/v1/query"))
+        .map_err(|e| anyhow::anyhow!("--prometheus: invalid URL {url:?}: {e}"))
+}
+
+/// The HTTP client: HTTP/1.1 over rustls on ring, no proxy from the environment (as
+/// `crate::source::live::scrape`), trusting the CA file's certificates alone when one is given, the
+/// system's for other https URLs.
+pub(super) fn client(live: &LiveOptions) -> Result<reqwest::Client> {
+    // Another part of the process may have installed a provider already; either is fine.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let builder = reqwest::Client::builder()
+        .no_proxy()
+        .user_agent(concat!("llm-doctor/", env!("CARGO_PKG_VERSION")));
+    let builder = match &live.auth.ca_file {
+        Some(path) => {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("reading the CA file `{}`", path.display()))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+                anyhow::anyhow!(
+                    "the CA file `{}` holds no usable PEM certificate: {}",
+                    path.display(),
+                    error_chain(&e)
+                )
+            })?;
+            if certs.is_empty() {
+                bail!(
+                    "the CA file `{}` holds no PEM certificate (`-----BEGIN CERTIFICATE-----`)",
+                    path.display()
+                );
+            }
+            builder.tls_certs_only(certs)
+        }
+        // The platform verifier costs time and fails on hosts without CA certificates; plain
+        // HTTP needs none.
+        None if !live.url.trim_start().starts_with("https:") => builder.tls_certs_only([]),
+        None => builder,
+    };
+    builder
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot set up the HTTP client: {}", error_chain(&e)))
+}
+
+pub(super) fn header_map(headers: &[(String, String)]) -> Result<HeaderMap> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        let n = HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|_| anyhow::anyhow!("invalid header name {name:?}"))?;
+        let v = HeaderValue::from_str(value.trim())
+            .map_err(|_| anyhow::anyhow!("invalid value for header `{name}`"))?;
+        map.append(n, v);
+    }
+    Ok(map)
+}
+
+fn human(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 || !ms.is_multiple_of(1000) {
+        format!("{ms}ms")
+    } else {
+        format!("{}s", ms / 1000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signal::promql::{escape, regex_quote};
+    use crate::source::live::prometheus::triage::prom_duration;
+
+    #[test]
+    fn urls_durations_and_quoting() {
+        assert_eq!(
+            query_endpoint("http://prom:9090/").unwrap().as_str(),
+            "http://prom:9090/api/v1/query"
+        );
+        assert_eq!(
+            query_endpoint("https://mimir.example/prometheus")
+                .unwrap()
+                .as_str(),
+            "https://mimir.example/prometheus/api/v1/query"
+        );
+        assert!(query_endpoint("ftp://x").is_err());
+        assert!(query_endpoint("not a url").is_err());
+        assert_eq!(prom_duration(300_000), "5m");
+        assert_eq!(prom_duration(3_600_000), "1h");
+        assert_eq!(prom_duration(90_000), "90s");
+        assert_eq!(prom_duration(1500), "1500ms");
+        assert_eq!(regex_quote("a.b:c"), "a\\.b:c");
+        assert_eq!(escape("a\\.b\"c"), "a\\\\.b\\\"c");
+    }
+}

@@ -1,0 +1,60 @@
+//! Live triage from Prometheus (`diagnose --prometheus URL`): the same snapshots the file reader
+//! builds, computed by Prometheus (or Thanos, Mimir, VictoriaMetrics) over its own data.
+//!
+//! Every signal comes from its one definition in `rules/signals/*.yaml`, compiled to PromQL by
+//! [`crate::signal::promql::compile`]; nothing here knows a metric name. The number of queries is fixed by
+//! the adapters, never by the size of the fleet: each query aggregates `by` the labels that
+//! identify a target, so one answer serves every replica at once, and its series are mapped
+//! back to targets afterwards.
+//!
+//! One triage is:
+//!
+//! 1. **Discovery**, one instant query per adapter at the evaluation time:
+//!    `count by (instance, pod, …) ({__name__=~"vllm:.*"})` says which replicas exist and their
+//!    identity labels; exporters (dcgm, node) likewise by their join labels. Alongside, one query
+//!    for the version-revealing metric names and one per info metric (`vllm:cache_config_info`).
+//! 2. **Signals**: as soon as an adapter's discovery says it is present, every signal it defines
+//!    is queried, plus its gauge facts. A gauge's last value and window mean, maximum and
+//!    minimum are four compiled expressions sent as one query (see [`STAT_LABEL`]). Engines'
+//!    queries aggregate `by (pod, instance)`, exporters' by their join labels (`pod`,
+//!    `Hostname`, `hostname`, `instance`). Constants need no query.
+//!
+//!    `--selector` is matched, as for files, against each replica's identity labels, which
+//!    needs all of a replica's series: a matcher pushed into the discovery query would drop
+//!    series that lack its label (`vllm:cache_config_info` has no `model_name`) and change what
+//!    a negative matcher selects. So discovery is fleet-wide, and the selected replicas' engine
+//!    queries are then restricted to their `instance`s; exporters' queries stay fleet-wide.
+//! 3. **Assembly**: replicas become targets and exporter groups are joined to them with the file
+//!    reader's own rules (`crate::target::join`: pod, host label, host part of `instance`, a
+//!    single replica by elimination, ambiguity noted); signals, hints and facts go through the
+//!    file reader's code (`fill_missing_hints`, `pipeline::add_facts`), so precedence and hints
+//!    cannot drift apart.
+//!
+//! All queries run concurrently on a current-thread tokio runtime (at most
+//! [`LiveOptions::concurrency`] in flight), each with its own timeout, at an explicit `time`
+//! (old data stays visible). A query that fails (HTTP 400 or 422, a timeout) costs only its
+//! signals: they become unknown and the failure is listed in [`LiveResult::errors`]. A
+//! Prometheus that cannot be reached at all (refused, DNS, timeout of the discovery) is an
+//! error naming the address.
+//!
+//! Semantics match the file reader except at the edges: Prometheus 2.x range selectors include
+//! a sample exactly on the window's left edge where the file reader's are left-open, and
+//! VictoriaMetrics extrapolates `rate()` differently; discovery sees series with a sample in the
+//! last 5 minutes before the evaluation time (the instant-query lookback), and `bit_share`'s
+//! subquery assumes a 15 s scrape interval. When several groups of one adapter's series are
+//! joined to one target (a pod exporting on two ports, say), values are combined where the
+//! expression allows it (sums, maxima, minima) and otherwise left unknown with a hint.
+
+mod answer;
+mod assemble;
+mod http;
+mod labels;
+mod plan;
+mod record;
+mod targets;
+mod triage;
+
+pub use assemble::LiveResult;
+pub use http::{LiveOptions, PromAuth, DEFAULT_CONCURRENCY};
+pub use record::record_from_prometheus;
+pub use triage::prepare_from_prometheus;

@@ -1,0 +1,333 @@
+//! The queries of one triage: discovery first, then each present adapter's signals and gauge
+//! facts (a gauge's statistics in one query), sent concurrently as answers come in.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use super::answer::{Answer, Failure};
+use super::http::Http;
+use super::labels::{engine_replicas, label};
+use crate::signal::adapter::eval::{reads_gauge, Stat};
+use crate::signal::adapter::spec::{Expr, Selector as SeriesSelector};
+use crate::signal::adapter::{AdapterKind, AdapterSpec, Adapters};
+use crate::signal::promql;
+use crate::signal::promql::{escape, regex_quote};
+use crate::target::{IDENTITY_LABELS, JOIN_LABELS};
+
+/// Labels engine queries aggregate by: the replica is the pod, else the instance.
+const ENGINE_BY: &[&str] = &["pod", "instance"];
+/// Why a query was sent; how its answer is used.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Purpose {
+    /// Which targets of adapter `.0` (an index into the adapters) exist.
+    Discover(usize),
+    /// Which version-revealing metric names exist, per target.
+    Versions,
+    /// An info metric's series (their labels are facts).
+    Info(String),
+    /// Signal `.1` of adapter `.0`; for gauges, all window statistics in one query (see
+    /// [`STAT_LABEL`]).
+    Signal(usize, String),
+    /// Gauge fact `.1` of engine adapter `.0`.
+    GaugeFact(usize, String),
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Query {
+    pub(super) purpose: Purpose,
+    pub(super) promql: String,
+    /// The PromQL shown as the values' provenance: for gauges, the last value's query alone.
+    pub(super) shown: String,
+}
+
+impl Query {
+    pub(super) fn new(purpose: Purpose, promql: String) -> Query {
+        Query {
+            purpose,
+            shown: promql.clone(),
+            promql,
+        }
+    }
+}
+
+/// Answers by purpose, with the PromQL that was sent and the one to show.
+pub(super) struct Answers {
+    pub(super) by_purpose: BTreeMap<Purpose, (Query, Result<Answer, Failure>)>,
+    pub(super) queries: usize,
+    pub(super) slowest: Duration,
+}
+
+/// The statistics of a gauge, with the value of [`STAT_LABEL`] that marks each.
+const STATS: [(Stat, &str); 4] = [
+    (Stat::Last, "last"),
+    (Stat::Mean, "mean"),
+    (Stat::Max, "max"),
+    (Stat::Min, "min"),
+];
+
+/// The label that tells a gauge's window statistics apart in their shared answer: the four
+/// compiled expressions are joined with `or`, each marked by `label_replace`. They read the
+/// same series, so they fail or succeed together anyway, and one query instead of four cuts
+/// Prometheus' per-query work by almost half of a triage.
+pub(super) const STAT_LABEL: &str = "llm_doctor_stat";
+
+/// The statistic an answer's series holds (unmarked: the last value).
+pub(super) fn stat_of(labels: &BTreeMap<String, String>) -> usize {
+    let mark = label(labels, STAT_LABEL);
+    STATS.iter().position(|(_, m)| *m == mark).unwrap_or(0)
+}
+
+/// The index of `stat` in [`STATS`].
+pub(super) fn stat_index(stat: Stat) -> usize {
+    STATS.iter().position(|(s, _)| *s == stat).unwrap_or(0)
+}
+
+/// What to ask, given the adapters and the options.
+pub(super) struct Plan<'a> {
+    pub(super) adapters: &'a Adapters,
+    /// The window as a PromQL duration.
+    pub(super) window: String,
+    pub(super) selector: Option<&'a crate::signal::selector::Selector>,
+    /// `--fact`: may name the value of an adapter's pick, which then needs no `topk`.
+    pub(super) facts: &'a [(String, String)],
+}
+
+impl Plan<'_> {
+    /// The queries that need no answer first: discovery, versions, info metrics.
+    fn initial(&self) -> Vec<Query> {
+        let mut out = Vec::new();
+        for (i, a) in self.adapters.list.iter().enumerate() {
+            out.push(Query::new(Purpose::Discover(i), discovery_query(a)));
+        }
+        let names: BTreeSet<&str> = self
+            .adapters
+            .list
+            .iter()
+            .flat_map(|a| a.versions.iter().map(|v| v.metric.as_str()))
+            .collect();
+        if !names.is_empty() {
+            let alternatives: Vec<String> = names.iter().map(|n| regex_quote(n)).collect();
+            let mut by = vec!["__name__"];
+            by.extend(JOIN_LABELS);
+            out.push(Query::new(
+                Purpose::Versions,
+                format!(
+                    "count by ({}) ({{__name__=~\"{}\"}})",
+                    by.join(", "),
+                    escape(&alternatives.join("|"))
+                ),
+            ));
+        }
+        let infos: BTreeSet<&str> = self
+            .adapters
+            .engines()
+            .flat_map(|a| a.info_facts.iter().map(|i| i.metric.as_str()))
+            .collect();
+        for metric in infos {
+            out.push(Query::new(
+                Purpose::Info(metric.to_string()),
+                format!("{{__name__=\"{}\"}}", escape(metric)),
+            ));
+        }
+        out
+    }
+
+    /// The queries for adapter `i` once its discovery answered `groups`: none when it is absent
+    /// (or, with a selector, when none of its replicas is selected).
+    fn follow_up(&self, i: usize, groups: &[BTreeMap<String, String>]) -> Vec<Query> {
+        let a = &self.adapters.list[i];
+        if groups.is_empty() {
+            return Vec::new();
+        }
+        let engine = a.kind == AdapterKind::Engine;
+        let mut matchers = String::new();
+        if engine {
+            if let Some(sel) = self.selector {
+                let replicas = engine_replicas(groups);
+                let instances: BTreeSet<&str> = replicas
+                    .values()
+                    .filter(|r| sel.matches(&r.labels))
+                    .flat_map(|r| r.pairs.iter().map(|(_, instance)| instance.as_str()))
+                    .collect();
+                if instances.is_empty() {
+                    return Vec::new();
+                }
+                // Every Prometheus series has an instance; without one, no restriction.
+                if !instances.contains("") {
+                    let alternatives: Vec<String> =
+                        instances.iter().map(|i| regex_quote(i)).collect();
+                    matchers = format!("instance=~\"{}\"", escape(&alternatives.join("|")));
+                }
+            }
+        }
+        let by: &[&str] = if engine { ENGINE_BY } else { JOIN_LABELS };
+        let options = |stat| promql::Options {
+            window: &self.window,
+            by,
+            matchers: &matchers,
+            stat,
+            picks: &a.picks,
+            ..promql::Options::default()
+        };
+        // Picks a fact names become plain matchers; the others are chosen by the query itself.
+        let named: BTreeMap<String, Result<(String, String), String>> = a
+            .picks
+            .iter()
+            .filter_map(|(name, p)| {
+                let fact = p.fact.as_ref()?;
+                let (_, v) = self.facts.iter().rev().find(|(k, _)| k == fact)?;
+                Some((name.clone(), Ok((p.label.clone(), v.clone()))))
+            })
+            .collect();
+        let mut out = Vec::new();
+        for (name, written) in &a.signals {
+            if matches!(written, Expr::Const(_)) {
+                continue;
+            }
+            let Ok(expr) = written.with_picks(&named) else {
+                continue;
+            };
+            let expr = &expr;
+            let shown = promql::compile(expr, &options(Stat::Last));
+            let promql = if reads_gauge(expr) {
+                STATS
+                    .iter()
+                    .map(|(stat, mark)| {
+                        format!(
+                            "label_replace({}, \"{STAT_LABEL}\", \"{mark}\", \"\", \"\")",
+                            promql::compile(expr, &options(*stat))
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            } else {
+                shown.clone()
+            };
+            out.push(Query {
+                purpose: Purpose::Signal(i, name.clone()),
+                promql,
+                shown,
+            });
+        }
+        if engine {
+            for (fact, selector) in &a.gauge_facts {
+                out.push(Query::new(
+                    Purpose::GaugeFact(i, fact.clone()),
+                    promql::compile(&gauge_fact_expr(selector), &options(Stat::Last)),
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// How a gauge fact is read: the maximum of the gauge's last values (as the file reader).
+fn gauge_fact_expr(selector: &SeriesSelector) -> Expr {
+    Expr::Max(Box::new(Expr::Gauge(selector.clone())))
+}
+
+/// The labels an adapter's discovery groups by.
+fn discovery_labels(a: &AdapterSpec) -> Vec<&str> {
+    let mut labels: Vec<&str> = JOIN_LABELS.to_vec();
+    if a.kind == AdapterKind::Engine {
+        labels.extend(IDENTITY_LABELS);
+        labels.extend(a.label_facts.keys().map(String::as_str));
+    }
+    labels.sort_unstable();
+    labels.dedup();
+    labels
+}
+
+fn discovery_query(a: &AdapterSpec) -> String {
+    let names: Vec<String> = a
+        .detect
+        .iter()
+        .map(|p| format!("{}.*", regex_quote(p)))
+        .collect();
+    format!(
+        "count by ({}) ({{__name__=~\"{}\"}})",
+        discovery_labels(a).join(", "),
+        escape(&names.join("|"))
+    )
+}
+
+/// Sends every query: the initial ones at once, each adapter's signals as soon as its
+/// discovery answers. Errors when the server is unreachable or answers no discovery query.
+pub(super) async fn run(plan: &Plan<'_>, http: &Http, limit: usize, url: &str) -> Result<Answers> {
+    let mut queue: VecDeque<Query> = plan.initial().into();
+    let discoveries = queue
+        .iter()
+        .filter(|q| matches!(q.purpose, Purpose::Discover(_)))
+        .count();
+    let mut discovered = 0usize;
+    let mut discovery_failures: Vec<String> = Vec::new();
+    let mut answers = Answers {
+        by_purpose: BTreeMap::new(),
+        queries: 0,
+        slowest: Duration::ZERO,
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        while tasks.len() < limit {
+            let Some(q) = queue.pop_front() else { break };
+            answers.queries += 1;
+            let http = http.clone();
+            tasks.spawn(async move {
+                let started = Instant::now();
+                let outcome = http.query(&q.promql).await;
+                (q, outcome, started.elapsed())
+            });
+        }
+        let Some(joined) = tasks.join_next().await else {
+            break;
+        };
+        let (q, outcome, elapsed) = joined.context("internal error in a query task")?;
+        answers.slowest = answers.slowest.max(elapsed);
+        if let Purpose::Discover(i) = q.purpose {
+            discovered += 1;
+            match &outcome {
+                Ok(answer) => {
+                    let groups: Vec<BTreeMap<String, String>> =
+                        answer.samples.iter().map(|(l, _)| l.clone()).collect();
+                    queue.extend(plan.follow_up(i, &groups));
+                }
+                Err(f) if f.unreachable => {
+                    tasks.abort_all();
+                    bail!("Prometheus at {url} is unreachable: {}", f.message);
+                }
+                Err(f) => discovery_failures.push(f.message.clone()),
+            }
+            if discovered == discoveries && discovery_failures.len() == discoveries {
+                tasks.abort_all();
+                bail!(
+                    "Prometheus at {url} answered no discovery query: {}",
+                    discovery_failures[0]
+                );
+            }
+        }
+        answers.by_purpose.insert(q.purpose.clone(), (q, outcome));
+    }
+    Ok(answers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn discovery_groups_by_identity_and_join_labels() {
+        let rules = crate::rules::RuleFiles::shipped().load().unwrap();
+        let vllm = rules.adapters.get("vllm").unwrap();
+        assert_eq!(
+            discovery_query(vllm),
+            r#"count by (Hostname, hostname, instance, job, model, model_name, namespace, pod) ({__name__=~"vllm:.*"})"#
+        );
+        let dcgm = rules.adapters.get("dcgm").unwrap();
+        assert_eq!(
+            discovery_query(dcgm),
+            r#"count by (Hostname, hostname, instance, pod) ({__name__=~"DCGM_.*"})"#
+        );
+    }
+}
