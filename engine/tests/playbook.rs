@@ -424,6 +424,21 @@ fn ranking_is_deterministic() {
     }
 }
 
+/// A snapshot of the five signals the ranking and advice tests vary.
+fn five(cat: &Catalog, ttft: f64, kv: f64, queue: f64, gpu: f64) -> Snapshot {
+    snapshot(
+        cat,
+        &[
+            ("ttft_p99_seconds", ttft),
+            ("kv_cache_usage_ratio", kv),
+            ("queue_depth", queue),
+            ("gpu_utilization_ratio", gpu),
+            ("preemptions_per_second", 0.0),
+        ],
+        None,
+    )
+}
+
 /// Two root causes, each explaining one latency part: the one behind the worse symptom ranks
 /// first, and between equally bad symptoms the one behind the larger share of a request's time
 /// (toplev's top-down order), whatever their scores.
@@ -468,17 +483,7 @@ remediations:
     let pb = playbook(TOP_DOWN);
     let slos = pb.slo_values(&BTreeMap::new()).unwrap();
     let order = |ttft: f64, kv: f64, queue: f64| {
-        let snap = snapshot(
-            &cat,
-            &[
-                ("ttft_p99_seconds", ttft),
-                ("kv_cache_usage_ratio", kv),
-                ("queue_depth", queue),
-                ("gpu_utilization_ratio", 0.9),
-                ("preemptions_per_second", 0.0),
-            ],
-            None,
-        );
+        let snap = five(&cat, ttft, kv, queue, 0.9);
         diagnose(&pb, &snap, &slos)
             .causes
             .iter()
@@ -486,25 +491,11 @@ remediations:
             .collect::<Vec<_>>()
     };
     // kv_cache_exhaustion scores higher (queue_backlog's strongest evidence is false) ...
-    let scores = diagnose(
-        &pb,
-        &snapshot(
-            &cat,
-            &[
-                ("ttft_p99_seconds", 10.0),
-                ("kv_cache_usage_ratio", 0.995),
-                ("queue_depth", 80.0),
-                ("gpu_utilization_ratio", 0.9),
-                ("preemptions_per_second", 0.0),
-            ],
-            None,
-        ),
-        &slos,
-    )
-    .causes
-    .iter()
-    .map(|c| (c.id.clone(), c.score))
-    .collect::<BTreeMap<_, _>>();
+    let scores = diagnose(&pb, &five(&cat, 10.0, 0.995, 80.0, 0.9), &slos)
+        .causes
+        .iter()
+        .map(|c| (c.id.clone(), c.score))
+        .collect::<BTreeMap<_, _>>();
     assert!(
         scores["kv_cache_exhaustion"] > scores["queue_backlog"],
         "{scores:?}"
@@ -567,17 +558,7 @@ remediations:
     let pb = playbook(ADVICE);
     let slos = pb.slo_values(&BTreeMap::new()).unwrap();
     let run = |ttft: f64, queue: f64, gpu: f64| {
-        let snap = snapshot(
-            &cat,
-            &[
-                ("ttft_p99_seconds", ttft),
-                ("queue_depth", queue),
-                ("kv_cache_usage_ratio", 0.5),
-                ("preemptions_per_second", 0.0),
-                ("gpu_utilization_ratio", gpu),
-            ],
-            None,
-        );
+        let snap = five(&cat, ttft, 0.5, queue, gpu);
         let d = diagnose(&pb, &snap, &slos);
         let causes: Vec<(String, CauseSeverity)> = d
             .causes

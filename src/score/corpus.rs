@@ -370,38 +370,14 @@ pub fn diagnose_case(path: &Path, case: &CaseSpec, rules: &Rules) -> Result<Targ
 
 /// Runs and scores one case file.
 pub fn run_case(path: &Path, rules: &Rules) -> CaseResult {
-    let fallback_id = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("?")
-        .to_string();
-    let case = match load_case(path) {
-        Ok(c) => c,
-        Err(e) => {
-            return CaseResult {
-                split: split_of(&fallback_id),
-                id: fallback_id,
-                family: "?".into(),
-                engine: "?".into(),
-                verdict: Verdict::Fault,
-                expected: None,
-                status: "error".into(),
-                causes: vec![],
-                symptoms: vec![],
-                top1: false,
-                top3: false,
-                false_alarm: false,
-                error: Some(format!("{e:#}")),
-            }
-        }
-    };
-    let mut result = CaseResult {
-        id: case.id.clone(),
-        family: case.family.clone(),
-        engine: case.engine.clone(),
-        split: split_of(&case.id),
-        verdict: case.label.verdict,
-        expected: case.label.cause.clone(),
+    // Not yet run: an error until the diagnosis says otherwise.
+    let unrun = |id: &str, family: &str, engine: &str, verdict, expected| CaseResult {
+        id: id.to_string(),
+        family: family.to_string(),
+        engine: engine.to_string(),
+        split: split_of(id),
+        verdict,
+        expected,
         status: "error".into(),
         causes: vec![],
         symptoms: vec![],
@@ -410,6 +386,23 @@ pub fn run_case(path: &Path, rules: &Rules) -> CaseResult {
         false_alarm: false,
         error: None,
     };
+    let case = match load_case(path) {
+        Ok(c) => c,
+        Err(e) => {
+            let id = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?");
+            return CaseResult {
+                error: Some(format!("{e:#}")),
+                ..unrun(id, "?", "?", Verdict::Fault, None)
+            };
+        }
+    };
+    let mut result = unrun(
+        &case.id,
+        &case.family,
+        &case.engine,
+        case.label.verdict,
+        case.label.cause.clone(),
+    );
     match diagnose_case(path, &case, rules) {
         Ok(report) => {
             let d = &report.diagnosis;

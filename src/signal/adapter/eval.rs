@@ -185,36 +185,20 @@ pub fn choose(pick: &PickSpec, ts: &TargetSeries<'_>, frame: Frame) -> Result<St
 /// The counters of `zero_when_absent` terms that were taken as zero for this target: those
 /// with no series while their sibling has some. Said in the signal's provenance.
 pub fn zeroed(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame) -> Vec<String> {
-    fn walk(e: &Expr, ts: &TargetSeries<'_>, frame: Frame, out: &mut Vec<String>) {
-        match e {
-            Expr::ZeroWhenAbsent(a, b) => {
-                let absent =
-                    !matches!(eval(a, ts, frame, Stat::Last), Ok(o) if !o.values.is_empty());
-                if absent && eval(b, ts, frame, Stat::Last).is_ok() {
-                    for n in a.metric_names() {
-                        if !out.iter().any(|x| x == n) {
-                            out.push(n.to_string());
-                        }
-                    }
+    let mut out: Vec<String> = Vec::new();
+    expr.visit(&mut |e| {
+        let Expr::ZeroWhenAbsent(a, b) = e else {
+            return;
+        };
+        let absent = !matches!(eval(a, ts, frame, Stat::Last), Ok(o) if !o.values.is_empty());
+        if absent && eval(b, ts, frame, Stat::Last).is_ok() {
+            for n in a.metric_names() {
+                if !out.iter().any(|x| x == n) {
+                    out.push(n.to_string());
                 }
             }
-            Expr::Sum(e)
-            | Expr::Max(e)
-            | Expr::Min(e)
-            | Expr::Avg(e)
-            | Expr::Count(e)
-            | Expr::Scale(e, _)
-            | Expr::PercentToRatio(e) => walk(e, ts, frame, out),
-            Expr::Div(a, b) | Expr::Sub(a, b) => {
-                walk(a, ts, frame, out);
-                walk(b, ts, frame, out);
-            }
-            Expr::Add(v) | Expr::First(v) => v.iter().for_each(|e| walk(e, ts, frame, out)),
-            _ => {}
         }
-    }
-    let mut out = Vec::new();
-    walk(expr, ts, frame, &mut out);
+    });
     out
 }
 

@@ -265,64 +265,64 @@ pub enum Expr {
 }
 
 impl Expr {
+    /// The expressions directly below this one.
+    pub fn children(&self) -> Vec<&Expr> {
+        match self {
+            Expr::Sum(e)
+            | Expr::Max(e)
+            | Expr::Min(e)
+            | Expr::Avg(e)
+            | Expr::Count(e)
+            | Expr::Scale(e, _)
+            | Expr::PercentToRatio(e) => vec![e],
+            Expr::Div(a, b) | Expr::Sub(a, b) | Expr::ZeroWhenAbsent(a, b) => vec![a, b],
+            Expr::Add(v) | Expr::First(v) => v.iter().collect(),
+            Expr::Gauge(_)
+            | Expr::Rate(_)
+            | Expr::Increase(_)
+            | Expr::BitShare(_)
+            | Expr::Quantile(_)
+            | Expr::HistMean(_)
+            | Expr::Const(_) => Vec::new(),
+        }
+    }
+
+    /// The series selector of a leaf.
+    pub fn selector(&self) -> Option<&Selector> {
+        match self {
+            Expr::Gauge(s)
+            | Expr::Rate(s)
+            | Expr::Increase(s)
+            | Expr::BitShare(s)
+            | Expr::Quantile(s)
+            | Expr::HistMean(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Calls `f` on this node and every node below it, parents first, left to right.
+    pub fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a Expr)) {
+        f(self);
+        for c in self.children() {
+            c.visit(f);
+        }
+    }
+
     /// True when `pred` holds for this node or any node below it.
     pub fn any(&self, pred: &dyn Fn(&Expr) -> bool) -> bool {
-        pred(self)
-            || match self {
-                Expr::Sum(e)
-                | Expr::Max(e)
-                | Expr::Min(e)
-                | Expr::Avg(e)
-                | Expr::Count(e)
-                | Expr::Scale(e, _)
-                | Expr::PercentToRatio(e) => e.any(pred),
-                Expr::Div(a, b) | Expr::Sub(a, b) | Expr::ZeroWhenAbsent(a, b) => {
-                    a.any(pred) || b.any(pred)
-                }
-                Expr::Add(v) | Expr::First(v) => v.iter().any(|e| e.any(pred)),
-                Expr::Gauge(_)
-                | Expr::Rate(_)
-                | Expr::Increase(_)
-                | Expr::BitShare(_)
-                | Expr::Quantile(_)
-                | Expr::HistMean(_)
-                | Expr::Const(_) => false,
-            }
+        pred(self) || self.children().iter().any(|c| c.any(pred))
     }
 
     /// Every metric name the expression reads, alternatives included, in order of appearance.
     pub fn metric_names(&self) -> Vec<&str> {
-        fn walk<'a>(e: &'a Expr, out: &mut Vec<&'a str>) {
-            match e {
-                Expr::Gauge(s)
-                | Expr::Rate(s)
-                | Expr::Increase(s)
-                | Expr::BitShare(s)
-                | Expr::Quantile(s)
-                | Expr::HistMean(s) => {
-                    for n in s.metric.values() {
-                        if !out.contains(&n) {
-                            out.push(n);
-                        }
-                    }
+        let mut out: Vec<&str> = Vec::new();
+        self.visit(&mut |e| {
+            for n in e.selector().map(|s| s.metric.values()).unwrap_or_default() {
+                if !out.contains(&n) {
+                    out.push(n);
                 }
-                Expr::Sum(e)
-                | Expr::Max(e)
-                | Expr::Min(e)
-                | Expr::Avg(e)
-                | Expr::Count(e)
-                | Expr::Scale(e, _)
-                | Expr::PercentToRatio(e) => walk(e, out),
-                Expr::Div(a, b) | Expr::Sub(a, b) | Expr::ZeroWhenAbsent(a, b) => {
-                    walk(a, out);
-                    walk(b, out);
-                }
-                Expr::Add(v) | Expr::First(v) => v.iter().for_each(|e| walk(e, out)),
-                Expr::Const(_) => {}
             }
-        }
-        let mut out = Vec::new();
-        walk(self, &mut out);
+        });
         out
     }
 
@@ -366,30 +366,7 @@ impl Expr {
     /// The names of the picks the expression's selectors use.
     pub fn picks(&self) -> BTreeSet<&str> {
         let mut out = BTreeSet::new();
-        fn walk<'a>(e: &'a Expr, out: &mut BTreeSet<&'a str>) {
-            match e {
-                Expr::Gauge(s)
-                | Expr::Rate(s)
-                | Expr::Increase(s)
-                | Expr::BitShare(s)
-                | Expr::Quantile(s)
-                | Expr::HistMean(s) => out.extend(s.pick.as_deref()),
-                Expr::Sum(e)
-                | Expr::Max(e)
-                | Expr::Min(e)
-                | Expr::Avg(e)
-                | Expr::Count(e)
-                | Expr::Scale(e, _)
-                | Expr::PercentToRatio(e) => walk(e, out),
-                Expr::Div(a, b) | Expr::Sub(a, b) | Expr::ZeroWhenAbsent(a, b) => {
-                    walk(a, out);
-                    walk(b, out);
-                }
-                Expr::Add(v) | Expr::First(v) => v.iter().for_each(|e| walk(e, out)),
-                Expr::Const(_) => {}
-            }
-        }
-        walk(self, &mut out);
+        self.visit(&mut |e| out.extend(e.selector().and_then(|s| s.pick.as_deref())));
         out
     }
 
