@@ -159,6 +159,8 @@ fn engine_facts(rules: &Rules, engine: &AdapterSpec) -> BTreeMap<usize, FactValu
 }
 
 /// The rule file (YAML) for every engine, or one (`engine`, by engine name).
+// Long on purpose: the rule file is written top to bottom (header, not-exported list, one group
+// per engine with a warning and a critical rule per symptom), in the order it reads.
 pub fn export_prometheus(
     rules: &Rules,
     engine: Option<&str>,

@@ -86,6 +86,34 @@ pub(crate) fn parse_engine_args(
         .transpose()
 }
 
+/// The window every target is read over: ending at `--at` or the newest sample.
+fn frame_of(set: &SeriesSet, opts: &Options) -> Result<Frame> {
+    Ok(if set.has_timestamps {
+        let end = opts
+            .at_ms
+            .or(set.newest_ms())
+            .context("the input has no samples")?;
+        if let (Some(at), Some(oldest)) = (opts.at_ms, set.oldest_ms()) {
+            if at < oldest {
+                bail!(
+                    "--at {} is before the first sample ({}): nothing to diagnose",
+                    crate::time::format_time(at),
+                    crate::time::format_time(oldest)
+                );
+            }
+        }
+        Frame {
+            end_ms: Some(end),
+            window_ms: opts.window_ms,
+        }
+    } else {
+        Frame {
+            end_ms: None,
+            window_ms: opts.window_ms,
+        }
+    })
+}
+
 /// Builds one snapshot per target found in `set`.
 pub fn prepare(set: &SeriesSet, rules: &Rules, opts: &Options) -> Result<Vec<Prepared>> {
     let command_line = parse_engine_args(opts, rules)?;
@@ -140,30 +168,7 @@ pub fn prepare(set: &SeriesSet, rules: &Rules, opts: &Options) -> Result<Vec<Pre
         }
     }
 
-    let frame = if set.has_timestamps {
-        let end = opts
-            .at_ms
-            .or(set.newest_ms())
-            .context("the input has no samples")?;
-        if let (Some(at), Some(oldest)) = (opts.at_ms, set.oldest_ms()) {
-            if at < oldest {
-                bail!(
-                    "--at {} is before the first sample ({}): nothing to diagnose",
-                    crate::time::format_time(at),
-                    crate::time::format_time(oldest)
-                );
-            }
-        }
-        Frame {
-            end_ms: Some(end),
-            window_ms: opts.window_ms,
-        }
-    } else {
-        Frame {
-            end_ms: None,
-            window_ms: opts.window_ms,
-        }
-    };
+    let frame = frame_of(set, opts)?;
 
     let mut out = Vec::new();
     for input in targets {
@@ -323,37 +328,7 @@ pub(crate) fn add_facts(
         apply_engine_facts(snapshot, rules, engine, source, notes)?;
     }
     if let Some(cl) = user.command_line {
-        if snapshot
-            .target
-            .engine
-            .as_deref()
-            .is_some_and(|e| e != cl.engine)
-        {
-            notes.push(format!(
-                "--engine-args describe a {} server but the metrics are from {}; flags applied anyway",
-                cl.engine,
-                snapshot.target.engine.as_deref().unwrap_or("?")
-            ));
-        }
-        // The command line is known, so what it leaves unset is the engine's default.
-        if let Some(a) = rules
-            .adapters
-            .engines()
-            .find(|a| a.engine_name() == cl.engine && !a.command_line_defaults.is_empty())
-        {
-            set_defaults(
-                snapshot,
-                rules,
-                a,
-                &a.command_line_defaults,
-                "default (not set on the command line)",
-            )?;
-        }
-        for (fact, value) in &cl.facts {
-            snapshot
-                .set_fact_str(catalog, fact, value, "engine args")
-                .with_context(|| format!("--engine-args: `{value}` for {fact}"))?;
-        }
+        apply_command_line(snapshot, notes, rules, cl)?;
     }
     for (fact, value) in user.facts {
         snapshot
@@ -379,6 +354,47 @@ pub(crate) fn add_facts(
                     suggest_signal(rules, name)
                 )
             })?;
+    }
+    Ok(())
+}
+
+/// The serve command line's facts, over the engine's defaults for what it leaves unset.
+fn apply_command_line(
+    snapshot: &mut Snapshot,
+    notes: &mut Vec<String>,
+    rules: &Rules,
+    cl: &engine_args::CommandLineFacts,
+) -> Result<()> {
+    if snapshot
+        .target
+        .engine
+        .as_deref()
+        .is_some_and(|e| e != cl.engine)
+    {
+        notes.push(format!(
+            "--engine-args describe a {} server but the metrics are from {}; flags applied anyway",
+            cl.engine,
+            snapshot.target.engine.as_deref().unwrap_or("?")
+        ));
+    }
+    // The command line is known, so what it leaves unset is the engine's default.
+    if let Some(a) = rules
+        .adapters
+        .engines()
+        .find(|a| a.engine_name() == cl.engine && !a.command_line_defaults.is_empty())
+    {
+        set_defaults(
+            snapshot,
+            rules,
+            a,
+            &a.command_line_defaults,
+            "default (not set on the command line)",
+        )?;
+    }
+    for (fact, value) in &cl.facts {
+        snapshot
+            .set_fact_str(&rules.catalog, fact, value, "engine args")
+            .with_context(|| format!("--engine-args: `{value}` for {fact}"))?;
     }
     Ok(())
 }

@@ -424,6 +424,17 @@ fn ranking_is_deterministic() {
     }
 }
 
+/// The TTFT objective and symptom the ranking and advice tests start from.
+const TTFT_ONLY: &str = r#"
+slos:
+  - {id: ttft_p99_seconds, default: 1, title: TTFT objective, why: interactive}
+symptoms:
+  - id: high_ttft
+    title: TTFT is high
+    why: users wait
+    when: ttft_p99_seconds > slo.ttft_p99_seconds
+"#;
+
 /// A snapshot of the five signals the ranking and advice tests vary.
 fn five(cat: &Catalog, ttft: f64, kv: f64, queue: f64, gpu: f64) -> Snapshot {
     snapshot(
@@ -444,15 +455,9 @@ fn five(cat: &Catalog, ttft: f64, kv: f64, queue: f64, gpu: f64) -> Snapshot {
 /// (toplev's top-down order), whatever their scores.
 #[test]
 fn causes_of_the_worst_and_then_the_dominant_part_rank_first() {
-    const TOP_DOWN: &str = r#"
-slos:
-  - {id: ttft_p99_seconds, default: 1, title: TTFT objective, why: interactive}
-symptoms:
-  - id: high_ttft
-    title: TTFT is high
-    why: users wait
-    when: ttft_p99_seconds > slo.ttft_p99_seconds
-    critical_when: ttft_p99_seconds > 4 * slo.ttft_p99_seconds
+    let top_down = format!(
+        "{TTFT_ONLY}{}",
+        r#"    critical_when: ttft_p99_seconds > 4 * slo.ttft_p99_seconds
     share: queue_depth / 100
   - id: oom
     title: memory
@@ -478,9 +483,10 @@ causes:
     remediations: [scale_out]
 remediations:
   - {id: scale_out, title: add replicas, why: capacity, favours: both, tradeoff: costs GPUs, actions: {any: "add replicas"}}
-"#;
+"#
+    );
     let cat = catalog();
-    let pb = playbook(TOP_DOWN);
+    let pb = playbook(&top_down);
     let slos = pb.slo_values(&BTreeMap::new()).unwrap();
     let order = |ttft: f64, kv: f64, queue: f64| {
         let snap = five(&cat, ttft, kv, queue, 0.9);
@@ -522,15 +528,9 @@ remediations:
 /// `alarms_alone` stays a fault.
 #[test]
 fn settings_and_harmless_mechanisms_are_advice() {
-    const ADVICE: &str = r#"
-slos:
-  - {id: ttft_p99_seconds, default: 1, title: TTFT objective, why: interactive}
-symptoms:
-  - id: high_ttft
-    title: TTFT is high
-    why: users wait
-    when: ttft_p99_seconds > slo.ttft_p99_seconds
-causes:
+    let advice = format!(
+        "{TTFT_ONLY}{}",
+        r#"causes:
   - id: queue_backlog
     title: queue
     why: arrivals exceed capacity
@@ -553,9 +553,10 @@ causes:
     remediations: [scale_out]
 remediations:
   - {id: scale_out, title: add replicas, why: capacity, favours: both, tradeoff: costs GPUs, actions: {any: "add replicas"}}
-"#;
+"#
+    );
     let cat = catalog();
-    let pb = playbook(ADVICE);
+    let pb = playbook(&advice);
     let slos = pb.slo_values(&BTreeMap::new()).unwrap();
     let run = |ttft: f64, queue: f64, gpu: f64| {
         let snap = five(&cat, ttft, 0.5, queue, gpu);

@@ -155,19 +155,9 @@ pub(crate) fn scalar(v: &serde_yaml::Value) -> String {
     }
 }
 
-fn run_inner(path: &Path, rules: &Rules, result: &mut FixtureResult) -> Result<()> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading `{}`", path.display()))?;
-    let test: FixtureTest =
-        serde_yaml::from_str(&text).with_context(|| format!("{}", path.display()))?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut inputs = Vec::new();
-    for f in test.input.values() {
-        let p = dir.join(f);
-        let t = crate::source::file::read_text(&p)?;
-        inputs.push((p.display().to_string(), t));
-    }
-    let opts = Options {
+/// What `diagnose` would be told for this fixture test.
+fn options_of(test: &FixtureTest) -> Result<Options> {
+    Ok(Options {
         engine_args: test.engine_args.clone(),
         facts: test
             .facts
@@ -190,7 +180,22 @@ fn run_inner(path: &Path, rules: &Rules, result: &mut FixtureResult) -> Result<(
             .transpose()
             .map_err(anyhow::Error::msg)?,
         engine: test.engine.clone(),
-    };
+    })
+}
+
+fn run_inner(path: &Path, rules: &Rules, result: &mut FixtureResult) -> Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading `{}`", path.display()))?;
+    let test: FixtureTest =
+        serde_yaml::from_str(&text).with_context(|| format!("{}", path.display()))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut inputs = Vec::new();
+    for f in test.input.values() {
+        let p = dir.join(f);
+        let t = crate::source::file::read_text(&p)?;
+        inputs.push((p.display().to_string(), t));
+    }
+    let opts = options_of(&test)?;
     let set = crate::source::file::parse_inputs(&inputs)?;
     let prepared = pipeline::prepare(&set, rules, &opts)?;
     let slos = rules

@@ -222,6 +222,8 @@ pub fn parse(text: &str, file: &str, symptom_ids: &[&str]) -> Result<Settings> {
     validate(spec, file, symptom_ids)
 }
 
+// Long on purpose: one section of the configuration after another, each through the same
+// Problems collector, so every mistake in a file is reported in one run.
 fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settings> {
     let mut p = Problems {
         file,

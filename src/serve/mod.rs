@@ -308,6 +308,25 @@ fn delivery_key(group: &Notification) -> String {
     format!("{}\n{}", group.group_key, alerts.join("\n"))
 }
 
+/// The delivery record of a group (new or resent), after forgetting those older than `ttl`.
+fn delivery_entry(
+    app: &App,
+    group: &Notification,
+    ttl: Duration,
+) -> Arc<tokio::sync::Mutex<Delivery>> {
+    let mut map = app.deliveries.lock().unwrap_or_else(|e| e.into_inner());
+    // Forget deliveries older than the TTL; one whose lock is held is in use and stays.
+    map.retain(|_, d| d.try_lock().map_or(true, |d| d.first_seen.elapsed() < ttl));
+    map.entry(delivery_key(group))
+        .or_insert_with(|| {
+            Arc::new(tokio::sync::Mutex::new(Delivery {
+                done: BTreeSet::new(),
+                first_seen: Instant::now(),
+            }))
+        })
+        .clone()
+}
+
 async fn process(app: &Arc<App>, raw: &serde_json::Value, group: &Notification) -> Response {
     let ttl = app.settings.dedupe_ttl;
     let fingerprints: Vec<&str> = group
@@ -315,19 +334,7 @@ async fn process(app: &Arc<App>, raw: &serde_json::Value, group: &Notification) 
         .iter()
         .map(|a| a.fingerprint.as_str())
         .collect();
-    let entry = {
-        let mut map = app.deliveries.lock().unwrap_or_else(|e| e.into_inner());
-        // Forget deliveries older than the TTL; one whose lock is held is in use and stays.
-        map.retain(|_, d| d.try_lock().map_or(true, |d| d.first_seen.elapsed() < ttl));
-        map.entry(delivery_key(group))
-            .or_insert_with(|| {
-                Arc::new(tokio::sync::Mutex::new(Delivery {
-                    done: BTreeSet::new(),
-                    first_seen: Instant::now(),
-                }))
-            })
-            .clone()
-    };
+    let entry = delivery_entry(app, group, ttl);
     // A concurrent resend of the same group waits here, then sees what this one delivered.
     let mut delivery = entry.lock().await;
     let sinks = &app.settings.sinks;

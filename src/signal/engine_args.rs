@@ -153,6 +153,8 @@ fn looks_like_model_config(text: &str) -> bool {
 
 /// Reads facts from a serve command line, or from a Triton model configuration. Unknown flags
 /// are skipped; an unrecognised command is an error naming the commands llm-doctor knows.
+// Long on purpose: one pass over the command's words (environment settings, the command, its
+// model, flags with values, switches and their `--no-` twins) with one cursor.
 pub fn parse(
     text: &str,
     adapters: &Adapters,

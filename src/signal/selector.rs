@@ -33,6 +33,7 @@ pub struct Selector {
 
 impl Selector {
     /// Parses matchers such as `model_name="x",pod=~"vllm-.*"`; errors quote the position.
+    // Long on purpose: one cursor over the matcher text, so every error can quote its position.
     pub fn parse(text: &str) -> Result<Selector, String> {
         let mut s = text.trim();
         if let Some(inner) = s.strip_prefix('{') {

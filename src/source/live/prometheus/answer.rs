@@ -46,6 +46,8 @@ struct VectorSample {
 /// Reads an answer: a vector or a scalar (VictoriaMetrics answers `scalar()` with a vector);
 /// error answers (HTTP 400 from Prometheus, 422 from VictoriaMetrics) become failures quoting
 /// the server's message.
+// Long on purpose: one decision per kind of answer (error status, partial, vector, scalar,
+// matrix), in the order a server can send them.
 pub(super) fn parse_answer(
     status: u16,
     content_type: &str,
