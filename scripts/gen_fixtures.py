@@ -1430,24 +1430,8 @@ class Builder:
         fin0 = fin[0]
         tok_b = buckets_125(mml)
 
-        def hist(name, help_text, bounds, count_int, p50=None, p99=None, mean=None, sigma=0.8,
-                 mean_fn=None, point=None, init=None):
-            fam = self.fam(name, "histogram", help_text)
-            le = [fmt_le_py(b) for b in bounds]
-
-            def fit_fn(tau):
-                return fit_hist(bounds,
-                                v(p50, tau) if p50 else None,
-                                v(p99, tau) if p99 else None,
-                                mean_fn(tau) if mean_fn else (v(mean, tau) if mean else None),
-                                sigma, point)
-            self.histogram(fam, base, g, bounds, le, count_int, fit_fn,
-                           count_int[0] if init is None else init,
-                           {"p50": p50, "p99": p99, "mean": mean})
-            fr, mn, reach = fit_fn(g.tau[-1])
-            for q, sig in (("p50", p50), ("p99", p99)):
-                if sig and q in reach:
-                    self.reach[sig] = reach[q]
+        def hist(name, help_text, bounds, count_int, *args, **kw):
+            self.hist(name, help_text, base, g, bounds, [fmt_le_py(b) for b in bounds], count_int, *args, **kw)
 
         hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS,
              fin, "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds")
