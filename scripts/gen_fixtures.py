@@ -1144,6 +1144,74 @@ class Family:
                 out.append(f"{spre}{fmt_go(sums[k])} {t}\n")
 
 
+# ----------------------------------------------------------------------------------------------
+# Family tables: an engine is a list of rows F(kind, name, help, source), one per family in the
+# exporter's output order, emitted by Builder.emit through one emitter per metric kind. A source:
+#   "key"            a series the engine computed (vals["key"])
+#   Sig(signal, tag) the scenario signal as a noisy gauge (Builder.gauge_values, kw as there)
+#   a number         a constant series
+#   By(label, rows)  one series per label value: rows of (value or {labels}, source)
+#   Hist(...), Summ(...)  a histogram / summary: bucket bounds or quantiles, the counts series
+#                    and the signals its p50 / p99 / mean follow
+# `on` names the label set (the engine passes them by name); `when` names a flag in vals.
+
+class F:
+    def __init__(self, kind, name, help_text, src, on="lab", when=None):
+        self.kind, self.name, self.help, self.src, self.on, self.when = kind, name, help_text, src, on, when
+
+
+class Sig:
+    def __init__(self, sig, tag, **kw):
+        self.sig, self.tag, self.kw = sig, tag, kw
+
+
+class By:
+    def __init__(self, label, rows):
+        self.label, self.rows = label, rows
+
+
+class Hist:
+    """bounds: bucket bounds in seconds/tokens; fmt spells them (le); labels: added to the row's;
+    kw: Builder.hist's (p50, p99, mean, sigma, point, sum_scale; mean_fn(v, tau))."""
+    def __init__(self, bounds, counts, p50=None, p99=None, mean=None, fmt=fmt_le_py, labels=None, les=None, **kw):
+        self.bounds, self.counts, self.fmt, self.labels, self.les = bounds, counts, fmt, labels or {}, les
+        self.kw = dict(p50=p50, p99=p99, mean=mean, **kw)
+
+
+class Summ:
+    """A rolling-window summary (Builder.summary): quantiles spelled by qfmt, noise stream tag."""
+    def __init__(self, quantiles, qfmt, counts, tag, **kw):
+        self.quantiles, self.qfmt, self.counts, self.tag, self.kw = quantiles, qfmt, counts, tag, kw
+
+
+RUNNING = Sig("running_requests", "running", lo=0, integer=True)
+WAITING = Sig("queue_depth", "waiting", lo=0, integer=True)
+
+
+TRTLLM_FAMILIES = [  # trtllm-serve (reference/engine-metrics.md §4.3, the trtllm_-prefixed names)
+    F("counter", "trtllm_request_success", "Count of successfully processed requests.",
+      By("finished_reason", (("length", "length_i"), ("stop", "stop_i")))),
+    F("histogram", "trtllm_e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.",
+      Hist(REQ_BUCKETS, "ok_i", "e2e_p50_seconds", "e2e_p99_seconds", "e2e_mean_seconds")),
+    F("histogram", "trtllm_time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+      Hist(TTFT_BUCKETS, "ok_i", "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds")),
+    F("histogram", "trtllm_time_per_output_token_seconds", "Histogram of time per output token in seconds.",
+      Hist(ITL_BUCKETS, "ok_i", "itl_p50_seconds", "itl_p99_seconds", "itl_mean_seconds")),
+    F("histogram", "trtllm_request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+      Hist(REQ_BUCKETS, "ok_i", None, "queue_time_p99_seconds", "queue_time_mean_seconds", sigma=1.0)),
+    F("counter", "trtllm_prompt_tokens", "Cumulative number of prompt (input) tokens processed.", "prm_i"),
+    F("counter", "trtllm_prompt_cached_tokens", "Total number of prompt tokens served from KV cache.", "hits_i"),
+    F("counter", "trtllm_request_error", "Total request errors, labeled by HTTP status code.",
+      By("http_code", (("500", "err_i"),)), when="has_err"),
+    F("gauge", "trtllm_kv_cache_hit_rate", "KV cache hit rate",
+      Sig("prefix_cache_hit_ratio", "hitrate", lo=0.0, hi=1.0, digits=4)),
+    F("gauge", "trtllm_kv_cache_utilization", "KV cache utilization",
+      Sig("kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0, digits=4)),
+    F("gauge", "trtllm_server_queue_length", "Number of requests waiting in the server queue", WAITING),
+    F("gauge", "trtllm_num_active_requests", "Number of active requests", RUNNING),
+]
+
+
 class Builder:
     """Builds all families of a scenario, plus the model's own window values for --verify."""
 
@@ -1179,6 +1247,56 @@ class Builder:
     def series(self, name, typ, help_text, sample_name, labels, times, values):
         """Any other single-series family: `unknown`-typed counters, samples named otherwise."""
         self.fam(name, typ, help_text).add(sample_name, labels, times, values)
+
+    # -- the table emitter (see F): one loop, one emitter per kind -------------------------
+    def emit(self, g, rows, labels, vals):
+        for r in rows:
+            if r.when and not vals[r.when]:
+                continue
+            lab = labels[r.on]
+            if r.kind == "histogram":
+                self.emit_hist(g, r, lab, vals)
+            elif r.kind == "summary":
+                self.emit_summary(g, r, lab, vals)
+            else:
+                self.emit_series(g, r, lab, vals)
+
+    def values(self, g, src, vals):
+        if isinstance(src, str):
+            return vals[src]
+        if isinstance(src, Sig):
+            return self.gauge_values(g, src.sig, src.tag, **src.kw)
+        if isinstance(src, (int, float)):
+            return [src] * g.n
+        return src
+
+    def emit_series(self, g, r, lab, vals):
+        """gauge, counter (samples `name_total`) or unknown (counters without _total)."""
+        sample = r.name + "_total" if r.kind == "counter" else r.name
+        f = self.fam(r.name, r.kind, r.help)
+        if isinstance(r.src, By):
+            for key, src in r.src.rows:
+                more = key if isinstance(key, dict) else {r.src.label: key}
+                f.add(sample, {**lab, **more}, g.times, self.values(g, src, vals))
+        else:
+            f.add(sample, lab, g.times, self.values(g, r.src, vals))
+
+    def _kw(self, kw):
+        v = self.sc.val
+        if kw.get("mean_fn"):
+            kw = dict(kw, mean_fn=lambda t, fn=kw["mean_fn"]: fn(v, t))
+        return kw
+
+    def emit_hist(self, g, r, lab, vals):
+        h = r.src
+        les = h.les if h.les is not None else [h.fmt(b) for b in h.bounds]
+        self.hist(r.name, r.help, {**lab, **h.labels}, g, h.bounds, les, self.values(g, h.counts, vals),
+                  **self._kw(h.kw))
+
+    def emit_summary(self, g, r, lab, vals):
+        s = r.src
+        self.summary(r.name, r.help, lab, g, s.quantiles, s.qfmt, self.values(g, s.counts, vals), s.tag,
+                     **self._kw(s.kw))
 
     # -- counters --------------------------------------------------------------------------
     def counter_series(self, g, rate_fn, amp_fn, tag, start_fn=None, integer=False, decimals=None):
@@ -1976,45 +2094,15 @@ class Builder:
         ok_f, err_f, ok_i, err_i = self.requests_with_failures(g)
         length_i, stop_i, length_f = self.split_counter(g, ok_i, ok_f, lambda t: v("truncation_ratio", t))
         self.model["truncation_ratio"] = self.ratio_model(g, length_f, ok_f)
-        f = self.fam("trtllm_request_success", "counter", "Count of successfully processed requests.")
-        for reason, vals in (("length", length_i), ("stop", stop_i)):
-            f.add("trtllm_request_success_total", {**lab, "finished_reason": reason}, g.times, vals)
-        self.hist("trtllm_e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", lab, g,
-                  REQ_BUCKETS, [fmt_le_py(b) for b in REQ_BUCKETS], ok_i,
-                  "e2e_p50_seconds", "e2e_p99_seconds", "e2e_mean_seconds")
-        self.hist("trtllm_time_to_first_token_seconds", "Histogram of time to first token in seconds.", lab, g,
-                  TTFT_BUCKETS, [fmt_le_py(b) for b in TTFT_BUCKETS], ok_i,
-                  "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds")
-        self.hist("trtllm_time_per_output_token_seconds", "Histogram of time per output token in seconds.", lab, g,
-                  ITL_BUCKETS, [fmt_le_py(b) for b in ITL_BUCKETS], ok_i,
-                  "itl_p50_seconds", "itl_p99_seconds", "itl_mean_seconds")
-        self.hist("trtllm_request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", lab, g,
-                  REQ_BUCKETS, [fmt_le_py(b) for b in REQ_BUCKETS], ok_i,
-                  None, "queue_time_p99_seconds", "queue_time_mean_seconds", sigma=1.0)
         prm_i, prm_f = self.signal_counter(g, "prompt_tokens_per_second", "prompt", integer=True)
         self.model["prompt_tokens_per_second"] = self.window_rate(g, prm_f)
         hits_f = self.cum_f(g, prm_f, lambda t: v("prefix_cache_hit_ratio", t))
         self.model["prefix_cache_hit_ratio"] = self.ratio_model(g, hits_f, prm_f)
-        self.counter("trtllm_prompt_tokens",
-                     "Cumulative number of prompt (input) tokens processed.", lab,
-                     g.times, prm_i)
-        f = self.fam("trtllm_prompt_cached_tokens", "counter", "Total number of prompt tokens served from KV cache.")
-        f.add("trtllm_prompt_cached_tokens_total", lab, g.times, [min(h, p) for h, p in zip(wround(hits_f, ws), prm_i)])
-        if err_i[-1] > 0:
-            self.counter("trtllm_request_error",
-                         "Total request errors, labeled by HTTP status code.",
-                         {**lab, "http_code": "500"}, g.times, err_i)
-        else:
+        if err_i[-1] == 0:
             self.absent.add("error_ratio")
-        self.gauge("trtllm_kv_cache_hit_rate", "KV cache hit rate", lab, g.times,
-                   self.gauge_values(g, "prefix_cache_hit_ratio", "hitrate", lo=0.0, hi=1.0, digits=4))
-        self.gauge("trtllm_kv_cache_utilization", "KV cache utilization", lab, g.times,
-                   self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0, digits=4))
-        self.gauge("trtllm_server_queue_length", "Number of requests waiting in the server queue",
-                   lab, g.times,
-                   self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
-        self.gauge("trtllm_num_active_requests", "Number of active requests", lab, g.times,
-                   self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
+        self.emit(g, TRTLLM_FAMILIES, {"lab": lab}, {
+            "ok_i": ok_i, "err_i": err_i, "length_i": length_i, "stop_i": stop_i, "prm_i": prm_i,
+            "hits_i": [min(h, p) for h, p in zip(wround(hits_f, ws), prm_i)], "has_err": err_i[-1] > 0})
 
     # -- llama.cpp server (llama-server --metrics; reference/engine-metrics.md §5) ---------------
     def build_llamacpp(self):
