@@ -1188,6 +1188,48 @@ RUNNING = Sig("running_requests", "running", lo=0, integer=True)
 WAITING = Sig("queue_depth", "waiting", lo=0, integer=True)
 
 
+SGLANG_FAMILIES = [  # --enable-metrics (reference/engine-metrics.md §2)
+    # -- scheduler (SchedulerMetricsCollector)
+    F("gauge", "sglang:num_running_reqs", "The number of running requests.", RUNNING, on="sch"),
+    F("gauge", "sglang:num_queue_reqs", "The number of requests in the waiting queue.", WAITING, on="sch"),
+    F("gauge", "sglang:gen_throughput", "The generation throughput (token/s).",
+      Sig("output_tokens_per_second", "genthr", lo=0.0, digits=2), on="sch"),
+    F("gauge", "sglang:token_usage", "The token usage.", "kv", on="sch"),
+    F("gauge", "sglang:num_used_tokens", "The number of used tokens.", "used", on="sch"),
+    F("gauge", "sglang:spec_accept_length",
+      "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).",
+      "accept_len", on="sch", when="spec"),
+    F("gauge", "sglang:spec_accept_rate",
+      "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).", "acc", on="sch", when="spec"),
+    F("counter", "sglang:num_retracted_requests", "Total number of retracted requests.", "pre_i", on="sch"),
+    F("counter", "sglang:realtime_tokens",
+      "Total number of tokens processed (updated on each log interval). mode: prefill_compute, prefill_cache, decode.",
+      By("mode", (("decode", "gen_i"), ("prefill_cache", "hits_i"), ("prefill_compute", "compute_i"))), on="sch"),
+    F("gauge", "sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", "max_total",
+      on="sch"),
+    F("gauge", "sglang:cache_config_info", "Information of the cache config", 1, on="info"),
+    F("histogram", "sglang:queue_time_seconds", "Histogram of queueing time in seconds.",
+      Hist(SGL_QUEUE_BUCKETS, "ok_i", None, "queue_time_p99_seconds", "queue_time_mean_seconds", sigma=1.0), on="sch"),
+    F("histogram", "sglang:per_stage_req_latency_seconds", "The latency of each stage of requests.",
+      Hist(SGL_STAGE_BUCKETS, "ok_i", None, None, "prefill_time_mean_seconds", labels={"stage": "prefill_forward"}),
+      on="sch"),
+    # -- tokenizer manager (TokenizerMetricsCollector)
+    F("counter", "sglang:prompt_tokens", "Number of prefill tokens processed.", "prm_i", on="tok"),
+    F("counter", "sglang:generation_tokens", "Number of generation tokens processed.", "gen_i", on="tok"),
+    F("counter", "sglang:cached_tokens", "Number of cached prompt tokens by source (device/host/storage).",
+      By("cache_source", (("device", "device_i"), ("host", "host_i"), ("total", "hits_i"))), on="tok"),
+    F("counter", "sglang:num_requests", "Number of requests processed.", "ok_i", on="tok"),
+    F("counter", "sglang:num_aborted_requests", "Number of requests aborted.", "ab_i", on="tok"),
+    F("histogram", "sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+      Hist(SGL_TTFT_BUCKETS, "ok_i", "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds"), on="tok"),
+    F("histogram", "sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+      Hist(SGL_ITL_BUCKETS, "itl_cnt", "itl_p50_seconds", "itl_p99_seconds", "itl_mean_seconds"), on="tok"),
+    F("histogram", "sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
+      Hist(SGL_E2E_BUCKETS, "ok_i", "e2e_p50_seconds", "e2e_p99_seconds", "e2e_mean_seconds"), on="tok"),
+    F("counter", "sglang:process_cpu_seconds", "Total user and system CPU time of the process in seconds.",
+      "cpu", on="cpu"),
+]
+
 TRTLLM_FAMILIES = [  # trtllm-serve (reference/engine-metrics.md §4.3, the trtllm_-prefixed names)
     F("counter", "trtllm_request_success", "Count of successfully processed requests.",
       By("finished_reason", (("length", "length_i"), ("stop", "stop_i")))),
@@ -1795,77 +1837,27 @@ class Builder:
         for k in range(1, g.n):
             compute_i[k] = max(compute_i[k], compute_i[k - 1])
 
-        # -- scheduler
-        self.gauge("sglang:num_running_reqs", "The number of running requests.", sch, g.times,
-                   self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
-        self.gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", sch,
-                   g.times,
-                   self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
-        self.gauge("sglang:gen_throughput", "The generation throughput (token/s).", sch, g.times,
-                   self.gauge_values(g, "output_tokens_per_second", "genthr", lo=0.0, digits=2))
+        spec = sc.spec("spec_decode_acceptance_ratio") is not None
+        acc = self.gauge_values(g, "spec_decode_acceptance_ratio", "spec", lo=0.0, hi=1.0, digits=4) if spec else None
         kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
-        self.gauge("sglang:token_usage", "The token usage.", sch, g.times, [round(x, 2) for x in kv])
-        f = self.fam("sglang:num_used_tokens", "gauge", "The number of used tokens.")
-        f.add("sglang:num_used_tokens", sch, g.times, [math.floor(x * max_total + 0.5) for x in kv])
-        if sc.spec("spec_decode_acceptance_ratio") is not None:
-            acc = self.gauge_values(g, "spec_decode_acceptance_ratio", "spec", lo=0.0, hi=1.0, digits=4)
-            self.gauge("sglang:spec_accept_length",
-                       "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).",
-                       sch, g.times, [round(1 + 3 * a, 4) for a in acc])
-            self.gauge("sglang:spec_accept_rate",
-                       "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).",
-                       sch, g.times, acc)
         pre_i, pre_f = self.signal_counter(g, "preemptions_per_second", "preempt", integer=True)
         self.model["preemptions_per_second"] = self.window_rate(g, pre_f)
-        self.counter("sglang:num_retracted_requests", "Total number of retracted requests.", sch,
-                     g.times, pre_i)
-        f = self.fam("sglang:realtime_tokens", "counter",
-                     "Total number of tokens processed (updated on each log interval). "
-                     "mode: prefill_compute, prefill_cache, decode.")
-        for mode, vals in (("decode", gen_i), ("prefill_cache", hits_i), ("prefill_compute", compute_i)):
-            f.add("sglang:realtime_tokens_total", {**sch, "mode": mode}, g.times, vals)
-        self.gauge("sglang:max_total_num_tokens",
-                   "Maximum total number of tokens in the KV cache pool.", sch, g.times,
-                   [max_total] * g.n)
-        self.gauge("sglang:cache_config_info", "Information of the cache config",
-                   {"num_pages": str(max_total), "page_size": "1", **inst}, g.times,
-                   [1] * g.n)
-        self.hist("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", sch, g,
-                  SGL_QUEUE_BUCKETS, [fmt_le_py(b) for b in SGL_QUEUE_BUCKETS], ok_i,
-                  None, "queue_time_p99_seconds", "queue_time_mean_seconds", sigma=1.0)
-        self.hist("sglang:per_stage_req_latency_seconds", "The latency of each stage of requests.",
-                  {**sch, "stage": "prefill_forward"}, g, SGL_STAGE_BUCKETS,
-                  [fmt_le_py(b) for b in SGL_STAGE_BUCKETS], ok_i, None, None, "prefill_time_mean_seconds")
-
-        # -- tokenizer manager
-        self.counter("sglang:prompt_tokens", "Number of prefill tokens processed.", tok, g.times, prm_i)
-        self.counter("sglang:generation_tokens", "Number of generation tokens processed.", tok,
-                     g.times, gen_i)
         # per-source hits (device, and host with HiCache) plus the `total` row the adapter reads
         host_i, device_i, _ = self.split_counter(g, hits_i, hits_f, lambda t: 0.03)
-        f = self.fam("sglang:cached_tokens", "counter", "Number of cached prompt tokens by source (device/host/storage).")
-        for src, vals in (("device", device_i), ("host", host_i), ("total", hits_i)):
-            f.add("sglang:cached_tokens_total", {**tok, "cache_source": src}, g.times, vals)
-        self.counter("sglang:num_requests", "Number of requests processed.", tok, g.times, ok_i)
-        self.counter("sglang:num_aborted_requests", "Number of requests aborted.", tok, g.times, ab_i)
-        self.hist("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", tok, g,
-                  SGL_TTFT_BUCKETS, [fmt_le_py(b) for b in SGL_TTFT_BUCKETS], ok_i,
-                  "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds")
         itl_cnt = [max(a - b, 0) for a, b in zip(gen_i, ok_i)]
         for k in range(1, g.n):
             itl_cnt[k] = max(itl_cnt[k], itl_cnt[k - 1])
-        self.hist("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", tok, g,
-                  SGL_ITL_BUCKETS, [fmt_le_py(b) for b in SGL_ITL_BUCKETS], itl_cnt,
-                  "itl_p50_seconds", "itl_p99_seconds", "itl_mean_seconds")
-        self.hist("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", tok, g,
-                  SGL_E2E_BUCKETS, [fmt_le_py(b) for b in SGL_E2E_BUCKETS], ok_i,
-                  "e2e_p50_seconds", "e2e_p99_seconds", "e2e_mean_seconds")
         # the tokenizer process's CPU (cpu_monitor.py samples psutil every 5 s)
         cpu_vals, cpu_f = self.signal_counter(g, "frontend_cpu_cores", "proc_cpu", decimals=2)
         self.model["frontend_cpu_cores"] = self.window_rate(g, cpu_f)
-        self.counter("sglang:process_cpu_seconds",
-                     "Total user and system CPU time of the process in seconds.",
-                     {"component": "tokenizer", **inst}, g.times, cpu_vals)
+        self.emit(g, SGLANG_FAMILIES, {
+            "sch": sch, "tok": tok, "cpu": {"component": "tokenizer", **inst},
+            "info": {"num_pages": str(max_total), "page_size": "1", **inst}}, {
+            "spec": spec, "acc": acc, "accept_len": spec and [round(1 + 3 * a, 4) for a in acc],
+            "kv": [round(x, 2) for x in kv], "used": [math.floor(x * max_total + 0.5) for x in kv],
+            "max_total": [max_total] * g.n, "pre_i": pre_i, "gen_i": gen_i, "prm_i": prm_i, "hits_i": hits_i,
+            "compute_i": compute_i, "host_i": host_i, "device_i": device_i, "ok_i": ok_i, "ab_i": ab_i,
+            "itl_cnt": itl_cnt, "cpu": cpu_vals})
 
     # -- TGI (router; reference/engine-metrics.md §3) ------------------------------------------
     def build_tgi(self):
