@@ -1230,6 +1230,24 @@ SGLANG_FAMILIES = [  # --enable-metrics (reference/engine-metrics.md §2)
       "cpu", on="cpu"),
 ]
 
+LLAMACPP_FAMILIES = [  # llama-server --metrics (reference/engine-metrics.md §5)
+    F("counter", "llamacpp:prompt_tokens", "Number of prompt tokens processed.", "prm_i"),
+    F("counter", "llamacpp:prompt_seconds", "Prompt process time", "prm_s"),
+    F("counter", "llamacpp:tokens_predicted", "Number of generation tokens processed.", "gen_i"),
+    F("counter", "llamacpp:tokens_predicted_seconds", "Predict process time", "pred_s"),
+    F("counter", "llamacpp:n_decode", "Total number of llama_decode() calls", "dec_i"),
+    # declared `counter` by llama-server but not named _total: `unknown` in OpenMetrics
+    F("unknown", "llamacpp:n_tokens_max", "Largest observed n_tokens.", "nmax"),
+    F("unknown", "llamacpp:n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call", "busy"),
+    F("gauge", "llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s.", "prm_tps"),
+    F("gauge", "llamacpp:predicted_tokens_seconds", "Average generation throughput in tokens/s.", "gen_tps"),
+    # 2024 builds (server.cpp) only
+    F("gauge", "llamacpp:kv_cache_usage_ratio", "KV-cache usage. 1 means 100 percent usage.", "kv", when="kv_on"),
+    F("gauge", "llamacpp:kv_cache_tokens", "KV-cache tokens.", "kv_tokens", when="kv_on"),
+    F("gauge", "llamacpp:requests_processing", "Number of requests processing.", RUNNING),
+    F("gauge", "llamacpp:requests_deferred", "Number of requests deferred.", WAITING),
+]
+
 TRTLLM_FAMILIES = [  # trtllm-serve (reference/engine-metrics.md §4.3, the trtllm_-prefixed names)
     F("counter", "trtllm_request_success", "Count of successfully processed requests.",
       By("finished_reason", (("length", "length_i"), ("stop", "stop_i")))),
@@ -2117,22 +2135,7 @@ class Builder:
         self.model["itl_mean_seconds"] = self.ratio_model(g, pred_s_f, gen_f)
         self.model["prefill_time_mean_seconds"] = self.ratio_model(g, prm_s_f, dec_f)
         pred_s, prm_s = ms(pred_s_f), ms(prm_s_f)
-        for name, typ, help_text, vals in (
-            ("llamacpp:prompt_tokens", "counter", "Number of prompt tokens processed.", prm_i),
-            ("llamacpp:prompt_seconds", "counter", "Prompt process time", prm_s),
-            ("llamacpp:tokens_predicted", "counter", "Number of generation tokens processed.", gen_i),
-            ("llamacpp:tokens_predicted_seconds", "counter", "Predict process time", pred_s),
-            ("llamacpp:n_decode", "counter", "Total number of llama_decode() calls", dec_i),
-        ):
-            self.series(name, typ, help_text, name + "_total", lab, g.times, g6(vals))
-        # declared `counter` by llama-server but not named _total: `unknown` in OpenMetrics
         nmax = int(min(int(cfg["max_model_len"]), v("prompt_tokens_p99", 0.0) + 4 * v("output_tokens_mean", 0.0)))
-        self.series("llamacpp:n_tokens_max", "unknown", "Largest observed n_tokens.",
-                    "llamacpp:n_tokens_max", lab, g.times, [nmax] * g.n)
-        self.series("llamacpp:n_busy_slots_per_decode", "unknown",
-                    "Average number of busy slots per llama_decode() call",
-                    "llamacpp:n_busy_slots_per_decode", lab, g.times,
-                    g6([f32(f32(math.floor(b)) / f32(max(d, 1))) for b, d in zip(busy_f, dec_i)]))
 
         def per_scrape(num, den):  # the metrics "bucket" is reset by every /metrics request
             out = []
@@ -2140,22 +2143,14 @@ class Builder:
                 dn, dd = num[k] - num[k - 1], den[k] - den[k - 1]
                 out.append(dn / dd if dd > 0 and dn > 0 else 0.0)
             return g6([out[0]] + out)
-        self.gauge("llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s.", lab,
-                   g.times, per_scrape(prm_i, prm_s))
-        f = self.fam("llamacpp:predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.")
-        f.add("llamacpp:predicted_tokens_seconds", lab, g.times, per_scrape(gen_i, pred_s))
-        if cfg.get("llamacpp_kv_metrics"):  # 2024 builds (server.cpp) only
-            kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
-            n_ctx = int(cfg["max_model_len"])
-            self.gauge("llamacpp:kv_cache_usage_ratio",
-                       "KV-cache usage. 1 means 100 percent usage.", lab, g.times,
-                       g6(kv))
-            self.gauge("llamacpp:kv_cache_tokens", "KV-cache tokens.", lab, g.times,
-                       [math.floor(x * n_ctx + 0.5) for x in kv])
-        self.gauge("llamacpp:requests_processing", "Number of requests processing.", lab, g.times,
-                   self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
-        self.gauge("llamacpp:requests_deferred", "Number of requests deferred.", lab, g.times,
-                   self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
+        kv_on = bool(cfg.get("llamacpp_kv_metrics"))
+        kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0) if kv_on else []
+        self.emit(g, LLAMACPP_FAMILIES, {"lab": lab}, {
+            "prm_i": g6(prm_i), "prm_s": g6(prm_s), "gen_i": g6(gen_i), "pred_s": g6(pred_s), "dec_i": g6(dec_i),
+            "nmax": [nmax] * g.n,
+            "busy": g6([f32(f32(math.floor(b)) / f32(max(d, 1))) for b, d in zip(busy_f, dec_i)]),
+            "prm_tps": per_scrape(prm_i, prm_s), "gen_tps": per_scrape(gen_i, pred_s),
+            "kv_on": kv_on, "kv": g6(kv), "kv_tokens": [math.floor(x * int(cfg["max_model_len"]) + 0.5) for x in kv]})
 
     # -- dcgm-exporter ---------------------------------------------------------------------
     def build_dcgm(self):
