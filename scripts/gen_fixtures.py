@@ -1188,6 +1188,65 @@ RUNNING = Sig("running_requests", "running", lo=0, integer=True)
 WAITING = Sig("queue_depth", "waiting", lo=0, integer=True)
 
 
+VLLM_FAMILIES = [  # vLLM V1 (the finished_reason split, the spec-decode and process families stay in build_vllm)
+    F("counter", "vllm:request_success", "Count of successfully processed requests.",
+      By("finished_reason", (("abort", "abort"), ("error", "error"), ("length", "length"), ("stop", "stop"))),
+      on="base"),
+    F("counter", "vllm:prompt_tokens", "Number of prefill tokens processed.", "prm_i", on="base"),
+    F("counter", "vllm:generation_tokens", "Number of generation tokens processed.", "gen_i", on="base"),
+    F("counter", "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", "prm_i",
+      on="base"),
+    F("counter", "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", "hits_i",
+      on="base"),
+    F("counter", "vllm:prompt_tokens_by_source", "Number of prompt tokens by source.",
+      By("source", (("external_kv_transfer", 0), ("local_cache_hit", "hits_i"), ("local_compute", "compute_i"))),
+      on="base", when="extras"),
+    F("counter", "vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).", "hits_i",
+      on="base", when="extras"),
+    F("counter", "vllm:num_preemptions", "Cumulative number of preemption from the engine.", "pre_i", on="base"),
+    F("gauge", "vllm:num_requests_running", "Number of requests in model execution batches.", RUNNING, on="base"),
+    F("gauge", "vllm:num_requests_waiting", "Number of requests waiting to be processed.", WAITING, on="base"),
+    F("gauge", "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", "kv", on="base"),
+    F("gauge", "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", 1, on="info"),
+    F("gauge", "vllm:engine_sleep_state",
+      "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
+      "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
+      By("sleep_state", (("awake", 1), ("discard_all", 0), ("weights_offloaded", 0))), on="base", when="extras"),
+    F("histogram", "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+      Hist(TTFT_BUCKETS, "fin", "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds"), on="base"),
+    F("histogram", "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+      Hist(ITL_BUCKETS, "itl_cnt", "itl_p50_seconds", "itl_p99_seconds", "itl_mean_seconds"), on="base"),
+    F("histogram", "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+      Hist(REQ_BUCKETS, "fin", "e2e_p50_seconds", "e2e_p99_seconds", "e2e_mean_seconds"), on="base"),
+    F("histogram", "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+      Hist(REQ_BUCKETS, "fin", None, "queue_time_p99_seconds", "queue_time_mean_seconds", sigma=1.0), on="base"),
+    F("histogram", "vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+      Hist(REQ_BUCKETS, "fin", None, "prefill_time_p99_seconds", "prefill_time_mean_seconds"), on="base"),
+    F("histogram", "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+      Hist(REQ_BUCKETS, "fin", None, None, "decode_time_mean_seconds"), on="base"),
+    F("histogram", "vllm:request_prompt_tokens", "Number of prefill tokens processed.",
+      Hist("tok_b", "fin", None, "prompt_tokens_p99", "prompt_tokens_mean", sigma=1.0), on="base"),
+    F("histogram", "vllm:request_generation_tokens", "Number of generation tokens processed.",
+      Hist("tok_b", "fin", None, None, "output_tokens_mean"), on="base"),
+    F("histogram", "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+      Hist(ITER_BUCKETS, "steps_i", None, None, "iteration_tokens_mean", sigma=0.9), on="base"),
+    F("histogram", "vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+      Hist(REQ_BUCKETS, "fin", mean_fn=lambda v, t: v("prefill_time_mean_seconds", t) + v("decode_time_mean_seconds", t)),
+      on="base", when="extras"),
+    F("histogram", "vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",
+      Hist(ITL_BUCKETS, "fin", mean_fn=lambda v, t: v("itl_mean_seconds", t), sigma=0.2), on="base", when="extras"),
+    F("histogram", "vllm:request_prefill_kv_computed_tokens",
+      "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+      Hist("tok_b", "fin", mean_fn=lambda v, t: v("prompt_tokens_mean", t) * (1 - v("prefix_cache_hit_ratio", t)),
+           sigma=1.1), on="base", when="extras"),
+    F("histogram", "vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.",
+      Hist("tok_b", "fin", mean_fn=lambda v, t: v("output_tokens_mean", t)), on="base", when="extras"),
+    F("histogram", "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
+      Hist("tok_b", "fin", mean_fn=lambda v, t: 2048.0, sigma=0.3), on="base", when="extras"),
+    F("histogram", "vllm:request_params_n", "Histogram of the n request parameter.",
+      Hist(PARAMS_N_BUCKETS, "fin", point=1), on="base", when="extras"),
+]
+
 SGLANG_FAMILIES = [  # --enable-metrics (reference/engine-metrics.md §2)
     # -- scheduler (SchedulerMetricsCollector)
     F("gauge", "sglang:num_running_reqs", "The number of running requests.", RUNNING, on="sch"),
@@ -1349,8 +1408,9 @@ class Builder:
 
     def emit_hist(self, g, r, lab, vals):
         h = r.src
-        les = h.les if h.les is not None else [h.fmt(b) for b in h.bounds]
-        self.hist(r.name, r.help, {**lab, **h.labels}, g, h.bounds, les, self.values(g, h.counts, vals),
+        bounds = self.values(g, h.bounds, vals)  # a list, or the name of a scenario-sized one
+        les = h.les if h.les is not None else [h.fmt(b) for b in bounds]
+        self.hist(r.name, r.help, {**lab, **h.labels}, g, bounds, les, self.values(g, h.counts, vals),
                   **self._kw(h.kw))
 
     def emit_summary(self, g, r, lab, vals):
@@ -1532,10 +1592,6 @@ class Builder:
         self.model["abort_ratio"] = (abort_f[-1] - abort_f[-1 - g.w_intervals]) / (tot_f[-1] - tot_f[-1 - g.w_intervals])
         self.model["truncation_ratio"] = (length_f[-1] - length_f[-1 - g.w_intervals]) / (tot_f[-1] - tot_f[-1 - g.w_intervals])
 
-        f = self.fam("vllm:request_success", "counter", "Count of successfully processed requests.")
-        for reason, vals in (("abort", abort), ("error", error), ("length", length), ("stop", stop)):
-            f.add("vllm:request_success_total", {**base, "finished_reason": reason}, g.times, vals)
-
         # tokens
         gen_i, gen_f = self.signal_counter(g, "output_tokens_per_second", "gen", integer=True)
         self.model["output_tokens_per_second"] = self.window_rate(g, gen_f)
@@ -1548,43 +1604,10 @@ class Builder:
         hits_i = rnd(hits_f)
         w = g.w_intervals
         self.model["prefix_cache_hit_ratio"] = (hits_f[-1] - hits_f[-1 - w]) / max(prm_f[-1] - prm_f[-1 - w], 1e-9)
-
-        self.counter("vllm:prompt_tokens", "Number of prefill tokens processed.", base, g.times, prm_i)
-        self.counter("vllm:generation_tokens", "Number of generation tokens processed.", base, g.times, gen_i)
-        self.counter("vllm:prefix_cache_queries",
-                     "Prefix cache queries, in terms of number of queried tokens.", base,
-                     g.times, prm_i)
-        f = self.fam("vllm:prefix_cache_hits", "counter", "Prefix cache hits, in terms of number of cached tokens.")
-        f.add("vllm:prefix_cache_hits_total", base, g.times, hits_i)
-        if extras:
-            f = self.fam("vllm:prompt_tokens_by_source", "counter", "Number of prompt tokens by source.")
-            f.add("vllm:prompt_tokens_by_source_total", {**base, "source": "external_kv_transfer"}, g.times, [0] * g.n)
-            f.add("vllm:prompt_tokens_by_source_total", {**base, "source": "local_cache_hit"}, g.times, hits_i)
-            f.add("vllm:prompt_tokens_by_source_total", {**base, "source": "local_compute"}, g.times,
-                  [a - b for a, b in zip(prm_i, hits_i)])
-            self.counter("vllm:prompt_tokens_cached",
-                         "Number of cached prompt tokens (local + external).", base,
-                         g.times, hits_i)
-
-        # preemptions
         pre_i, pre_f = self.signal_counter(g, "preemptions_per_second", "preempt", integer=True)
         self.model["preemptions_per_second"] = self.window_rate(g, pre_f)
-        self.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
-                     base, g.times, pre_i)
-
-        # gauges
-        self.gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
-                   base, g.times,
-                   self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
-        self.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-                   base, g.times,
-                   self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
         blocks = int(cfg["num_gpu_blocks"])
         kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
-        self.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", base,
-                   g.times, [math.floor(x * blocks + 0.5) / blocks for x in kv])
-
-        f = self.fam("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
         mml = int(cfg["max_model_len"])
         info = {
             "block_size": "16", "cache_dtype": "auto", "calculate_kv_scales": "False",
@@ -1596,56 +1619,16 @@ class Builder:
             "num_gpu_blocks_override": "None", "prefix_caching_hash_algo": "sha256", "sliding_window": "None",
             "swap_space": "4", "job": "vllm", "instance": f"{self.host}:8000", **self.extra,
         }
-        f.add("vllm:cache_config_info", info, g.times, [1] * g.n)
-        if extras:
-            f = self.fam("vllm:engine_sleep_state", "gauge",
-                         "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
-                         "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.")
-            for st, val in (("awake", 1), ("discard_all", 0), ("weights_offloaded", 0)):
-                f.add("vllm:engine_sleep_state", {**base, "sleep_state": st}, g.times, [val] * g.n)
-
-        # histograms
-        fin0 = fin[0]
-        tok_b = buckets_125(mml)
-
-        def hist(name, help_text, bounds, count_int, *args, **kw):
-            self.hist(name, help_text, base, g, bounds, [fmt_le_py(b) for b in bounds], count_int, *args, **kw)
-
-        hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS,
-             fin, "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds")
         itl_cnt = [max(a - b, 0) for a, b in zip(gen_i, fin)]
         for k in range(1, g.n):
             itl_cnt[k] = max(itl_cnt[k], itl_cnt[k - 1])
-        hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS,
-             itl_cnt, "itl_p50_seconds", "itl_p99_seconds", "itl_mean_seconds")
-        hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", REQ_BUCKETS,
-             fin, "e2e_p50_seconds", "e2e_p99_seconds", "e2e_mean_seconds")
-        hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", REQ_BUCKETS,
-             fin, None, "queue_time_p99_seconds", "queue_time_mean_seconds", sigma=1.0)
-        hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", REQ_BUCKETS,
-             fin, None, "prefill_time_p99_seconds", "prefill_time_mean_seconds")
-        hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", REQ_BUCKETS,
-             fin, None, None, "decode_time_mean_seconds")
-        hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tok_b,
-             fin, None, "prompt_tokens_p99", "prompt_tokens_mean", sigma=1.0)
-        hist("vllm:request_generation_tokens", "Number of generation tokens processed.", tok_b,
-             fin, None, None, "output_tokens_mean")
         steps_i, _ = self.counter_series(g, lambda t: steps_per_second(v, t), None, "steps", integer=True)
-        hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", ITER_BUCKETS,
-             steps_i, None, None, "iteration_tokens_mean", sigma=0.9)
-        if extras:
-            hist("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
-                 REQ_BUCKETS, fin, mean_fn=lambda t: v("prefill_time_mean_seconds", t) + v("decode_time_mean_seconds", t))
-            hist("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",
-                 ITL_BUCKETS, fin, mean_fn=lambda t: v("itl_mean_seconds", t), sigma=0.2)
-            hist("vllm:request_prefill_kv_computed_tokens",
-                 "Histogram of new KV tokens computed during prefill (excluding cached tokens).", tok_b, fin,
-                 mean_fn=lambda t: v("prompt_tokens_mean", t) * (1 - v("prefix_cache_hit_ratio", t)), sigma=1.1)
-            hist("vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.",
-                 tok_b, fin, mean_fn=lambda t: v("output_tokens_mean", t))
-            hist("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", tok_b, fin,
-                 mean_fn=lambda t: 2048.0, sigma=0.3)
-            hist("vllm:request_params_n", "Histogram of the n request parameter.", PARAMS_N_BUCKETS, fin, point=1)
+        tok_b = buckets_125(mml)
+        self.emit(g, VLLM_FAMILIES, {"base": base, "info": info}, {
+            "abort": abort, "error": error, "length": length, "stop": stop, "fin": fin, "prm_i": prm_i,
+            "gen_i": gen_i, "hits_i": hits_i, "compute_i": [a - b for a, b in zip(prm_i, hits_i)], "pre_i": pre_i,
+            "kv": [math.floor(x * blocks + 0.5) / blocks for x in kv], "itl_cnt": itl_cnt, "steps_i": steps_i,
+            "tok_b": tok_b, "extras": extras})
 
         # speculative decoding (only when a target is set)
         acc_spec = sc.spec("spec_decode_acceptance_ratio")
