@@ -1144,6 +1144,193 @@ class Family:
                 out.append(f"{spre}{fmt_go(sums[k])} {t}\n")
 
 
+# ----------------------------------------------------------------------------------------------
+# Family tables: an engine is a list of rows F(kind, name, help, source), one per family in the
+# exporter's output order, emitted by Builder.emit through one emitter per metric kind. A source:
+#   "key"            a series the engine computed (vals["key"])
+#   Sig(signal, tag) the scenario signal as a noisy gauge (Builder.gauge_values, kw as there)
+#   a number         a constant series
+#   By(label, rows)  one series per label value: rows of (value or {labels}, source)
+#   Hist(...), Summ(...)  a histogram / summary: bucket bounds or quantiles, the counts series
+#                    and the signals its p50 / p99 / mean follow
+# `on` names the label set (the engine passes them by name); `when` names a flag in vals.
+
+class F:
+    def __init__(self, kind, name, help_text, src, on="lab", when=None):
+        self.kind, self.name, self.help, self.src, self.on, self.when = kind, name, help_text, src, on, when
+
+
+class Sig:
+    def __init__(self, sig, tag, **kw):
+        self.sig, self.tag, self.kw = sig, tag, kw
+
+
+class By:
+    def __init__(self, label, rows):
+        self.label, self.rows = label, rows
+
+
+class Hist:
+    """bounds: bucket bounds in seconds/tokens; fmt spells them (le); labels: added to the row's;
+    kw: Builder.hist's (p50, p99, mean, sigma, point, sum_scale; mean_fn(v, tau))."""
+    def __init__(self, bounds, counts, p50=None, p99=None, mean=None, fmt=fmt_le_py, labels=None, les=None, **kw):
+        self.bounds, self.counts, self.fmt, self.labels, self.les = bounds, counts, fmt, labels or {}, les
+        self.kw = dict(p50=p50, p99=p99, mean=mean, **kw)
+
+
+class Summ:
+    """A rolling-window summary (Builder.summary): quantiles spelled by qfmt, noise stream tag."""
+    def __init__(self, quantiles, qfmt, counts, tag, **kw):
+        self.quantiles, self.qfmt, self.counts, self.tag, self.kw = quantiles, qfmt, counts, tag, kw
+
+
+RUNNING = Sig("running_requests", "running", lo=0, integer=True)
+WAITING = Sig("queue_depth", "waiting", lo=0, integer=True)
+
+
+VLLM_FAMILIES = [  # vLLM V1 (the finished_reason split, the spec-decode and process families stay in build_vllm)
+    F("counter", "vllm:request_success", "Count of successfully processed requests.",
+      By("finished_reason", (("abort", "abort"), ("error", "error"), ("length", "length"), ("stop", "stop"))),
+      on="base"),
+    F("counter", "vllm:prompt_tokens", "Number of prefill tokens processed.", "prm_i", on="base"),
+    F("counter", "vllm:generation_tokens", "Number of generation tokens processed.", "gen_i", on="base"),
+    F("counter", "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", "prm_i",
+      on="base"),
+    F("counter", "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", "hits_i",
+      on="base"),
+    F("counter", "vllm:prompt_tokens_by_source", "Number of prompt tokens by source.",
+      By("source", (("external_kv_transfer", 0), ("local_cache_hit", "hits_i"), ("local_compute", "compute_i"))),
+      on="base", when="extras"),
+    F("counter", "vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).", "hits_i",
+      on="base", when="extras"),
+    F("counter", "vllm:num_preemptions", "Cumulative number of preemption from the engine.", "pre_i", on="base"),
+    F("gauge", "vllm:num_requests_running", "Number of requests in model execution batches.", RUNNING, on="base"),
+    F("gauge", "vllm:num_requests_waiting", "Number of requests waiting to be processed.", WAITING, on="base"),
+    F("gauge", "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", "kv", on="base"),
+    F("gauge", "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", 1, on="info"),
+    F("gauge", "vllm:engine_sleep_state",
+      "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
+      "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
+      By("sleep_state", (("awake", 1), ("discard_all", 0), ("weights_offloaded", 0))), on="base", when="extras"),
+    F("histogram", "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+      Hist(TTFT_BUCKETS, "fin", "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds"), on="base"),
+    F("histogram", "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+      Hist(ITL_BUCKETS, "itl_cnt", "itl_p50_seconds", "itl_p99_seconds", "itl_mean_seconds"), on="base"),
+    F("histogram", "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+      Hist(REQ_BUCKETS, "fin", "e2e_p50_seconds", "e2e_p99_seconds", "e2e_mean_seconds"), on="base"),
+    F("histogram", "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+      Hist(REQ_BUCKETS, "fin", None, "queue_time_p99_seconds", "queue_time_mean_seconds", sigma=1.0), on="base"),
+    F("histogram", "vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+      Hist(REQ_BUCKETS, "fin", None, "prefill_time_p99_seconds", "prefill_time_mean_seconds"), on="base"),
+    F("histogram", "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+      Hist(REQ_BUCKETS, "fin", None, None, "decode_time_mean_seconds"), on="base"),
+    F("histogram", "vllm:request_prompt_tokens", "Number of prefill tokens processed.",
+      Hist("tok_b", "fin", None, "prompt_tokens_p99", "prompt_tokens_mean", sigma=1.0), on="base"),
+    F("histogram", "vllm:request_generation_tokens", "Number of generation tokens processed.",
+      Hist("tok_b", "fin", None, None, "output_tokens_mean"), on="base"),
+    F("histogram", "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+      Hist(ITER_BUCKETS, "steps_i", None, None, "iteration_tokens_mean", sigma=0.9), on="base"),
+    F("histogram", "vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+      Hist(REQ_BUCKETS, "fin", mean_fn=lambda v, t: v("prefill_time_mean_seconds", t) + v("decode_time_mean_seconds", t)),
+      on="base", when="extras"),
+    F("histogram", "vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",
+      Hist(ITL_BUCKETS, "fin", mean_fn=lambda v, t: v("itl_mean_seconds", t), sigma=0.2), on="base", when="extras"),
+    F("histogram", "vllm:request_prefill_kv_computed_tokens",
+      "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+      Hist("tok_b", "fin", mean_fn=lambda v, t: v("prompt_tokens_mean", t) * (1 - v("prefix_cache_hit_ratio", t)),
+           sigma=1.1), on="base", when="extras"),
+    F("histogram", "vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.",
+      Hist("tok_b", "fin", mean_fn=lambda v, t: v("output_tokens_mean", t)), on="base", when="extras"),
+    F("histogram", "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
+      Hist("tok_b", "fin", mean_fn=lambda v, t: 2048.0, sigma=0.3), on="base", when="extras"),
+    F("histogram", "vllm:request_params_n", "Histogram of the n request parameter.",
+      Hist(PARAMS_N_BUCKETS, "fin", point=1), on="base", when="extras"),
+]
+
+SGLANG_FAMILIES = [  # --enable-metrics (reference/engine-metrics.md §2)
+    # -- scheduler (SchedulerMetricsCollector)
+    F("gauge", "sglang:num_running_reqs", "The number of running requests.", RUNNING, on="sch"),
+    F("gauge", "sglang:num_queue_reqs", "The number of requests in the waiting queue.", WAITING, on="sch"),
+    F("gauge", "sglang:gen_throughput", "The generation throughput (token/s).",
+      Sig("output_tokens_per_second", "genthr", lo=0.0, digits=2), on="sch"),
+    F("gauge", "sglang:token_usage", "The token usage.", "kv", on="sch"),
+    F("gauge", "sglang:num_used_tokens", "The number of used tokens.", "used", on="sch"),
+    F("gauge", "sglang:spec_accept_length",
+      "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).",
+      "accept_len", on="sch", when="spec"),
+    F("gauge", "sglang:spec_accept_rate",
+      "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).", "acc", on="sch", when="spec"),
+    F("counter", "sglang:num_retracted_requests", "Total number of retracted requests.", "pre_i", on="sch"),
+    F("counter", "sglang:realtime_tokens",
+      "Total number of tokens processed (updated on each log interval). mode: prefill_compute, prefill_cache, decode.",
+      By("mode", (("decode", "gen_i"), ("prefill_cache", "hits_i"), ("prefill_compute", "compute_i"))), on="sch"),
+    F("gauge", "sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", "max_total",
+      on="sch"),
+    F("gauge", "sglang:cache_config_info", "Information of the cache config", 1, on="info"),
+    F("histogram", "sglang:queue_time_seconds", "Histogram of queueing time in seconds.",
+      Hist(SGL_QUEUE_BUCKETS, "ok_i", None, "queue_time_p99_seconds", "queue_time_mean_seconds", sigma=1.0), on="sch"),
+    F("histogram", "sglang:per_stage_req_latency_seconds", "The latency of each stage of requests.",
+      Hist(SGL_STAGE_BUCKETS, "ok_i", None, None, "prefill_time_mean_seconds", labels={"stage": "prefill_forward"}),
+      on="sch"),
+    # -- tokenizer manager (TokenizerMetricsCollector)
+    F("counter", "sglang:prompt_tokens", "Number of prefill tokens processed.", "prm_i", on="tok"),
+    F("counter", "sglang:generation_tokens", "Number of generation tokens processed.", "gen_i", on="tok"),
+    F("counter", "sglang:cached_tokens", "Number of cached prompt tokens by source (device/host/storage).",
+      By("cache_source", (("device", "device_i"), ("host", "host_i"), ("total", "hits_i"))), on="tok"),
+    F("counter", "sglang:num_requests", "Number of requests processed.", "ok_i", on="tok"),
+    F("counter", "sglang:num_aborted_requests", "Number of requests aborted.", "ab_i", on="tok"),
+    F("histogram", "sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+      Hist(SGL_TTFT_BUCKETS, "ok_i", "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds"), on="tok"),
+    F("histogram", "sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+      Hist(SGL_ITL_BUCKETS, "itl_cnt", "itl_p50_seconds", "itl_p99_seconds", "itl_mean_seconds"), on="tok"),
+    F("histogram", "sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
+      Hist(SGL_E2E_BUCKETS, "ok_i", "e2e_p50_seconds", "e2e_p99_seconds", "e2e_mean_seconds"), on="tok"),
+    F("counter", "sglang:process_cpu_seconds", "Total user and system CPU time of the process in seconds.",
+      "cpu", on="cpu"),
+]
+
+LLAMACPP_FAMILIES = [  # llama-server --metrics (reference/engine-metrics.md §5)
+    F("counter", "llamacpp:prompt_tokens", "Number of prompt tokens processed.", "prm_i"),
+    F("counter", "llamacpp:prompt_seconds", "Prompt process time", "prm_s"),
+    F("counter", "llamacpp:tokens_predicted", "Number of generation tokens processed.", "gen_i"),
+    F("counter", "llamacpp:tokens_predicted_seconds", "Predict process time", "pred_s"),
+    F("counter", "llamacpp:n_decode", "Total number of llama_decode() calls", "dec_i"),
+    # declared `counter` by llama-server but not named _total: `unknown` in OpenMetrics
+    F("unknown", "llamacpp:n_tokens_max", "Largest observed n_tokens.", "nmax"),
+    F("unknown", "llamacpp:n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call", "busy"),
+    F("gauge", "llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s.", "prm_tps"),
+    F("gauge", "llamacpp:predicted_tokens_seconds", "Average generation throughput in tokens/s.", "gen_tps"),
+    # 2024 builds (server.cpp) only
+    F("gauge", "llamacpp:kv_cache_usage_ratio", "KV-cache usage. 1 means 100 percent usage.", "kv", when="kv_on"),
+    F("gauge", "llamacpp:kv_cache_tokens", "KV-cache tokens.", "kv_tokens", when="kv_on"),
+    F("gauge", "llamacpp:requests_processing", "Number of requests processing.", RUNNING),
+    F("gauge", "llamacpp:requests_deferred", "Number of requests deferred.", WAITING),
+]
+
+TRTLLM_FAMILIES = [  # trtllm-serve (reference/engine-metrics.md §4.3, the trtllm_-prefixed names)
+    F("counter", "trtllm_request_success", "Count of successfully processed requests.",
+      By("finished_reason", (("length", "length_i"), ("stop", "stop_i")))),
+    F("histogram", "trtllm_e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.",
+      Hist(REQ_BUCKETS, "ok_i", "e2e_p50_seconds", "e2e_p99_seconds", "e2e_mean_seconds")),
+    F("histogram", "trtllm_time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+      Hist(TTFT_BUCKETS, "ok_i", "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds")),
+    F("histogram", "trtllm_time_per_output_token_seconds", "Histogram of time per output token in seconds.",
+      Hist(ITL_BUCKETS, "ok_i", "itl_p50_seconds", "itl_p99_seconds", "itl_mean_seconds")),
+    F("histogram", "trtllm_request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+      Hist(REQ_BUCKETS, "ok_i", None, "queue_time_p99_seconds", "queue_time_mean_seconds", sigma=1.0)),
+    F("counter", "trtllm_prompt_tokens", "Cumulative number of prompt (input) tokens processed.", "prm_i"),
+    F("counter", "trtllm_prompt_cached_tokens", "Total number of prompt tokens served from KV cache.", "hits_i"),
+    F("counter", "trtllm_request_error", "Total request errors, labeled by HTTP status code.",
+      By("http_code", (("500", "err_i"),)), when="has_err"),
+    F("gauge", "trtllm_kv_cache_hit_rate", "KV cache hit rate",
+      Sig("prefix_cache_hit_ratio", "hitrate", lo=0.0, hi=1.0, digits=4)),
+    F("gauge", "trtllm_kv_cache_utilization", "KV cache utilization",
+      Sig("kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0, digits=4)),
+    F("gauge", "trtllm_server_queue_length", "Number of requests waiting in the server queue", WAITING),
+    F("gauge", "trtllm_num_active_requests", "Number of active requests", RUNNING),
+]
+
+
 class Builder:
     """Builds all families of a scenario, plus the model's own window values for --verify."""
 
@@ -1179,6 +1366,57 @@ class Builder:
     def series(self, name, typ, help_text, sample_name, labels, times, values):
         """Any other single-series family: `unknown`-typed counters, samples named otherwise."""
         self.fam(name, typ, help_text).add(sample_name, labels, times, values)
+
+    # -- the table emitter (see F): one loop, one emitter per kind -------------------------
+    def emit(self, g, rows, labels, vals):
+        for r in rows:
+            if r.when and not vals[r.when]:
+                continue
+            lab = labels[r.on]
+            if r.kind == "histogram":
+                self.emit_hist(g, r, lab, vals)
+            elif r.kind == "summary":
+                self.emit_summary(g, r, lab, vals)
+            else:
+                self.emit_series(g, r, lab, vals)
+
+    def values(self, g, src, vals):
+        if isinstance(src, str):
+            return vals[src]
+        if isinstance(src, Sig):
+            return self.gauge_values(g, src.sig, src.tag, **src.kw)
+        if isinstance(src, (int, float)):
+            return [src] * g.n
+        return src
+
+    def emit_series(self, g, r, lab, vals):
+        """gauge, counter (samples `name_total`) or unknown (counters without _total)."""
+        sample = r.name + "_total" if r.kind == "counter" else r.name
+        f = self.fam(r.name, r.kind, r.help)
+        if isinstance(r.src, By):
+            for key, src in r.src.rows:
+                more = key if isinstance(key, dict) else {r.src.label: key}
+                f.add(sample, {**lab, **more}, g.times, self.values(g, src, vals))
+        else:
+            f.add(sample, lab, g.times, self.values(g, r.src, vals))
+
+    def _kw(self, kw):
+        v = self.sc.val
+        if kw.get("mean_fn"):
+            kw = dict(kw, mean_fn=lambda t, fn=kw["mean_fn"]: fn(v, t))
+        return kw
+
+    def emit_hist(self, g, r, lab, vals):
+        h = r.src
+        bounds = self.values(g, h.bounds, vals)  # a list, or the name of a scenario-sized one
+        les = h.les if h.les is not None else [h.fmt(b) for b in bounds]
+        self.hist(r.name, r.help, {**lab, **h.labels}, g, bounds, les, self.values(g, h.counts, vals),
+                  **self._kw(h.kw))
+
+    def emit_summary(self, g, r, lab, vals):
+        s = r.src
+        self.summary(r.name, r.help, lab, g, s.quantiles, s.qfmt, self.values(g, s.counts, vals), s.tag,
+                     **self._kw(s.kw))
 
     # -- counters --------------------------------------------------------------------------
     def counter_series(self, g, rate_fn, amp_fn, tag, start_fn=None, integer=False, decimals=None):
@@ -1354,10 +1592,6 @@ class Builder:
         self.model["abort_ratio"] = (abort_f[-1] - abort_f[-1 - g.w_intervals]) / (tot_f[-1] - tot_f[-1 - g.w_intervals])
         self.model["truncation_ratio"] = (length_f[-1] - length_f[-1 - g.w_intervals]) / (tot_f[-1] - tot_f[-1 - g.w_intervals])
 
-        f = self.fam("vllm:request_success", "counter", "Count of successfully processed requests.")
-        for reason, vals in (("abort", abort), ("error", error), ("length", length), ("stop", stop)):
-            f.add("vllm:request_success_total", {**base, "finished_reason": reason}, g.times, vals)
-
         # tokens
         gen_i, gen_f = self.signal_counter(g, "output_tokens_per_second", "gen", integer=True)
         self.model["output_tokens_per_second"] = self.window_rate(g, gen_f)
@@ -1370,43 +1604,10 @@ class Builder:
         hits_i = rnd(hits_f)
         w = g.w_intervals
         self.model["prefix_cache_hit_ratio"] = (hits_f[-1] - hits_f[-1 - w]) / max(prm_f[-1] - prm_f[-1 - w], 1e-9)
-
-        self.counter("vllm:prompt_tokens", "Number of prefill tokens processed.", base, g.times, prm_i)
-        self.counter("vllm:generation_tokens", "Number of generation tokens processed.", base, g.times, gen_i)
-        self.counter("vllm:prefix_cache_queries",
-                     "Prefix cache queries, in terms of number of queried tokens.", base,
-                     g.times, prm_i)
-        f = self.fam("vllm:prefix_cache_hits", "counter", "Prefix cache hits, in terms of number of cached tokens.")
-        f.add("vllm:prefix_cache_hits_total", base, g.times, hits_i)
-        if extras:
-            f = self.fam("vllm:prompt_tokens_by_source", "counter", "Number of prompt tokens by source.")
-            f.add("vllm:prompt_tokens_by_source_total", {**base, "source": "external_kv_transfer"}, g.times, [0] * g.n)
-            f.add("vllm:prompt_tokens_by_source_total", {**base, "source": "local_cache_hit"}, g.times, hits_i)
-            f.add("vllm:prompt_tokens_by_source_total", {**base, "source": "local_compute"}, g.times,
-                  [a - b for a, b in zip(prm_i, hits_i)])
-            self.counter("vllm:prompt_tokens_cached",
-                         "Number of cached prompt tokens (local + external).", base,
-                         g.times, hits_i)
-
-        # preemptions
         pre_i, pre_f = self.signal_counter(g, "preemptions_per_second", "preempt", integer=True)
         self.model["preemptions_per_second"] = self.window_rate(g, pre_f)
-        self.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
-                     base, g.times, pre_i)
-
-        # gauges
-        self.gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
-                   base, g.times,
-                   self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
-        self.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-                   base, g.times,
-                   self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
         blocks = int(cfg["num_gpu_blocks"])
         kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
-        self.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", base,
-                   g.times, [math.floor(x * blocks + 0.5) / blocks for x in kv])
-
-        f = self.fam("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
         mml = int(cfg["max_model_len"])
         info = {
             "block_size": "16", "cache_dtype": "auto", "calculate_kv_scales": "False",
@@ -1418,72 +1619,16 @@ class Builder:
             "num_gpu_blocks_override": "None", "prefix_caching_hash_algo": "sha256", "sliding_window": "None",
             "swap_space": "4", "job": "vllm", "instance": f"{self.host}:8000", **self.extra,
         }
-        f.add("vllm:cache_config_info", info, g.times, [1] * g.n)
-        if extras:
-            f = self.fam("vllm:engine_sleep_state", "gauge",
-                         "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
-                         "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.")
-            for st, val in (("awake", 1), ("discard_all", 0), ("weights_offloaded", 0)):
-                f.add("vllm:engine_sleep_state", {**base, "sleep_state": st}, g.times, [val] * g.n)
-
-        # histograms
-        fin0 = fin[0]
-        tok_b = buckets_125(mml)
-
-        def hist(name, help_text, bounds, count_int, p50=None, p99=None, mean=None, sigma=0.8,
-                 mean_fn=None, point=None, init=None):
-            fam = self.fam(name, "histogram", help_text)
-            le = [fmt_le_py(b) for b in bounds]
-
-            def fit_fn(tau):
-                return fit_hist(bounds,
-                                v(p50, tau) if p50 else None,
-                                v(p99, tau) if p99 else None,
-                                mean_fn(tau) if mean_fn else (v(mean, tau) if mean else None),
-                                sigma, point)
-            self.histogram(fam, base, g, bounds, le, count_int, fit_fn,
-                           count_int[0] if init is None else init,
-                           {"p50": p50, "p99": p99, "mean": mean})
-            fr, mn, reach = fit_fn(g.tau[-1])
-            for q, sig in (("p50", p50), ("p99", p99)):
-                if sig and q in reach:
-                    self.reach[sig] = reach[q]
-
-        hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS,
-             fin, "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds")
         itl_cnt = [max(a - b, 0) for a, b in zip(gen_i, fin)]
         for k in range(1, g.n):
             itl_cnt[k] = max(itl_cnt[k], itl_cnt[k - 1])
-        hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS,
-             itl_cnt, "itl_p50_seconds", "itl_p99_seconds", "itl_mean_seconds")
-        hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", REQ_BUCKETS,
-             fin, "e2e_p50_seconds", "e2e_p99_seconds", "e2e_mean_seconds")
-        hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", REQ_BUCKETS,
-             fin, None, "queue_time_p99_seconds", "queue_time_mean_seconds", sigma=1.0)
-        hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", REQ_BUCKETS,
-             fin, None, "prefill_time_p99_seconds", "prefill_time_mean_seconds")
-        hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", REQ_BUCKETS,
-             fin, None, None, "decode_time_mean_seconds")
-        hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tok_b,
-             fin, None, "prompt_tokens_p99", "prompt_tokens_mean", sigma=1.0)
-        hist("vllm:request_generation_tokens", "Number of generation tokens processed.", tok_b,
-             fin, None, None, "output_tokens_mean")
         steps_i, _ = self.counter_series(g, lambda t: steps_per_second(v, t), None, "steps", integer=True)
-        hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", ITER_BUCKETS,
-             steps_i, None, None, "iteration_tokens_mean", sigma=0.9)
-        if extras:
-            hist("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
-                 REQ_BUCKETS, fin, mean_fn=lambda t: v("prefill_time_mean_seconds", t) + v("decode_time_mean_seconds", t))
-            hist("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",
-                 ITL_BUCKETS, fin, mean_fn=lambda t: v("itl_mean_seconds", t), sigma=0.2)
-            hist("vllm:request_prefill_kv_computed_tokens",
-                 "Histogram of new KV tokens computed during prefill (excluding cached tokens).", tok_b, fin,
-                 mean_fn=lambda t: v("prompt_tokens_mean", t) * (1 - v("prefix_cache_hit_ratio", t)), sigma=1.1)
-            hist("vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.",
-                 tok_b, fin, mean_fn=lambda t: v("output_tokens_mean", t))
-            hist("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", tok_b, fin,
-                 mean_fn=lambda t: 2048.0, sigma=0.3)
-            hist("vllm:request_params_n", "Histogram of the n request parameter.", PARAMS_N_BUCKETS, fin, point=1)
+        tok_b = buckets_125(mml)
+        self.emit(g, VLLM_FAMILIES, {"base": base, "info": info}, {
+            "abort": abort, "error": error, "length": length, "stop": stop, "fin": fin, "prm_i": prm_i,
+            "gen_i": gen_i, "hits_i": hits_i, "compute_i": [a - b for a, b in zip(prm_i, hits_i)], "pre_i": pre_i,
+            "kv": [math.floor(x * blocks + 0.5) / blocks for x in kv], "itl_cnt": itl_cnt, "steps_i": steps_i,
+            "tok_b": tok_b, "extras": extras})
 
         # speculative decoding (only when a target is set)
         acc_spec = sc.spec("spec_decode_acceptance_ratio")
@@ -1693,77 +1838,27 @@ class Builder:
         for k in range(1, g.n):
             compute_i[k] = max(compute_i[k], compute_i[k - 1])
 
-        # -- scheduler
-        self.gauge("sglang:num_running_reqs", "The number of running requests.", sch, g.times,
-                   self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
-        self.gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", sch,
-                   g.times,
-                   self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
-        self.gauge("sglang:gen_throughput", "The generation throughput (token/s).", sch, g.times,
-                   self.gauge_values(g, "output_tokens_per_second", "genthr", lo=0.0, digits=2))
+        spec = sc.spec("spec_decode_acceptance_ratio") is not None
+        acc = self.gauge_values(g, "spec_decode_acceptance_ratio", "spec", lo=0.0, hi=1.0, digits=4) if spec else None
         kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
-        self.gauge("sglang:token_usage", "The token usage.", sch, g.times, [round(x, 2) for x in kv])
-        f = self.fam("sglang:num_used_tokens", "gauge", "The number of used tokens.")
-        f.add("sglang:num_used_tokens", sch, g.times, [math.floor(x * max_total + 0.5) for x in kv])
-        if sc.spec("spec_decode_acceptance_ratio") is not None:
-            acc = self.gauge_values(g, "spec_decode_acceptance_ratio", "spec", lo=0.0, hi=1.0, digits=4)
-            self.gauge("sglang:spec_accept_length",
-                       "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).",
-                       sch, g.times, [round(1 + 3 * a, 4) for a in acc])
-            self.gauge("sglang:spec_accept_rate",
-                       "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).",
-                       sch, g.times, acc)
         pre_i, pre_f = self.signal_counter(g, "preemptions_per_second", "preempt", integer=True)
         self.model["preemptions_per_second"] = self.window_rate(g, pre_f)
-        self.counter("sglang:num_retracted_requests", "Total number of retracted requests.", sch,
-                     g.times, pre_i)
-        f = self.fam("sglang:realtime_tokens", "counter",
-                     "Total number of tokens processed (updated on each log interval). "
-                     "mode: prefill_compute, prefill_cache, decode.")
-        for mode, vals in (("decode", gen_i), ("prefill_cache", hits_i), ("prefill_compute", compute_i)):
-            f.add("sglang:realtime_tokens_total", {**sch, "mode": mode}, g.times, vals)
-        self.gauge("sglang:max_total_num_tokens",
-                   "Maximum total number of tokens in the KV cache pool.", sch, g.times,
-                   [max_total] * g.n)
-        self.gauge("sglang:cache_config_info", "Information of the cache config",
-                   {"num_pages": str(max_total), "page_size": "1", **inst}, g.times,
-                   [1] * g.n)
-        self.hist("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", sch, g,
-                  SGL_QUEUE_BUCKETS, [fmt_le_py(b) for b in SGL_QUEUE_BUCKETS], ok_i,
-                  None, "queue_time_p99_seconds", "queue_time_mean_seconds", sigma=1.0)
-        self.hist("sglang:per_stage_req_latency_seconds", "The latency of each stage of requests.",
-                  {**sch, "stage": "prefill_forward"}, g, SGL_STAGE_BUCKETS,
-                  [fmt_le_py(b) for b in SGL_STAGE_BUCKETS], ok_i, None, None, "prefill_time_mean_seconds")
-
-        # -- tokenizer manager
-        self.counter("sglang:prompt_tokens", "Number of prefill tokens processed.", tok, g.times, prm_i)
-        self.counter("sglang:generation_tokens", "Number of generation tokens processed.", tok,
-                     g.times, gen_i)
         # per-source hits (device, and host with HiCache) plus the `total` row the adapter reads
         host_i, device_i, _ = self.split_counter(g, hits_i, hits_f, lambda t: 0.03)
-        f = self.fam("sglang:cached_tokens", "counter", "Number of cached prompt tokens by source (device/host/storage).")
-        for src, vals in (("device", device_i), ("host", host_i), ("total", hits_i)):
-            f.add("sglang:cached_tokens_total", {**tok, "cache_source": src}, g.times, vals)
-        self.counter("sglang:num_requests", "Number of requests processed.", tok, g.times, ok_i)
-        self.counter("sglang:num_aborted_requests", "Number of requests aborted.", tok, g.times, ab_i)
-        self.hist("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", tok, g,
-                  SGL_TTFT_BUCKETS, [fmt_le_py(b) for b in SGL_TTFT_BUCKETS], ok_i,
-                  "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds")
         itl_cnt = [max(a - b, 0) for a, b in zip(gen_i, ok_i)]
         for k in range(1, g.n):
             itl_cnt[k] = max(itl_cnt[k], itl_cnt[k - 1])
-        self.hist("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", tok, g,
-                  SGL_ITL_BUCKETS, [fmt_le_py(b) for b in SGL_ITL_BUCKETS], itl_cnt,
-                  "itl_p50_seconds", "itl_p99_seconds", "itl_mean_seconds")
-        self.hist("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", tok, g,
-                  SGL_E2E_BUCKETS, [fmt_le_py(b) for b in SGL_E2E_BUCKETS], ok_i,
-                  "e2e_p50_seconds", "e2e_p99_seconds", "e2e_mean_seconds")
         # the tokenizer process's CPU (cpu_monitor.py samples psutil every 5 s)
         cpu_vals, cpu_f = self.signal_counter(g, "frontend_cpu_cores", "proc_cpu", decimals=2)
         self.model["frontend_cpu_cores"] = self.window_rate(g, cpu_f)
-        self.counter("sglang:process_cpu_seconds",
-                     "Total user and system CPU time of the process in seconds.",
-                     {"component": "tokenizer", **inst}, g.times, cpu_vals)
+        self.emit(g, SGLANG_FAMILIES, {
+            "sch": sch, "tok": tok, "cpu": {"component": "tokenizer", **inst},
+            "info": {"num_pages": str(max_total), "page_size": "1", **inst}}, {
+            "spec": spec, "acc": acc, "accept_len": spec and [round(1 + 3 * a, 4) for a in acc],
+            "kv": [round(x, 2) for x in kv], "used": [math.floor(x * max_total + 0.5) for x in kv],
+            "max_total": [max_total] * g.n, "pre_i": pre_i, "gen_i": gen_i, "prm_i": prm_i, "hits_i": hits_i,
+            "compute_i": compute_i, "host_i": host_i, "device_i": device_i, "ok_i": ok_i, "ab_i": ab_i,
+            "itl_cnt": itl_cnt, "cpu": cpu_vals})
 
     # -- TGI (router; reference/engine-metrics.md §3) ------------------------------------------
     def build_tgi(self):
@@ -1992,45 +2087,15 @@ class Builder:
         ok_f, err_f, ok_i, err_i = self.requests_with_failures(g)
         length_i, stop_i, length_f = self.split_counter(g, ok_i, ok_f, lambda t: v("truncation_ratio", t))
         self.model["truncation_ratio"] = self.ratio_model(g, length_f, ok_f)
-        f = self.fam("trtllm_request_success", "counter", "Count of successfully processed requests.")
-        for reason, vals in (("length", length_i), ("stop", stop_i)):
-            f.add("trtllm_request_success_total", {**lab, "finished_reason": reason}, g.times, vals)
-        self.hist("trtllm_e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", lab, g,
-                  REQ_BUCKETS, [fmt_le_py(b) for b in REQ_BUCKETS], ok_i,
-                  "e2e_p50_seconds", "e2e_p99_seconds", "e2e_mean_seconds")
-        self.hist("trtllm_time_to_first_token_seconds", "Histogram of time to first token in seconds.", lab, g,
-                  TTFT_BUCKETS, [fmt_le_py(b) for b in TTFT_BUCKETS], ok_i,
-                  "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds")
-        self.hist("trtllm_time_per_output_token_seconds", "Histogram of time per output token in seconds.", lab, g,
-                  ITL_BUCKETS, [fmt_le_py(b) for b in ITL_BUCKETS], ok_i,
-                  "itl_p50_seconds", "itl_p99_seconds", "itl_mean_seconds")
-        self.hist("trtllm_request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", lab, g,
-                  REQ_BUCKETS, [fmt_le_py(b) for b in REQ_BUCKETS], ok_i,
-                  None, "queue_time_p99_seconds", "queue_time_mean_seconds", sigma=1.0)
         prm_i, prm_f = self.signal_counter(g, "prompt_tokens_per_second", "prompt", integer=True)
         self.model["prompt_tokens_per_second"] = self.window_rate(g, prm_f)
         hits_f = self.cum_f(g, prm_f, lambda t: v("prefix_cache_hit_ratio", t))
         self.model["prefix_cache_hit_ratio"] = self.ratio_model(g, hits_f, prm_f)
-        self.counter("trtllm_prompt_tokens",
-                     "Cumulative number of prompt (input) tokens processed.", lab,
-                     g.times, prm_i)
-        f = self.fam("trtllm_prompt_cached_tokens", "counter", "Total number of prompt tokens served from KV cache.")
-        f.add("trtllm_prompt_cached_tokens_total", lab, g.times, [min(h, p) for h, p in zip(wround(hits_f, ws), prm_i)])
-        if err_i[-1] > 0:
-            self.counter("trtllm_request_error",
-                         "Total request errors, labeled by HTTP status code.",
-                         {**lab, "http_code": "500"}, g.times, err_i)
-        else:
+        if err_i[-1] == 0:
             self.absent.add("error_ratio")
-        self.gauge("trtllm_kv_cache_hit_rate", "KV cache hit rate", lab, g.times,
-                   self.gauge_values(g, "prefix_cache_hit_ratio", "hitrate", lo=0.0, hi=1.0, digits=4))
-        self.gauge("trtllm_kv_cache_utilization", "KV cache utilization", lab, g.times,
-                   self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0, digits=4))
-        self.gauge("trtllm_server_queue_length", "Number of requests waiting in the server queue",
-                   lab, g.times,
-                   self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
-        self.gauge("trtllm_num_active_requests", "Number of active requests", lab, g.times,
-                   self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
+        self.emit(g, TRTLLM_FAMILIES, {"lab": lab}, {
+            "ok_i": ok_i, "err_i": err_i, "length_i": length_i, "stop_i": stop_i, "prm_i": prm_i,
+            "hits_i": [min(h, p) for h, p in zip(wround(hits_f, ws), prm_i)], "has_err": err_i[-1] > 0})
 
     # -- llama.cpp server (llama-server --metrics; reference/engine-metrics.md §5) ---------------
     def build_llamacpp(self):
@@ -2053,22 +2118,7 @@ class Builder:
         self.model["itl_mean_seconds"] = self.ratio_model(g, pred_s_f, gen_f)
         self.model["prefill_time_mean_seconds"] = self.ratio_model(g, prm_s_f, dec_f)
         pred_s, prm_s = ms(pred_s_f), ms(prm_s_f)
-        for name, typ, help_text, vals in (
-            ("llamacpp:prompt_tokens", "counter", "Number of prompt tokens processed.", prm_i),
-            ("llamacpp:prompt_seconds", "counter", "Prompt process time", prm_s),
-            ("llamacpp:tokens_predicted", "counter", "Number of generation tokens processed.", gen_i),
-            ("llamacpp:tokens_predicted_seconds", "counter", "Predict process time", pred_s),
-            ("llamacpp:n_decode", "counter", "Total number of llama_decode() calls", dec_i),
-        ):
-            self.series(name, typ, help_text, name + "_total", lab, g.times, g6(vals))
-        # declared `counter` by llama-server but not named _total: `unknown` in OpenMetrics
         nmax = int(min(int(cfg["max_model_len"]), v("prompt_tokens_p99", 0.0) + 4 * v("output_tokens_mean", 0.0)))
-        self.series("llamacpp:n_tokens_max", "unknown", "Largest observed n_tokens.",
-                    "llamacpp:n_tokens_max", lab, g.times, [nmax] * g.n)
-        self.series("llamacpp:n_busy_slots_per_decode", "unknown",
-                    "Average number of busy slots per llama_decode() call",
-                    "llamacpp:n_busy_slots_per_decode", lab, g.times,
-                    g6([f32(f32(math.floor(b)) / f32(max(d, 1))) for b, d in zip(busy_f, dec_i)]))
 
         def per_scrape(num, den):  # the metrics "bucket" is reset by every /metrics request
             out = []
@@ -2076,22 +2126,14 @@ class Builder:
                 dn, dd = num[k] - num[k - 1], den[k] - den[k - 1]
                 out.append(dn / dd if dd > 0 and dn > 0 else 0.0)
             return g6([out[0]] + out)
-        self.gauge("llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s.", lab,
-                   g.times, per_scrape(prm_i, prm_s))
-        f = self.fam("llamacpp:predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.")
-        f.add("llamacpp:predicted_tokens_seconds", lab, g.times, per_scrape(gen_i, pred_s))
-        if cfg.get("llamacpp_kv_metrics"):  # 2024 builds (server.cpp) only
-            kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
-            n_ctx = int(cfg["max_model_len"])
-            self.gauge("llamacpp:kv_cache_usage_ratio",
-                       "KV-cache usage. 1 means 100 percent usage.", lab, g.times,
-                       g6(kv))
-            self.gauge("llamacpp:kv_cache_tokens", "KV-cache tokens.", lab, g.times,
-                       [math.floor(x * n_ctx + 0.5) for x in kv])
-        self.gauge("llamacpp:requests_processing", "Number of requests processing.", lab, g.times,
-                   self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
-        self.gauge("llamacpp:requests_deferred", "Number of requests deferred.", lab, g.times,
-                   self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
+        kv_on = bool(cfg.get("llamacpp_kv_metrics"))
+        kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0) if kv_on else []
+        self.emit(g, LLAMACPP_FAMILIES, {"lab": lab}, {
+            "prm_i": g6(prm_i), "prm_s": g6(prm_s), "gen_i": g6(gen_i), "pred_s": g6(pred_s), "dec_i": g6(dec_i),
+            "nmax": [nmax] * g.n,
+            "busy": g6([f32(f32(math.floor(b)) / f32(max(d, 1))) for b, d in zip(busy_f, dec_i)]),
+            "prm_tps": per_scrape(prm_i, prm_s), "gen_tps": per_scrape(gen_i, pred_s),
+            "kv_on": kv_on, "kv": g6(kv), "kv_tokens": [math.floor(x * int(cfg["max_model_len"]) + 0.5) for x in kv]})
 
     # -- dcgm-exporter ---------------------------------------------------------------------
     def build_dcgm(self):
