@@ -2852,6 +2852,13 @@ class Evaluator:
                 if x:
                     return x
             return None
+        if op == "zero_when_absent":
+            # a counter that has never been incremented has no series: zero where its sibling has
+            x = self.ev(arg[0])
+            if x:
+                return x
+            sibling = self.ev(arg[1])
+            return {k: 0.0 for k in sibling} if sibling else None
         raise ValueError(f"unknown op {op}")
 
     def _first(self, sel, suffix):
@@ -2893,7 +2900,7 @@ def reads_gauge(e):
         return reads_gauge(arg)
     if op == "scale":
         return reads_gauge(arg[0])
-    if op in ("div", "sub", "add", "first"):
+    if op in ("div", "sub", "add", "first", "zero_when_absent"):
         return any(reads_gauge(a) for a in arg)
     return False
 

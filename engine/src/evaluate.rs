@@ -283,12 +283,17 @@ impl Ranking {
         let chains: Vec<Option<Vec<String>>> = (0..playbook.causes.len())
             .map(|i| is_fired[i].then(|| chain(playbook, i, &is_fired, &found.fired)))
             .collect();
+        // Checked and clear, by symptom index (the report keeps their ids).
+        let clear: Vec<bool> = playbook
+            .symptoms
+            .iter()
+            .map(|s| found.healthy.contains(&s.id))
+            .collect();
         let mut is_advice = vec![false; playbook.causes.len()];
         for f in fired {
             let c = &playbook.causes[f.index];
-            is_advice[f.index] = f.advice
-                || (!c.alarms_alone
-                    && harmless(playbook, f.index, &is_fired, &found.fired, &found.healthy));
+            is_advice[f.index] =
+                f.advice || (!c.alarms_alone && harmless(playbook, f.index, &is_fired, &clear));
         }
         Ranking {
             is_fired,
@@ -337,8 +342,15 @@ impl Ranking {
             (CauseSeverity::Fault, false, _) => 2,
             (CauseSeverity::Info, _, _) => 3,
         };
+        // Only fired causes are sorted, so only theirs are walked.
         let reach: Vec<Vec<usize>> = (0..playbook.causes.len())
-            .map(|i| reached_symptoms(playbook, i, &self.is_fired, &found.fired))
+            .map(|i| {
+                if self.is_fired[i] {
+                    reached_symptoms(playbook, i, &self.is_fired, &found.fired)
+                } else {
+                    Vec::new()
+                }
+            })
             .collect();
         let worst = |i: usize| reach[i].iter().filter_map(|&s| found.severity[s]).max();
         let dominant = dominant_symptom(playbook, env, &found.fired);
@@ -456,13 +468,7 @@ fn round3(x: f64) -> f64 {
 
 /// True when every symptom the cause, or a fired cause downstream of it, explains was checked
 /// and is clear: the mechanism is there but harms no objective.
-fn harmless(
-    playbook: &Playbook,
-    start: usize,
-    cause_fired: &[bool],
-    symptom_fired: &[bool],
-    healthy: &[String],
-) -> bool {
+fn harmless(playbook: &Playbook, start: usize, cause_fired: &[bool], clear: &[bool]) -> bool {
     let mut seen = vec![false; playbook.causes.len()];
     let mut stack = vec![start];
     let mut any = false;
@@ -471,7 +477,7 @@ fn harmless(
             continue;
         }
         for &s in &playbook.causes[c].explains {
-            if symptom_fired[s] || !healthy.contains(&playbook.symptoms[s].id) {
+            if !clear[s] {
                 return false;
             }
             any = true;
