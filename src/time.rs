@@ -68,12 +68,26 @@ pub fn parse_duration(s: &str) -> Result<i64, String> {
 /// (`1761955800`, `1761955800.5`). Sub-millisecond digits are truncated. The error quotes the
 /// input.
 pub fn parse_time(s: &str) -> Result<i64, String> {
+    // RFC 3339 stops at the year 9999; a Unix time past it is a slip, most often milliseconds.
+    const LAST_MS: i64 = 253_402_300_799_999;
     let t = s.trim();
-    seconds_to_ms(t).or_else(|| parse_rfc3339(t)).ok_or_else(|| {
+    let ms = seconds_to_ms(t).or_else(|| parse_rfc3339(t)).ok_or_else(|| {
         format!(
             "invalid time `{s}`: expected RFC 3339 (e.g. `2026-11-01T00:10:00Z`) or Unix seconds (e.g. `1761955800`)"
         )
-    })
+    })?;
+    if ms.abs() > LAST_MS {
+        let hint = if (ms / 1000).abs() <= LAST_MS {
+            format!(
+                ": it looks like milliseconds; Unix seconds are expected (`{}`)",
+                ms / 1_000_000
+            )
+        } else {
+            String::new()
+        };
+        return Err(format!("time `{s}` is beyond the year 9999{hint}"));
+    }
+    Ok(ms)
 }
 
 /// Decimal seconds (`1717000000`, `1717000000.123`, `-1.5`, `1.717e9`) to milliseconds,
@@ -329,6 +343,15 @@ mod tests {
         assert_eq!(parse_time("2024-02-29 00:00:00Z"), Ok(1_709_164_800_000));
         assert_eq!(parse_time("1761955800"), Ok(1_761_955_800_000));
         assert_eq!(parse_time("1761955800.5"), Ok(1_761_955_800_500));
+        // Milliseconds by mistake, and times no calendar holds, are refused with the reason.
+        let e = parse_time("1796083807000").unwrap_err();
+        assert!(
+            e.contains("milliseconds") && e.contains("`1796083807`"),
+            "{e}"
+        );
+        let e = parse_time(&(i64::MAX / 1000).to_string()).unwrap_err();
+        assert!(e.contains("beyond the year 9999"), "{e}");
+        assert_eq!(parse_time("253402300799"), Ok(253_402_300_799_000));
         assert_eq!(parse_time("1.7619558e9"), Ok(1_761_955_800_000));
         for bad in [
             "2026-13-01T00:00:00Z",

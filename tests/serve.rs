@@ -165,6 +165,13 @@ fn auth_limits_and_bad_payloads_without_a_socket() {
         // Authorized, but the body is not JSON.
         let (code, body) = oneshot(r(), post("{not json", Some("Bearer s3cret"))).await;
         assert_eq!(code, StatusCode::BAD_REQUEST, "{body}");
+        // The scheme is case-insensitive (RFC 9110): `bearer` is let in, the token is not.
+        let (code, body) = oneshot(r(), post("{not json", Some("bearer s3cret"))).await;
+        assert_eq!(code, StatusCode::BAD_REQUEST, "{body}");
+        let (code, _) = oneshot(r(), post("{not json", Some("bearer S3CRET"))).await;
+        assert_eq!(code, StatusCode::UNAUTHORIZED);
+        let (code, body) = oneshot(r(), post("{not json", Some("BEARER  s3cret"))).await;
+        assert_eq!(code, StatusCode::BAD_REQUEST, "{body}");
         assert!(body.contains("malformed JSON"), "{body}");
         // JSON, but not a webhook payload.
         let (code, body) = oneshot(r(), post(r#"{"version": "4"}"#, Some("Bearer s3cret"))).await;
@@ -195,9 +202,9 @@ fn auth_limits_and_bad_payloads_without_a_socket() {
             "# TYPE llm_doctor_sink_failures_total counter",
             "# TYPE llm_doctor_sink_retries_total counter",
             "# TYPE llm_doctor_handling_seconds histogram",
-            "llm_doctor_webhook_requests_total{code=\"401\"} 3\n",
+            "llm_doctor_webhook_requests_total{code=\"401\"} 4\n",
             "llm_doctor_webhook_requests_total{code=\"413\"} 1\n",
-            "llm_doctor_handling_seconds_count 7\n",
+            "llm_doctor_handling_seconds_count 10\n",
         ] {
             assert!(text.contains(family), "{family} missing:\n{text}");
         }

@@ -218,8 +218,23 @@ fn authorized(app: &App, headers: &HeaderMap) -> bool {
     };
     // Check every credential, so timing does not say which kind matched.
     app.settings.auth.accepted.iter().fold(false, |ok, want| {
-        constant_time_eq(given.as_bytes(), want.as_bytes()) | ok
+        same_credential(given.as_bytes(), want) | ok
     })
+}
+
+/// `given` carries `want`'s credentials under its scheme; schemes are case-insensitive
+/// (RFC 9110 §11.1: `bearer T` is `Bearer T`), credentials compared in constant time.
+fn same_credential(given: &[u8], want: &str) -> bool {
+    let Some((scheme, credentials)) = want.split_once(' ') else {
+        return constant_time_eq(given, want.as_bytes());
+    };
+    let Some(space) = given.iter().position(|&b| b == b' ') else {
+        return false;
+    };
+    let (given_scheme, rest) = given.split_at(space);
+    let given_credentials = rest.trim_ascii_start();
+    given_scheme.eq_ignore_ascii_case(scheme.as_bytes())
+        & constant_time_eq(given_credentials, credentials.as_bytes())
 }
 
 async fn webhook(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {

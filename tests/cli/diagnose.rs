@@ -232,6 +232,11 @@ fn bad_input_gets_a_clear_error_and_exit_2() {
             vec![FIXTURE.into(), "--at".into(), "2020-01-01T00:00:00Z".into()],
             "before the first sample",
         ),
+        // Milliseconds by mistake used to give a window in the year 58885.
+        (
+            vec![FIXTURE.into(), "--at".into(), "1796083807000".into()],
+            "it looks like milliseconds; Unix seconds are expected (`1796083807`)",
+        ),
     ];
     for (args, expected) in cases {
         let mut all = vec!["diagnose".to_string()];

@@ -458,6 +458,10 @@ fn fill_hints(ctx: &mut Ctx<'_>, snap: &mut Snapshot, place: &str, hints: &Named
 /// Line and column (1-based) of the first place `name` appears as a mapping key: preceded by
 /// a non-name character and followed by an optional quote and a colon.
 fn locate(text: &str, name: &str) -> Option<(usize, usize)> {
+    // An empty key matches everywhere and would never advance the search.
+    if name.is_empty() {
+        return None;
+    }
     let is_name = |c: char| c.is_alphanumeric() || c == '_' || c == ':' || c == '.';
     for (ln, line) in text.lines().enumerate() {
         let mut from = 0;
@@ -788,5 +792,22 @@ targets:
         let text = "a:\n  queue_depth_x: 1\n  \"queue_depth\": 2\n";
         assert_eq!(locate(text, "queue_depth"), Some((3, 4)));
         assert_eq!(locate(text, "missing"), None);
+        assert_eq!(locate(text, ""), None);
+    }
+
+    /// An empty signal or fact name used to loop forever while its position was looked up.
+    #[test]
+    fn empty_keys_are_errors_not_hangs() {
+        let c = catalog();
+        for (key, kind) in [("signals", "signal"), ("facts", "fact")] {
+            let text = SNAPSHOT.replacen(
+                &format!("    {key}:\n"),
+                &format!("    {key}:\n      \"\": 1\n"),
+                1,
+            );
+            assert_ne!(text, SNAPSHOT, "{key} section found");
+            let err = parse(&text, "s.yaml", &c, None).unwrap_err();
+            assert!(err.contains(&format!("unknown {kind} ``")), "{err}");
+        }
     }
 }
