@@ -67,6 +67,39 @@ fn the_committed_rules_are_the_export_and_promtool_accepts_them() {
     assert!(err.contains("unknown engine"), "{err}");
 }
 
+/// Every window and hold time the flags accept gives rules promtool accepts; a zero window
+/// (`rate(x[0])`, which Prometheus refuses) is refused before anything is written.
+#[test]
+fn every_accepted_window_gives_rules_promtool_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    for (window, for_) in [("1m", "0s"), ("90s", "30s"), ("1h", "5m"), ("5m30s", "2m")] {
+        let (code, rules, err) = outcome(&run(&[
+            "rules",
+            "export",
+            "prometheus",
+            "--window",
+            window,
+            "--for",
+            for_,
+        ]));
+        assert_eq!(code, 0, "{window}: {err}");
+        assert!(rules.contains(&format!("[{window}]")), "{window}");
+        assert!(
+            !rules.contains("0.9500000000000001"),
+            "folding noise in {window}"
+        );
+        let path = dir.path().join("rules.yml");
+        std::fs::write(&path, &rules).unwrap();
+        let (ok, out) = tool("promtool", &["check", "rules", path.to_str().unwrap()]);
+        assert!(ok, "{window}: {out}");
+    }
+    for bad in ["0", "0s", "five minutes"] {
+        let (code, out, err) = outcome(&run(&["rules", "export", "prometheus", "--window", bad]));
+        assert_eq!(code, 2, "{bad}: {out}");
+        assert!(err.contains("--window"), "{bad}: {err}");
+    }
+}
+
 #[test]
 fn the_alertmanager_example_is_valid() {
     let (ok, out) = tool("amtool", &["check-config", "examples/alertmanager.yml"]);

@@ -32,6 +32,17 @@ pub fn positive_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_millis(ms as u64))
 }
 
+/// A Prometheus duration longer than zero, kept as written (it goes into generated rules, where
+/// `rate(x[0])` would be refused by Prometheus).
+pub fn positive_duration_text(s: &str) -> Result<String, String> {
+    positive_duration(s).map(|_| s.trim().to_string())
+}
+
+/// A Prometheus duration, zero allowed, kept as written.
+pub fn duration_text(s: &str) -> Result<String, String> {
+    duration(s).map(|_| s.trim().to_string())
+}
+
 /// A Prometheus duration, zero allowed (`--nvml-interval 0` reads back to back).
 pub fn duration(s: &str) -> Result<Duration, String> {
     let ms = crate::time::parse_duration(s)?;

@@ -59,10 +59,10 @@ pub enum RulesCommand {
         engine: Option<String>,
         /// Range of rates and window functions in the rules.
         // Text, not a parsed duration: it goes into the rules as written.
-        #[arg(long, default_value = "5m")]
+        #[arg(long, default_value = "5m", value_parser = super::parse::positive_duration_text)]
         window: String,
         /// How long a condition must hold before the alert fires.
-        #[arg(long = "for", default_value = "2m")]
+        #[arg(long = "for", default_value = "2m", value_parser = super::parse::duration_text)]
         for_: String,
         /// Extra or overriding rules directory.
         #[arg(long)]

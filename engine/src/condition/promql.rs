@@ -54,8 +54,11 @@ enum Num {
     Unknown,
 }
 
+/// A number as PromQL text: the shortest form that reads back as the value once folding noise
+/// is gone (0.9 + 5% is 0.95, not 0.9500000000000001), keeping `.0` on whole numbers.
 fn lit(x: f64) -> String {
-    format!("{x:?}")
+    let clean: f64 = format!("{x:.12e}").parse().unwrap_or(x);
+    format!("{clean:?}")
 }
 
 // Long on purpose: one arm per kind of numeric expression, each compiled to PromQL.
@@ -235,6 +238,16 @@ impl Env for NoConstants {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn literals_print_without_folding_noise() {
+        assert_eq!(lit(0.9 + 0.05), "0.95");
+        assert_eq!(lit(0.1 + 0.2), "0.3");
+        assert_eq!(lit(1.0), "1.0");
+        assert_eq!(lit(20e9), "20000000000.0");
+        assert_eq!(lit(1.0 / 3.0), "0.3333333333333");
+    }
+
     use super::super::testutil::{env, scope, TestEnv};
     use super::super::Condition;
     use super::*;
