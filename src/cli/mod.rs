@@ -44,7 +44,8 @@ pub struct Cli {
 // Built once per process: boxing the large variant would buy nothing.
 #[allow(clippy::large_enum_variant)]
 pub enum Command {
-    /// Diagnose recorded metrics (Prometheus text or OpenMetrics files).
+    /// Diagnose a replica or a fleet: from recorded metrics, live /metrics endpoints, a
+    /// Prometheus-compatible API or the local GPUs.
     Diagnose(DiagnoseArgs),
     /// Check, test and explain playbooks.
     #[command(subcommand)]
@@ -57,7 +58,7 @@ pub enum Command {
     Eval(EvalArgs),
     /// List the canonical signals and facts.
     Signals {
-        /// Output format (table or json).
+        /// Output format (table, json or markdown).
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },

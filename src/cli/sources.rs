@@ -14,8 +14,8 @@ use crate::source::live::prometheus::{LiveOptions, PromAuth, DEFAULT_CONCURRENCY
 /// Where a Prometheus-compatible API is and how to authenticate.
 #[derive(Debug, clap::Args)]
 pub struct PrometheusArgs {
-    /// Query a Prometheus-compatible API (Prometheus, Thanos, Mimir, VictoriaMetrics) at `--at`
-    /// (default now) and diagnose every target it knows, or those `--selector` picks.
+    /// Read from a Prometheus-compatible API (Prometheus, Thanos, Mimir, VictoriaMetrics) instead
+    /// of files: every target it knows, or those `--selector` picks.
     #[arg(long, value_name = "URL")]
     pub prometheus: Option<String>,
     /// Bearer token for --prometheus (or the LLM_DOCTOR_BEARER_TOKEN environment variable).

@@ -90,6 +90,27 @@ fn signals_lists_the_catalog() {
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert!(v["signals"].as_array().unwrap().len() >= 50);
+    // Markdown is Markdown, not the terminal table.
+    let (code, md, _) = outcome(&run(&["signals", "--format", "markdown"]));
+    assert_eq!(code, 0);
+    assert!(md.starts_with("## Signals\n\n| signal | unit |"), "{md}");
+    assert!(md.contains("| `kv_cache_usage_ratio` | ratio |"), "{md}");
+    assert!(md.contains("## Facts"), "{md}");
+    let (_, help, _) = outcome(&run(&["signals", "--help"]));
+    assert!(help.contains("table, json or markdown"), "{help}");
+}
+
+/// Help says what each command does and only what it accepts.
+#[test]
+fn help_matches_the_commands() {
+    let (_, top, _) = outcome(&run(&["--help"]));
+    assert!(
+        top.contains("from recorded metrics, live /metrics endpoints"),
+        "{top}"
+    );
+    // `record` has no --at: its help must not send a user there.
+    let (_, record, _) = outcome(&run(&["record", "--help"]));
+    assert!(!record.contains("--at"), "{record}");
 }
 
 #[test]
