@@ -205,6 +205,19 @@ pub struct SeriesSet {
     pub families: BTreeMap<String, MetricType>,
     /// True when there is at least one sample and every sample has a timestamp.
     pub has_timestamps: bool,
+    /// Samples dropped because another sample of the same series had the same timestamp and a
+    /// different value (the one read later was kept), with the first such place: a file that
+    /// repeats itself, or joined files that disagree. Said beside the diagnosis, never silent.
+    pub conflicts: Conflicts,
+}
+
+/// Disagreeing duplicate samples found while joining series.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Conflicts {
+    /// How many samples were dropped.
+    pub count: usize,
+    /// The first one: series, timestamp, the dropped and the kept value.
+    pub first: Option<String>,
 }
 
 impl SeriesSet {
@@ -232,7 +245,17 @@ impl SeriesSet {
             all = joined;
         }
         for s in &mut all {
-            sort_dedup_samples(&mut s.samples);
+            if let Some((t, dropped, kept, n)) = sort_dedup_samples(&mut s.samples) {
+                self.conflicts.count += n;
+                self.conflicts.first.get_or_insert_with(|| {
+                    format!(
+                        "{}{} at {} ms: {dropped} and {kept}",
+                        s.name,
+                        s.labels,
+                        t.map_or("no timestamp".into(), |t| t.to_string())
+                    )
+                });
+            }
         }
         self.series = all;
         self.has_timestamps = self.compute_has_timestamps();
@@ -266,6 +289,10 @@ impl SeriesSet {
                     self.families.insert(name, ty);
                 }
             }
+        }
+        self.conflicts.count += other.conflicts.count;
+        if self.conflicts.first.is_none() {
+            self.conflicts.first = other.conflicts.first;
         }
         self.series.extend(other.series);
         self.normalize();
@@ -335,14 +362,24 @@ impl SeriesSet {
 }
 
 /// Sorts by time (stable) and keeps the last-pushed sample of each timestamp.
-fn sort_dedup_samples(samples: &mut Vec<Sample>) {
+/// Sorts by time and keeps one sample per timestamp (the later one). Returns the first
+/// disagreement (timestamp, dropped value, kept value) and how many samples disagreed.
+fn sort_dedup_samples(samples: &mut Vec<Sample>) -> Option<(Option<i64>, f64, f64, usize)> {
     if samples.windows(2).all(|w| w[0].t_ms < w[1].t_ms) {
-        return;
+        return None;
     }
     samples.sort_by_key(|s| s.t_ms);
     let mut kept = 0;
+    let mut first = None;
+    let mut count = 0;
     for read in 0..samples.len() {
         if kept > 0 && samples[kept - 1].t_ms == samples[read].t_ms {
+            let (old, new) = (samples[kept - 1].value, samples[read].value);
+            // NaN never equals itself: two staleness markers agree.
+            if old != new && !(old.is_nan() && new.is_nan()) {
+                count += 1;
+                first.get_or_insert((samples[read].t_ms, old, new));
+            }
             samples[kept - 1] = samples[read];
         } else {
             samples[kept] = samples[read];
@@ -350,6 +387,7 @@ fn sort_dedup_samples(samples: &mut Vec<Sample>) {
         }
     }
     samples.truncate(kept);
+    first.map(|(t, old, new)| (t, old, new, count))
 }
 
 /// Builders for tests elsewhere in the crate.
@@ -476,6 +514,7 @@ mod tests {
             ],
             families: BTreeMap::from([("a".to_string(), MetricType::Gauge)]),
             has_timestamps: true,
+            conflicts: Default::default(),
         };
         a.normalize();
         assert_eq!(a.series[0].name, "a");
@@ -489,6 +528,7 @@ mod tests {
                 ("b".to_string(), MetricType::Counter),
             ]),
             has_timestamps: true,
+            conflicts: Default::default(),
         };
         a.merge(b);
         let names: Vec<_> = a.series.iter().map(|s| s.name.as_str()).collect();

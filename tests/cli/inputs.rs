@@ -201,3 +201,41 @@ fn a_triton_model_config_gives_facts() {
         "{ev}"
     );
 }
+
+/// Two files that disagree about one series at one instant: the later file's sample is kept and
+/// the report says so (it used to be a silent, order-dependent choice); files that agree, or
+/// repeat a sample exactly, say nothing.
+#[test]
+fn disagreeing_duplicate_samples_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, waiting: &str| {
+        let p = dir.path().join(name);
+        let mut text = String::new();
+        for (t, r) in [(1_796_083_200_000_i64, 1), (1_796_083_215_000, 2)] {
+            text.push_str(&format!(
+                "vllm:num_requests_running{{pod=\"a\"}} {r} {t}\nvllm:num_requests_waiting{{pod=\"a\"}} {waiting} {t}\n"
+            ));
+        }
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let (one, two, same) = (
+        write("one.prom", "0"),
+        write("two.prom", "7"),
+        write("same.prom", "0"),
+    );
+    let notes = |files: &[&str]| {
+        let mut args = vec!["diagnose", "--format", "json"];
+        args.extend(files);
+        let (_, out, err) = outcome(&run(&args));
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{err}"));
+        v["targets"][0]["notes"].to_string()
+    };
+    let both = notes(&[&one, &two]);
+    assert!(
+        both.contains("2 sample(s) had the same series and instant"),
+        "{both}"
+    );
+    assert!(both.contains("vllm:num_requests_waiting"), "{both}");
+    assert!(!notes(&[&one, &same]).contains("same series and instant"));
+}

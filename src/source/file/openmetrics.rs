@@ -283,6 +283,7 @@ mod tests {
             series,
             families: families.iter().map(|(n, t)| (n.to_string(), *t)).collect(),
             has_timestamps: false,
+            conflicts: Default::default(),
         };
         set.normalize();
         set

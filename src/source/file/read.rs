@@ -66,7 +66,14 @@ pub fn parse_inputs_with_warnings(inputs: &[(String, String)]) -> Result<(Series
             Some(s) => s.merge(parsed),
         }
     }
-    Ok((set.context("no input files")?, warnings))
+    let set = set.context("no input files")?;
+    if let Some(first) = &set.conflicts.first {
+        warnings.push(format!(
+            "{} sample(s) had the same series and instant as another with a different value (a file repeating itself, or joined files that disagree); the one read later was kept: the first was {first}",
+            set.conflicts.count
+        ));
+    }
+    Ok((set, warnings))
 }
 
 /// Reads and merges inputs, dropping warnings (partial answers and the like).

@@ -51,6 +51,7 @@ pub fn parse(text: &str, file: &str) -> Result<SeriesSet, ParseError> {
         series: p.series,
         families: p.families,
         has_timestamps: false,
+        conflicts: Default::default(),
     };
     set.normalize();
     Ok(set)
