@@ -1150,7 +1150,8 @@ class Family:
 #   "key"            a series the engine computed (vals["key"])
 #   Sig(signal, tag) the scenario signal as a noisy gauge (Builder.gauge_values, kw as there)
 #   a number         a constant series
-#   By(label, rows)  one series per label value: rows of (value or {labels}, source)
+#   By(label, rows)  one series per label value: rows of (value or {labels}, source); a row
+#                    whose source is None in vals is left out
 #   Hist(...), Summ(...)  a histogram / summary: bucket bounds or quantiles, the counts series
 #                    and the signals its p50 / p99 / mean follow
 # `on` names the label set (the engine passes them by name); `when` names a flag in vals.
@@ -1331,6 +1332,49 @@ TRTLLM_FAMILIES = [  # trtllm-serve (reference/engine-metrics.md §4.3, the trtl
 ]
 
 
+def tgi_validation_mean(v, t):  # tokenization time grows with the prompt
+    return 0.0012 + 0.4e-6 * v("prompt_tokens_mean", t)
+
+
+def tgi_inference_mean(v, t):
+    return max(v("e2e_mean_seconds", t) - v("queue_time_mean_seconds", t) - tgi_validation_mean(v, t), 0.005)
+
+
+def tgi_duration(name, help_text, **kw):
+    """A TGI *_duration family: a histogram with TGI's buckets, or (tgi_summaries) a rolling
+    summary whose noise stream is named after the family. Two rows, one of them on."""
+    return (F("histogram", name, help_text, Hist(TGI_DURATION_BUCKETS, "ok_i", fmt=fmt_rust, **kw), when="hists"),
+            F("summary", name, help_text, Summ(TGI_SUMMARY_QUANTILES, fmt_rust, "ok_i", name, **kw),
+              when="summaries"))
+
+
+TGI_FAMILIES = [  # text-generation-router (reference/engine-metrics.md §3)
+    # counters have no _total in TGI's text: OpenMetrics needs them typed `unknown`
+    F("unknown", "tgi_request_count", "Total number of requests", "count"),
+    # the metrics crate creates a labelled counter on its first increment (rows left at 0 are None)
+    F("unknown", "tgi_request_failure", None, By("err", (("incomplete", "inc_i"), ("validation", "val_i"))),
+      when="has_fail"),
+    F("unknown", "tgi_request_success", "Number of successful requests", "ok_i"),
+    F("gauge", "tgi_batch_current_max_tokens", "Maximum tokens for the current batch", "kv_tokens"),
+    F("gauge", "tgi_batch_current_size", "Current batch size", RUNNING),
+    F("gauge", "tgi_batch_max_total_tokens", None, "mbt"),
+    F("gauge", "tgi_queue_size", "Current queue size", WAITING),
+    *tgi_duration("tgi_request_duration", "Request duration",
+                  p50="e2e_p50_seconds", p99="e2e_p99_seconds", mean="e2e_mean_seconds"),
+    F("histogram", "tgi_request_generated_tokens", "Generated tokens per request",
+      Hist("gen_b", "ok_i", mean="output_tokens_mean", fmt=fmt_rust)),
+    *tgi_duration("tgi_request_inference_duration", "Request inference duration", mean_fn=tgi_inference_mean),
+    F("histogram", "tgi_request_input_length", "Input token length per request",
+      Hist("in_b", "ok_i", None, "prompt_tokens_p99", "prompt_tokens_mean", fmt=fmt_rust, sigma=1.0)),
+    *tgi_duration("tgi_request_mean_time_per_token_duration", "Mean time per token per request",
+                  p50="itl_p50_seconds", p99="itl_p99_seconds", mean="itl_mean_seconds"),
+    *tgi_duration("tgi_request_queue_duration", "Request queue duration",
+                  p99="queue_time_p99_seconds", mean="queue_time_mean_seconds", sigma=1.0),
+    *tgi_duration("tgi_request_validation_duration", "Request validation duration",
+                  mean_fn=tgi_validation_mean, sigma=0.5),
+]
+
+
 class Builder:
     """Builds all families of a scenario, plus the model's own window values for --verify."""
 
@@ -1395,8 +1439,11 @@ class Builder:
         f = self.fam(r.name, r.kind, r.help)
         if isinstance(r.src, By):
             for key, src in r.src.rows:
+                values = self.values(g, src, vals)
+                if values is None:  # a row the exporter has not created (yet)
+                    continue
                 more = key if isinstance(key, dict) else {r.src.label: key}
-                f.add(sample, {**lab, **more}, g.times, self.values(g, src, vals))
+                f.add(sample, {**lab, **more}, g.times, values)
         else:
             f.add(sample, lab, g.times, self.values(g, r.src, vals))
 
@@ -1811,6 +1858,14 @@ class Builder:
         d = den[-1] - den[-1 - w]
         return (num[-1] - num[-1 - w]) / d if d > 0 else float("nan")
 
+    def hist_sum_rates(self, g, pairs):
+        """model[sig] = the window rate of the emitted histogram family's _sum (for each (sig, name))."""
+        fams = {f.name: f for f in self.families}
+        for sig, name in pairs:
+            f = fams.get(name)
+            if f and f.hists:
+                self.model[sig] = self.window_rate(g, f.hists[0][5])
+
     # -- SGLang (--enable-metrics; reference/engine-metrics.md §2) -----------------------------
     def build_sglang(self):
         sc, cfg = self.sc, self.cfg
@@ -1864,69 +1919,26 @@ class Builder:
     def build_tgi(self):
         sc, cfg = self.sc, self.cfg
         g = Grid(sc, "tgi")
-        v = sc.val
         lab = {"job": "tgi", "instance": f"{self.host}:3000", **self.extra}
         max_total = int(cfg["max_model_len"])            # --max-total-tokens (model maximum by default)
         max_input = max_total - 1                          # --max-input-tokens
         mbt = int(cfg.get("max_batch_total_tokens") or int(cfg["num_gpu_blocks"]) * 16)
         ok_f, bad_f, ok_i, bad_i = self.requests_with_failures(g)
         val_i, inc_i, _ = self.split_counter(g, bad_i, bad_f, lambda t: 0.7)
-        # counters have no _total in TGI's text: OpenMetrics needs them typed `unknown`
-        f = self.fam("tgi_request_count", "unknown", "Total number of requests")
-        f.add("tgi_request_count", lab, g.times, [a + b for a, b in zip(ok_i, bad_i)])
-        if bad_i[-1] > 0:  # the metrics crate creates a labelled counter on its first increment
-            f = self.fam("tgi_request_failure", "unknown", None)
-            for err, vals in (("incomplete", inc_i), ("validation", val_i)):
-                if vals[-1] > 0:
-                    f.add("tgi_request_failure", {**lab, "err": err}, g.times, vals)
-        else:
+        if bad_i[-1] == 0:
             self.absent.add("error_ratio")
-        self.series("tgi_request_success", "unknown", "Number of successful requests",
-                    "tgi_request_success", lab, g.times, ok_i)
         kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
-        self.gauge("tgi_batch_current_max_tokens", "Maximum tokens for the current batch", lab,
-                   g.times, [math.floor(x * mbt + 0.5) for x in kv])
-        self.gauge("tgi_batch_current_size", "Current batch size", lab, g.times,
-                   self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
-        self.gauge("tgi_batch_max_total_tokens", None, lab, g.times, [mbt] * g.n)
-        f = self.fam("tgi_queue_size", "gauge", "Current queue size")
-        f.add("tgi_queue_size", lab, g.times, self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
-
-        validation = lambda t: 0.0012 + 0.4e-6 * v("prompt_tokens_mean", t)  # tokenization
-        inference = lambda t: max(v("e2e_mean_seconds", t) - v("queue_time_mean_seconds", t) - validation(t), 0.005)
-        dl = [fmt_rust(b) for b in TGI_DURATION_BUCKETS]
-        durations = [
-            ("tgi_request_duration", "Request duration",
-             dict(p50="e2e_p50_seconds", p99="e2e_p99_seconds", mean="e2e_mean_seconds")),
-            ("tgi_request_inference_duration", "Request inference duration", dict(mean_fn=inference)),
-            ("tgi_request_mean_time_per_token_duration", "Mean time per token per request",
-             dict(p50="itl_p50_seconds", p99="itl_p99_seconds", mean="itl_mean_seconds")),
-            ("tgi_request_queue_duration", "Request queue duration",
-             dict(p99="queue_time_p99_seconds", mean="queue_time_mean_seconds", sigma=1.0)),
-            ("tgi_request_validation_duration", "Request validation duration", dict(mean_fn=validation, sigma=0.5)),
-        ]
-        for name, help_text, kw in durations:
-            if cfg.get("tgi_summaries"):
-                self.summary(name, help_text, lab, g, TGI_SUMMARY_QUANTILES, fmt_rust, ok_i, name, **kw)
-            else:
-                self.hist(name, help_text, lab, g, TGI_DURATION_BUCKETS, dl, ok_i, **kw)
-            if name == "tgi_request_duration":
-                in_b = [(max_input / 100.0) * (x + 1) for x in range(100)]
-                gen_b = [(max_total / 100.0) * (x + 1) for x in range(100)]
-                self.hist("tgi_request_generated_tokens", "Generated tokens per request", lab, g, gen_b,
-                          [fmt_rust(b) for b in gen_b], ok_i, mean="output_tokens_mean")
-            if name == "tgi_request_inference_duration":
-                self.hist("tgi_request_input_length", "Input token length per request", lab, g, in_b,
-                          [fmt_rust(b) for b in in_b], ok_i, p99="prompt_tokens_p99", mean="prompt_tokens_mean",
-                          sigma=1.0)
+        summaries = bool(cfg.get("tgi_summaries"))
+        self.emit(g, TGI_FAMILIES, {"lab": lab}, {
+            "count": [a + b for a, b in zip(ok_i, bad_i)], "ok_i": ok_i, "has_fail": bad_i[-1] > 0,
+            "inc_i": inc_i if inc_i[-1] > 0 else None, "val_i": val_i if val_i[-1] > 0 else None,
+            "kv_tokens": [math.floor(x * mbt + 0.5) for x in kv], "mbt": [mbt] * g.n,
+            "hists": not summaries, "summaries": summaries,
+            "in_b": [(max_input / 100.0) * (x + 1) for x in range(100)],
+            "gen_b": [(max_total / 100.0) * (x + 1) for x in range(100)]})
         # token rates are the histograms' _sum rates: requests x mean length
-        fams = {f.name: f for f in self.families}
-        for sig, name in (("output_tokens_per_second", "tgi_request_generated_tokens"),
-                          ("prompt_tokens_per_second", "tgi_request_input_length")):
-            f = fams.get(name)
-            if f and f.hists:
-                sums = f.hists[0][5]
-                self.model[sig] = self.window_rate(g, sums)
+        self.hist_sum_rates(g, (("output_tokens_per_second", "tgi_request_generated_tokens"),
+                                ("prompt_tokens_per_second", "tgi_request_input_length")))
 
     # -- Triton + TensorRT-LLM backend (reference/engine-metrics.md §4.1-4.2) --------------------
     def build_triton(self):
