@@ -1375,6 +1375,70 @@ TGI_FAMILIES = [  # text-generation-router (reference/engine-metrics.md §3)
 ]
 
 
+def triton_infer_mean(v, t):  # compute_infer: the request minus its queueing, less a 3% overhead
+    return max(v("e2e_mean_seconds", t) - v("queue_time_mean_seconds", t), 0.001) * 0.97
+
+
+def triton_summary(name, help_text, counts, tag, **kw):
+    """--metrics-config summary_latencies=true: a µs summary, integer quantiles."""
+    return F("summary", name, help_text, Summ(TRITON_SUMMARY_QUANTILES, fmt_cpp, counts, tag, scale=1e6, digits=0, **kw),
+             when="summaries")
+
+
+TRITON_FAMILIES = [  # Triton core and the TensorRT-LLM backend (reference/engine-metrics.md §4.1-4.2)
+    # Triton core: counters without _total -> `unknown` in OpenMetrics
+    F("unknown", "nv_inference_request_success", "Number of successful inference requests, all batch sizes", "ok_i"),
+    F("unknown", "nv_inference_request_failure", "Number of failed inference requests, all batch sizes",
+      By("reason", (("BACKEND", 0), ("CANCELED", "can_i"), ("OTHER", 0), ("REJECTED", "rej_i")))),
+    F("unknown", "nv_inference_count", "Number of inferences performed (does not include cached requests)", "ok_i"),
+    F("unknown", "nv_inference_exec_count", "Number of model executions performed (does not include cached requests)",
+      "exec_i"),
+    F("unknown", "nv_inference_request_duration_us",
+      "Cumulative inference request duration in microseconds (includes cached requests)", "req_us"),
+    F("unknown", "nv_inference_queue_duration_us",
+      "Cumulative inference queuing duration in microseconds (includes cached requests)", "queue_us"),
+    F("unknown", "nv_inference_compute_input_duration_us",
+      "Cumulative compute input duration in microseconds (does not include cached requests)", "in_us"),
+    F("unknown", "nv_inference_compute_infer_duration_us",
+      "Cumulative compute inference duration in microseconds (does not include cached requests)", "infer_us"),
+    F("unknown", "nv_inference_compute_output_duration_us",
+      "Cumulative inference compute output duration in microseconds (does not include cached requests)", "out_us"),
+    F("gauge", "nv_inference_pending_request_count",
+      "Instantaneous number of pending requests awaiting execution per-model.", "waiting"),
+    # --metrics-config histogram_latencies=true
+    F("histogram", "nv_inference_first_response_histogram_ms", "Duration from request to first response in milliseconds",
+      Hist("fr_b", "ok_i", "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds", les="fr_les", sum_scale=1000.0),
+      when="histograms"),
+    triton_summary("nv_inference_request_summary_us",
+                   "Summary of inference request duration in microseconds (includes cached requests)",
+                   "all_i", "req_summary", p50="e2e_p50_seconds", p99="e2e_p99_seconds", mean="e2e_mean_seconds"),
+    triton_summary("nv_inference_queue_summary_us",
+                   "Summary of inference queuing duration in microseconds (includes cached requests)",
+                   "ok_i", "queue_summary", p99="queue_time_p99_seconds", mean="queue_time_mean_seconds", sigma=1.0),
+    triton_summary("nv_inference_compute_infer_summary_us",
+                   "Summary of compute inference duration in microseconds (does not include cached requests)",
+                   "ok_i", "infer_summary", mean_fn=triton_infer_mean),
+    # TensorRT-LLM backend custom metrics (gauges from the iteration-stats JSON)
+    F("gauge", "nv_trt_llm_request_metrics", "TRT LLM request metrics",
+      By("request_type", (("active", "active"), ("context", "ctx"), ("max", "mbs"), ("scheduled", "active"),
+                          ("waiting", "waiting")))),
+    F("gauge", "nv_trt_llm_kv_cache_block_metrics", "TRT LLM KV cache block metrics",
+      By("kv_cache_block_type", (("fraction", "blk_fraction"), ("free", "blk_free"), ("max", "blk_max"),
+                                 ("reused", "blk_reused"), ("tokens_per", "blk_tpb"), ("used", "blk_used")))),
+    F("gauge", "nv_trt_llm_inflight_batcher_metrics", "TRT LLM inflight_batcher-specific metrics",
+      By("inflight_batcher_specific_metric", (("generation_requests", "gen_reqs"), ("micro_batch_id", 0),
+                                              ("paused_requests", 0), ("total_context_tokens", "ctx_tokens")))),
+    F("gauge", "nv_trt_llm_general_metrics", "General TRT LLM metrics",
+      By("general_type", (("iteration_counter", "steps_i"), ("timestamp", "stamp")))),
+    F("histogram", "nv_llm_input_token_len", "TRT LLM response metrics",
+      Hist(TRITON_TOKEN_BUCKETS, "ok_i", mean="prompt_tokens_mean", sigma=1.0, fmt=fmt_cpp,
+           labels={"response_metric_type": "total_input_tokens"})),
+    F("histogram", "nv_llm_output_token_len", "TRT LLM response metrics",
+      Hist(TRITON_TOKEN_BUCKETS, "ok_i", mean="output_tokens_mean", fmt=fmt_cpp,
+           labels={"response_metric_type": "total_output_tokens"})),
+]
+
+
 class Builder:
     """Builds all families of a scenario, plus the model's own window values for --verify."""
 
@@ -1456,7 +1520,7 @@ class Builder:
     def emit_hist(self, g, r, lab, vals):
         h = r.src
         bounds = self.values(g, h.bounds, vals)  # a list, or the name of a scenario-sized one
-        les = h.les if h.les is not None else [h.fmt(b) for b in bounds]
+        les = self.values(g, h.les, vals) if h.les is not None else [h.fmt(b) for b in bounds]
         self.hist(r.name, r.help, {**lab, **h.labels}, g, bounds, les, self.values(g, h.counts, vals),
                   **self._kw(h.kw))
 
@@ -1965,93 +2029,34 @@ class Builder:
         self.model["queue_time_mean_seconds"] = self.ratio_model(g, queue_us_f, ok_f) * 1e-6
         us = lambda xs: [math.floor(x + 0.5) for x in xs]
 
-        # Triton core: counters without _total -> `unknown` in OpenMetrics
-        self.series("nv_inference_request_success", "unknown",
-                    "Number of successful inference requests, all batch sizes",
-                    "nv_inference_request_success", m, g.times, ok_i)
-        f = self.fam("nv_inference_request_failure", "unknown", "Number of failed inference requests, all batch sizes")
-        for reason, vals in (("BACKEND", [0] * g.n), ("CANCELED", can_i), ("OTHER", [0] * g.n), ("REJECTED", rej_i)):
-            f.add("nv_inference_request_failure", {**m, "reason": reason}, g.times, vals)
-        self.series("nv_inference_count", "unknown",
-                    "Number of inferences performed (does not include cached requests)",
-                    "nv_inference_count", m, g.times, ok_i)
-        f = self.fam("nv_inference_exec_count", "unknown",
-                     "Number of model executions performed (does not include cached requests)")
-        f.add("nv_inference_exec_count", m, g.times, [math.floor(x * 0.8) for x in ok_i])
-        for name, help_text, vals in (
-            ("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds (includes cached requests)", req_us_f),
-            ("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds (includes cached requests)", queue_us_f),
-            ("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds (does not include cached requests)", in_us_f),
-            ("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds (does not include cached requests)", infer_us_f),
-            ("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds (does not include cached requests)", out_us_f),
-        ):
-            self.series(name, "unknown", help_text, name, m, g.times, us(vals))
         waiting = self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True)
-        self.gauge("nv_inference_pending_request_count",
-                   "Instantaneous number of pending requests awaiting execution per-model.",
-                   m, g.times, waiting)
-        if cfg.get("triton_histograms"):  # --metrics-config histogram_latencies=true
-            fr_ms = [float(x) for x in (cfg.get("triton_ttft_buckets_ms") or TRITON_FIRST_RESPONSE_MS)]
-            self.hist("nv_inference_first_response_histogram_ms", "Duration from request to first response in milliseconds",
-                      m, g, [b / 1000 for b in fr_ms], [fmt_cpp(b) for b in fr_ms],
-                      ok_i, "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds", sum_scale=1000.0)
-        if cfg.get("triton_summaries"):  # --metrics-config summary_latencies=true
-            self.summary("nv_inference_request_summary_us",
-                         "Summary of inference request duration in microseconds (includes cached requests)",
-                         m, g, TRITON_SUMMARY_QUANTILES, fmt_cpp, [a + b for a, b in zip(ok_i, bad_i)], "req_summary",
-                         p50="e2e_p50_seconds", p99="e2e_p99_seconds", mean="e2e_mean_seconds", scale=1e6, digits=0)
-            self.summary("nv_inference_queue_summary_us",
-                         "Summary of inference queuing duration in microseconds (includes cached requests)",
-                         m, g, TRITON_SUMMARY_QUANTILES, fmt_cpp, ok_i, "queue_summary",
-                         p99="queue_time_p99_seconds", mean="queue_time_mean_seconds", sigma=1.0, scale=1e6, digits=0)
-            self.summary("nv_inference_compute_infer_summary_us",
-                         "Summary of compute inference duration in microseconds (does not include cached requests)",
-                         m, g, TRITON_SUMMARY_QUANTILES, fmt_cpp, ok_i, "infer_summary",
-                         mean_fn=lambda t: max(e2e(t) - qmean(t), 0.001) * 0.97, scale=1e6, digits=0)
-
-        # TensorRT-LLM backend custom metrics (gauges from the iteration-stats JSON)
+        fr_ms = [float(x) for x in (cfg.get("triton_ttft_buckets_ms") or TRITON_FIRST_RESPONSE_MS)]
         active = self.gauge_values(g, "running_requests", "running", lo=0, integer=True)
         mbs = int(cfg.get("max_batch_size") or 256)
         active = [min(a, mbs) for a in active]
+        # the shared `triton` stream: context requests first, then the timestamps
         ctx = [min(a, math.floor(v("requests_per_second", t) * v("prefill_time_mean_seconds", t) * 2 * rng.random() + 0.5))
                for a, t in zip(active, g.tau)]
-        f = self.fam("nv_trt_llm_request_metrics", "gauge", "TRT LLM request metrics")
-        for rt, vals in (("active", active), ("context", ctx), ("max", [mbs] * g.n), ("scheduled", active),
-                         ("waiting", waiting)):
-            f.add("nv_trt_llm_request_metrics", {**m, "request_type": rt}, g.times, vals)
+        stamp = [t * 1000000 - 1000 - math.floor(rng.random() * 30000) for t in g.times]
         tpb = 64
         max_blocks = int(int(cfg["num_gpu_blocks"]) * 16 / tpb)
         kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
         used = [math.floor(x * max_blocks + 0.5) for x in kv]
-        f = self.fam("nv_trt_llm_kv_cache_block_metrics", "gauge", "TRT LLM KV cache block metrics")
-        for bt, vals in (("fraction", [u / max_blocks for u in used]), ("free", [max_blocks - u for u in used]),
-                         ("max", [max_blocks] * g.n), ("reused", [math.floor(u * 0.12) for u in used]),
-                         ("tokens_per", [tpb] * g.n), ("used", used)):
-            f.add("nv_trt_llm_kv_cache_block_metrics", {**m, "kv_cache_block_type": bt}, g.times, vals)
-        f = self.fam("nv_trt_llm_inflight_batcher_metrics", "gauge", "TRT LLM inflight_batcher-specific metrics")
-        for key, vals in (("generation_requests", [a - c for a, c in zip(active, ctx)]),
-                          ("micro_batch_id", [0] * g.n), ("paused_requests", [0] * g.n),
-                          ("total_context_tokens", [math.floor(c * v("prompt_tokens_mean", t)) for c, t in zip(ctx, g.tau)])):
-            f.add("nv_trt_llm_inflight_batcher_metrics", {**m, "inflight_batcher_specific_metric": key}, g.times, vals)
         steps_i, _ = self.counter_series(g, lambda t: steps_per_second(v, t), None, "steps", integer=True)
-        f = self.fam("nv_trt_llm_general_metrics", "gauge", "General TRT LLM metrics")
-        f.add("nv_trt_llm_general_metrics", {**m, "general_type": "iteration_counter"}, g.times, steps_i)
-        f.add("nv_trt_llm_general_metrics", {**m, "general_type": "timestamp"}, g.times,
-              [t * 1000000 - 1000 - math.floor(rng.random() * 30000) for t in g.times])
-        for name, help_text, lo_b, mtype, kw in (
-            ("nv_llm_input_token_len", "TRT LLM response metrics", TRITON_TOKEN_BUCKETS, "total_input_tokens",
-             dict(mean="prompt_tokens_mean", sigma=1.0)),
-            ("nv_llm_output_token_len", "TRT LLM response metrics", TRITON_TOKEN_BUCKETS, "total_output_tokens",
-             dict(mean="output_tokens_mean")),
-        ):
-            self.hist(name, help_text, {**m, "response_metric_type": mtype}, g, lo_b, [fmt_cpp(b) for b in lo_b],
-                      ok_i, **kw)
-        fams = {f.name: f for f in self.families}
-        for sig, name in (("output_tokens_per_second", "nv_llm_output_token_len"),
-                          ("prompt_tokens_per_second", "nv_llm_input_token_len")):
-            f = fams.get(name)
-            if f and f.hists:
-                self.model[sig] = self.window_rate(g, f.hists[0][5])
+        self.emit(g, TRITON_FAMILIES, {"lab": m}, {
+            "ok_i": ok_i, "all_i": [a + b for a, b in zip(ok_i, bad_i)], "can_i": can_i, "rej_i": rej_i,
+            "exec_i": [math.floor(x * 0.8) for x in ok_i], "req_us": us(req_us_f), "queue_us": us(queue_us_f),
+            "in_us": us(in_us_f), "infer_us": us(infer_us_f), "out_us": us(out_us_f), "waiting": waiting,
+            "histograms": cfg.get("triton_histograms"), "fr_b": [b / 1000 for b in fr_ms],
+            "fr_les": [fmt_cpp(b) for b in fr_ms], "summaries": cfg.get("triton_summaries"),
+            "active": active, "ctx": ctx, "mbs": [mbs] * g.n,
+            "blk_fraction": [u / max_blocks for u in used], "blk_free": [max_blocks - u for u in used],
+            "blk_max": [max_blocks] * g.n, "blk_reused": [math.floor(u * 0.12) for u in used],
+            "blk_tpb": [tpb] * g.n, "blk_used": used, "gen_reqs": [a - c for a, c in zip(active, ctx)],
+            "ctx_tokens": [math.floor(c * v("prompt_tokens_mean", t)) for c, t in zip(ctx, g.tau)],
+            "steps_i": steps_i, "stamp": stamp})
+        self.hist_sum_rates(g, (("output_tokens_per_second", "nv_llm_output_token_len"),
+                                ("prompt_tokens_per_second", "nv_llm_input_token_len")))
 
         # Triton's own GPU and CPU gauges (DCGM embedded; the UUIDs match dcgm-exporter's)
         total_b, plimit = 81559 * 1048576, 700.0
