@@ -1152,6 +1152,7 @@ class Family:
 #   a number         a constant series
 #   By(label, rows)  one series per label value: rows of (value or {labels}, source); a row
 #                    whose source is None in vals is left out
+#                    (rows may also name a vals entry: a list of such rows, e.g. per GPU)
 #   Hist(...), Summ(...)  a histogram / summary: bucket bounds or quantiles, the counts series
 #                    and the signals its p50 / p99 / mean follow
 # `on` names the label set (the engine passes them by name); `when` names a flag in vals.
@@ -1436,6 +1437,18 @@ TRITON_FAMILIES = [  # Triton core and the TensorRT-LLM backend (reference/engin
     F("histogram", "nv_llm_output_token_len", "TRT LLM response metrics",
       Hist(TRITON_TOKEN_BUCKETS, "ok_i", mean="output_tokens_mean", fmt=fmt_cpp,
            labels={"response_metric_type": "total_output_tokens"})),
+    # Triton's own GPU and CPU gauges (DCGM embedded; the UUIDs match dcgm-exporter's): per-GPU rows
+    F("gauge", "nv_gpu_utilization", "GPU utilization rate [0.0 - 1.0)", By("gpu_uuid", "gpu_util"), on="inst"),
+    F("gauge", "nv_gpu_memory_total_bytes", "GPU total memory, in bytes", By("gpu_uuid", "gpu_mem_total"), on="inst"),
+    F("gauge", "nv_gpu_memory_used_bytes", "GPU used memory, in bytes", By("gpu_uuid", "gpu_mem_used"), on="inst"),
+    F("gauge", "nv_gpu_power_usage", "GPU power usage in watts", By("gpu_uuid", "gpu_power"), on="inst"),
+    F("gauge", "nv_gpu_power_limit", "GPU power management limit in watts", By("gpu_uuid", "gpu_plimit"), on="inst"),
+    F("unknown", "nv_energy_consumption", "GPU energy consumption in joules since the Triton Server started",
+      By("gpu_uuid", "gpu_energy"), on="inst"),
+    F("gauge", "nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]",
+      Sig("host_cpu_utilization_ratio", "trcpu", lo=0.0, hi=1.0, digits=4), on="inst"),
+    F("gauge", "nv_cpu_memory_total_bytes", "CPU total memory (RAM), in bytes", 2163000000000, on="inst"),
+    F("gauge", "nv_cpu_memory_used_bytes", "CPU used memory (RAM), in bytes", "cpu_mem_used", on="inst"),
 ]
 
 
@@ -1502,7 +1515,8 @@ class Builder:
         sample = r.name + "_total" if r.kind == "counter" else r.name
         f = self.fam(r.name, r.kind, r.help)
         if isinstance(r.src, By):
-            for key, src in r.src.rows:
+            rows = vals[r.src.rows] if isinstance(r.src.rows, str) else r.src.rows
+            for key, src in rows:
                 values = self.values(g, src, vals)
                 if values is None:  # a row the exporter has not created (yet)
                     continue
@@ -2005,6 +2019,33 @@ class Builder:
                                 ("prompt_tokens_per_second", "tgi_request_input_length")))
 
     # -- Triton + TensorRT-LLM backend (reference/engine-metrics.md §4.1-4.2) --------------------
+    def triton_gpu_rows(self, g, ngpu, uptime):
+        """Per-GPU rows (uuid, values) of Triton's embedded nv_gpu_* gauges: utilisation spread
+        zero-sum over GPUs, GPU 0 the busiest; energy integrates the power."""
+        v = self.sc.val
+        total_b, plimit = 81559 * 1048576, 700.0
+        zs = [0, 1, -1, 2, -2, 1, -1, 0][:ngpu] if ngpu > 1 else [0]
+        zs = [z for z in zs] + [0] * (ngpu - len(zs))
+        zs[-1] -= sum(zs)
+        out = {k: [] for k in ("gpu_util", "gpu_mem_total", "gpu_mem_used", "gpu_power", "gpu_plimit", "gpu_energy")}
+        for i in range(ngpu):
+            uuid = gpu_uuid(self.host, i)
+            low = 1.0 if i == 0 else 1.0 - 0.002 * (1 + i % 3)
+            util = self.gauge_values(g, "gpu_utilization_ratio", f"trgpu{i}", offset=zs[i] * 0.01 if ngpu > 1 else 0.0,
+                                     lo=0.0, hi=1.0, digits=2)
+            mem = self.gauge_values(g, "gpu_memory_used_ratio", f"trmem{i}", lo=0.0, hi=0.99,
+                                    fn=lambda t, low=low: v("gpu_memory_used_ratio", t) * low)
+            power = self.gauge_values(g, "gpu_power_ratio", f"trpow{i}", scale=plimit * (1.0 if i == 0 else 0.985),
+                                      lo=20.0, hi=plimit * 1.02, digits=3)
+            energy = [round(uptime * power[0], 3)]
+            for k in range(1, g.n):
+                energy.append(round(energy[-1] + (power[k - 1] + power[k]) / 2 * g.iv, 3))
+            for key, vals in (("gpu_util", util), ("gpu_mem_total", [total_b] * g.n),
+                              ("gpu_mem_used", [math.floor(x * total_b / 1048576 + 0.5) * 1048576 for x in mem]),
+                              ("gpu_power", power), ("gpu_plimit", [plimit] * g.n), ("gpu_energy", energy)):
+                out[key].append((uuid, vals))
+        return out
+
     def build_triton(self):
         sc, cfg = self.sc, self.cfg
         g = Grid(sc, "triton")
@@ -2043,7 +2084,9 @@ class Builder:
         kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
         used = [math.floor(x * max_blocks + 0.5) for x in kv]
         steps_i, _ = self.counter_series(g, lambda t: steps_per_second(v, t), None, "steps", integer=True)
-        self.emit(g, TRITON_FAMILIES, {"lab": m}, {
+        self.emit(g, TRITON_FAMILIES, {"lab": m, "inst": inst}, {
+            **self.triton_gpu_rows(g, ngpu, uptime),
+            "cpu_mem_used": [289000000000 + 13000000 * (k % 5) for k in range(g.n)],
             "ok_i": ok_i, "all_i": [a + b for a, b in zip(ok_i, bad_i)], "can_i": can_i, "rej_i": rej_i,
             "exec_i": [math.floor(x * 0.8) for x in ok_i], "req_us": us(req_us_f), "queue_us": us(queue_us_f),
             "in_us": us(in_us_f), "infer_us": us(infer_us_f), "out_us": us(out_us_f), "waiting": waiting,
@@ -2057,41 +2100,6 @@ class Builder:
             "steps_i": steps_i, "stamp": stamp})
         self.hist_sum_rates(g, (("output_tokens_per_second", "nv_llm_output_token_len"),
                                 ("prompt_tokens_per_second", "nv_llm_input_token_len")))
-
-        # Triton's own GPU and CPU gauges (DCGM embedded; the UUIDs match dcgm-exporter's)
-        total_b, plimit = 81559 * 1048576, 700.0
-        zs = [0, 1, -1, 2, -2, 1, -1, 0][:ngpu] if ngpu > 1 else [0]
-        zs = [z for z in zs] + [0] * (ngpu - len(zs))
-        zs[-1] -= sum(zs)
-        fams_g = [
-            self.fam("nv_gpu_utilization", "gauge", "GPU utilization rate [0.0 - 1.0)"),
-            self.fam("nv_gpu_memory_total_bytes", "gauge", "GPU total memory, in bytes"),
-            self.fam("nv_gpu_memory_used_bytes", "gauge", "GPU used memory, in bytes"),
-            self.fam("nv_gpu_power_usage", "gauge", "GPU power usage in watts"),
-            self.fam("nv_gpu_power_limit", "gauge", "GPU power management limit in watts"),
-            self.fam("nv_energy_consumption", "unknown", "GPU energy consumption in joules since the Triton Server started"),
-        ]
-        for i in range(ngpu):
-            gl = {"gpu_uuid": gpu_uuid(self.host, i), **inst}
-            low = 1.0 if i == 0 else 1.0 - 0.002 * (1 + i % 3)
-            util = self.gauge_values(g, "gpu_utilization_ratio", f"trgpu{i}", offset=zs[i] * 0.01 if ngpu > 1 else 0.0,
-                                     lo=0.0, hi=1.0, digits=2)
-            mem = self.gauge_values(g, "gpu_memory_used_ratio", f"trmem{i}", lo=0.0, hi=0.99,
-                                    fn=lambda t, low=low: v("gpu_memory_used_ratio", t) * low)
-            power = self.gauge_values(g, "gpu_power_ratio", f"trpow{i}", scale=plimit * (1.0 if i == 0 else 0.985),
-                                      lo=20.0, hi=plimit * 1.02, digits=3)
-            energy = [round(uptime * power[0], 3)]
-            for k in range(1, g.n):
-                energy.append(round(energy[-1] + (power[k - 1] + power[k]) / 2 * g.iv, 3))
-            for fam, vals in zip(fams_g, (util, [total_b] * g.n, [math.floor(x * total_b / 1048576 + 0.5) * 1048576 for x in mem],
-                                          power, [plimit] * g.n, energy)):
-                fam.add(fam.name, gl, g.times, vals)
-        self.gauge("nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]", inst, g.times,
-                   self.gauge_values(g, "host_cpu_utilization_ratio", "trcpu", lo=0.0, hi=1.0, digits=4))
-        self.gauge("nv_cpu_memory_total_bytes", "CPU total memory (RAM), in bytes", inst, g.times,
-                   [2163000000000] * g.n)
-        self.gauge("nv_cpu_memory_used_bytes", "CPU used memory (RAM), in bytes", inst, g.times,
-                   [289000000000 + 13000000 * (k % 5) for k in range(g.n)])
 
     # -- trtllm-serve (reference/engine-metrics.md §4.3, the trtllm_-prefixed names) -------------
     def build_trtllm(self):
