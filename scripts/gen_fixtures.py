@@ -1150,7 +1150,9 @@ class Family:
 #   "key"            a series the engine computed (vals["key"])
 #   Sig(signal, tag) the scenario signal as a noisy gauge (Builder.gauge_values, kw as there)
 #   a number         a constant series
-#   By(label, rows)  one series per label value: rows of (value or {labels}, source)
+#   By(label, rows)  one series per label value: rows of (value or {labels}, source); a row
+#                    whose source is None in vals is left out
+#                    (rows may also name a vals entry: a list of such rows, e.g. per GPU)
 #   Hist(...), Summ(...)  a histogram / summary: bucket bounds or quantiles, the counts series
 #                    and the signals its p50 / p99 / mean follow
 # `on` names the label set (the engine passes them by name); `when` names a flag in vals.
@@ -1331,6 +1333,125 @@ TRTLLM_FAMILIES = [  # trtllm-serve (reference/engine-metrics.md §4.3, the trtl
 ]
 
 
+def tgi_validation_mean(v, t):  # tokenization time grows with the prompt
+    return 0.0012 + 0.4e-6 * v("prompt_tokens_mean", t)
+
+
+def tgi_inference_mean(v, t):
+    return max(v("e2e_mean_seconds", t) - v("queue_time_mean_seconds", t) - tgi_validation_mean(v, t), 0.005)
+
+
+def tgi_duration(name, help_text, **kw):
+    """A TGI *_duration family: a histogram with TGI's buckets, or (tgi_summaries) a rolling
+    summary whose noise stream is named after the family. Two rows, one of them on."""
+    return (F("histogram", name, help_text, Hist(TGI_DURATION_BUCKETS, "ok_i", fmt=fmt_rust, **kw), when="hists"),
+            F("summary", name, help_text, Summ(TGI_SUMMARY_QUANTILES, fmt_rust, "ok_i", name, **kw),
+              when="summaries"))
+
+
+TGI_FAMILIES = [  # text-generation-router (reference/engine-metrics.md §3)
+    # counters have no _total in TGI's text: OpenMetrics needs them typed `unknown`
+    F("unknown", "tgi_request_count", "Total number of requests", "count"),
+    # the metrics crate creates a labelled counter on its first increment (rows left at 0 are None)
+    F("unknown", "tgi_request_failure", None, By("err", (("incomplete", "inc_i"), ("validation", "val_i"))),
+      when="has_fail"),
+    F("unknown", "tgi_request_success", "Number of successful requests", "ok_i"),
+    F("gauge", "tgi_batch_current_max_tokens", "Maximum tokens for the current batch", "kv_tokens"),
+    F("gauge", "tgi_batch_current_size", "Current batch size", RUNNING),
+    F("gauge", "tgi_batch_max_total_tokens", None, "mbt"),
+    F("gauge", "tgi_queue_size", "Current queue size", WAITING),
+    *tgi_duration("tgi_request_duration", "Request duration",
+                  p50="e2e_p50_seconds", p99="e2e_p99_seconds", mean="e2e_mean_seconds"),
+    F("histogram", "tgi_request_generated_tokens", "Generated tokens per request",
+      Hist("gen_b", "ok_i", mean="output_tokens_mean", fmt=fmt_rust)),
+    *tgi_duration("tgi_request_inference_duration", "Request inference duration", mean_fn=tgi_inference_mean),
+    F("histogram", "tgi_request_input_length", "Input token length per request",
+      Hist("in_b", "ok_i", None, "prompt_tokens_p99", "prompt_tokens_mean", fmt=fmt_rust, sigma=1.0)),
+    *tgi_duration("tgi_request_mean_time_per_token_duration", "Mean time per token per request",
+                  p50="itl_p50_seconds", p99="itl_p99_seconds", mean="itl_mean_seconds"),
+    *tgi_duration("tgi_request_queue_duration", "Request queue duration",
+                  p99="queue_time_p99_seconds", mean="queue_time_mean_seconds", sigma=1.0),
+    *tgi_duration("tgi_request_validation_duration", "Request validation duration",
+                  mean_fn=tgi_validation_mean, sigma=0.5),
+]
+
+
+def triton_infer_mean(v, t):  # compute_infer: the request minus its queueing, less a 3% overhead
+    return max(v("e2e_mean_seconds", t) - v("queue_time_mean_seconds", t), 0.001) * 0.97
+
+
+def triton_summary(name, help_text, counts, tag, **kw):
+    """--metrics-config summary_latencies=true: a µs summary, integer quantiles."""
+    return F("summary", name, help_text, Summ(TRITON_SUMMARY_QUANTILES, fmt_cpp, counts, tag, scale=1e6, digits=0, **kw),
+             when="summaries")
+
+
+TRITON_FAMILIES = [  # Triton core and the TensorRT-LLM backend (reference/engine-metrics.md §4.1-4.2)
+    # Triton core: counters without _total -> `unknown` in OpenMetrics
+    F("unknown", "nv_inference_request_success", "Number of successful inference requests, all batch sizes", "ok_i"),
+    F("unknown", "nv_inference_request_failure", "Number of failed inference requests, all batch sizes",
+      By("reason", (("BACKEND", 0), ("CANCELED", "can_i"), ("OTHER", 0), ("REJECTED", "rej_i")))),
+    F("unknown", "nv_inference_count", "Number of inferences performed (does not include cached requests)", "ok_i"),
+    F("unknown", "nv_inference_exec_count", "Number of model executions performed (does not include cached requests)",
+      "exec_i"),
+    F("unknown", "nv_inference_request_duration_us",
+      "Cumulative inference request duration in microseconds (includes cached requests)", "req_us"),
+    F("unknown", "nv_inference_queue_duration_us",
+      "Cumulative inference queuing duration in microseconds (includes cached requests)", "queue_us"),
+    F("unknown", "nv_inference_compute_input_duration_us",
+      "Cumulative compute input duration in microseconds (does not include cached requests)", "in_us"),
+    F("unknown", "nv_inference_compute_infer_duration_us",
+      "Cumulative compute inference duration in microseconds (does not include cached requests)", "infer_us"),
+    F("unknown", "nv_inference_compute_output_duration_us",
+      "Cumulative inference compute output duration in microseconds (does not include cached requests)", "out_us"),
+    F("gauge", "nv_inference_pending_request_count",
+      "Instantaneous number of pending requests awaiting execution per-model.", "waiting"),
+    # --metrics-config histogram_latencies=true
+    F("histogram", "nv_inference_first_response_histogram_ms", "Duration from request to first response in milliseconds",
+      Hist("fr_b", "ok_i", "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds", les="fr_les", sum_scale=1000.0),
+      when="histograms"),
+    triton_summary("nv_inference_request_summary_us",
+                   "Summary of inference request duration in microseconds (includes cached requests)",
+                   "all_i", "req_summary", p50="e2e_p50_seconds", p99="e2e_p99_seconds", mean="e2e_mean_seconds"),
+    triton_summary("nv_inference_queue_summary_us",
+                   "Summary of inference queuing duration in microseconds (includes cached requests)",
+                   "ok_i", "queue_summary", p99="queue_time_p99_seconds", mean="queue_time_mean_seconds", sigma=1.0),
+    triton_summary("nv_inference_compute_infer_summary_us",
+                   "Summary of compute inference duration in microseconds (does not include cached requests)",
+                   "ok_i", "infer_summary", mean_fn=triton_infer_mean),
+    # TensorRT-LLM backend custom metrics (gauges from the iteration-stats JSON)
+    F("gauge", "nv_trt_llm_request_metrics", "TRT LLM request metrics",
+      By("request_type", (("active", "active"), ("context", "ctx"), ("max", "mbs"), ("scheduled", "active"),
+                          ("waiting", "waiting")))),
+    F("gauge", "nv_trt_llm_kv_cache_block_metrics", "TRT LLM KV cache block metrics",
+      By("kv_cache_block_type", (("fraction", "blk_fraction"), ("free", "blk_free"), ("max", "blk_max"),
+                                 ("reused", "blk_reused"), ("tokens_per", "blk_tpb"), ("used", "blk_used")))),
+    F("gauge", "nv_trt_llm_inflight_batcher_metrics", "TRT LLM inflight_batcher-specific metrics",
+      By("inflight_batcher_specific_metric", (("generation_requests", "gen_reqs"), ("micro_batch_id", 0),
+                                              ("paused_requests", 0), ("total_context_tokens", "ctx_tokens")))),
+    F("gauge", "nv_trt_llm_general_metrics", "General TRT LLM metrics",
+      By("general_type", (("iteration_counter", "steps_i"), ("timestamp", "stamp")))),
+    F("histogram", "nv_llm_input_token_len", "TRT LLM response metrics",
+      Hist(TRITON_TOKEN_BUCKETS, "ok_i", mean="prompt_tokens_mean", sigma=1.0, fmt=fmt_cpp,
+           labels={"response_metric_type": "total_input_tokens"})),
+    F("histogram", "nv_llm_output_token_len", "TRT LLM response metrics",
+      Hist(TRITON_TOKEN_BUCKETS, "ok_i", mean="output_tokens_mean", fmt=fmt_cpp,
+           labels={"response_metric_type": "total_output_tokens"})),
+    # Triton's own GPU and CPU gauges (DCGM embedded; the UUIDs match dcgm-exporter's): per-GPU rows
+    F("gauge", "nv_gpu_utilization", "GPU utilization rate [0.0 - 1.0)", By("gpu_uuid", "gpu_util"), on="inst"),
+    F("gauge", "nv_gpu_memory_total_bytes", "GPU total memory, in bytes", By("gpu_uuid", "gpu_mem_total"), on="inst"),
+    F("gauge", "nv_gpu_memory_used_bytes", "GPU used memory, in bytes", By("gpu_uuid", "gpu_mem_used"), on="inst"),
+    F("gauge", "nv_gpu_power_usage", "GPU power usage in watts", By("gpu_uuid", "gpu_power"), on="inst"),
+    F("gauge", "nv_gpu_power_limit", "GPU power management limit in watts", By("gpu_uuid", "gpu_plimit"), on="inst"),
+    F("unknown", "nv_energy_consumption", "GPU energy consumption in joules since the Triton Server started",
+      By("gpu_uuid", "gpu_energy"), on="inst"),
+    F("gauge", "nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]",
+      Sig("host_cpu_utilization_ratio", "trcpu", lo=0.0, hi=1.0, digits=4), on="inst"),
+    F("gauge", "nv_cpu_memory_total_bytes", "CPU total memory (RAM), in bytes", 2163000000000, on="inst"),
+    F("gauge", "nv_cpu_memory_used_bytes", "CPU used memory (RAM), in bytes", "cpu_mem_used", on="inst"),
+]
+
+
 class Builder:
     """Builds all families of a scenario, plus the model's own window values for --verify."""
 
@@ -1394,9 +1515,13 @@ class Builder:
         sample = r.name + "_total" if r.kind == "counter" else r.name
         f = self.fam(r.name, r.kind, r.help)
         if isinstance(r.src, By):
-            for key, src in r.src.rows:
+            rows = vals[r.src.rows] if isinstance(r.src.rows, str) else r.src.rows
+            for key, src in rows:
+                values = self.values(g, src, vals)
+                if values is None:  # a row the exporter has not created (yet)
+                    continue
                 more = key if isinstance(key, dict) else {r.src.label: key}
-                f.add(sample, {**lab, **more}, g.times, self.values(g, src, vals))
+                f.add(sample, {**lab, **more}, g.times, values)
         else:
             f.add(sample, lab, g.times, self.values(g, r.src, vals))
 
@@ -1409,7 +1534,7 @@ class Builder:
     def emit_hist(self, g, r, lab, vals):
         h = r.src
         bounds = self.values(g, h.bounds, vals)  # a list, or the name of a scenario-sized one
-        les = h.les if h.les is not None else [h.fmt(b) for b in bounds]
+        les = self.values(g, h.les, vals) if h.les is not None else [h.fmt(b) for b in bounds]
         self.hist(r.name, r.help, {**lab, **h.labels}, g, bounds, les, self.values(g, h.counts, vals),
                   **self._kw(h.kw))
 
@@ -1811,6 +1936,14 @@ class Builder:
         d = den[-1] - den[-1 - w]
         return (num[-1] - num[-1 - w]) / d if d > 0 else float("nan")
 
+    def hist_sum_rates(self, g, pairs):
+        """model[sig] = the window rate of the emitted histogram family's _sum (for each (sig, name))."""
+        fams = {f.name: f for f in self.families}
+        for sig, name in pairs:
+            f = fams.get(name)
+            if f and f.hists:
+                self.model[sig] = self.window_rate(g, f.hists[0][5])
+
     # -- SGLang (--enable-metrics; reference/engine-metrics.md §2) -----------------------------
     def build_sglang(self):
         sc, cfg = self.sc, self.cfg
@@ -1864,71 +1997,55 @@ class Builder:
     def build_tgi(self):
         sc, cfg = self.sc, self.cfg
         g = Grid(sc, "tgi")
-        v = sc.val
         lab = {"job": "tgi", "instance": f"{self.host}:3000", **self.extra}
         max_total = int(cfg["max_model_len"])            # --max-total-tokens (model maximum by default)
         max_input = max_total - 1                          # --max-input-tokens
         mbt = int(cfg.get("max_batch_total_tokens") or int(cfg["num_gpu_blocks"]) * 16)
         ok_f, bad_f, ok_i, bad_i = self.requests_with_failures(g)
         val_i, inc_i, _ = self.split_counter(g, bad_i, bad_f, lambda t: 0.7)
-        # counters have no _total in TGI's text: OpenMetrics needs them typed `unknown`
-        f = self.fam("tgi_request_count", "unknown", "Total number of requests")
-        f.add("tgi_request_count", lab, g.times, [a + b for a, b in zip(ok_i, bad_i)])
-        if bad_i[-1] > 0:  # the metrics crate creates a labelled counter on its first increment
-            f = self.fam("tgi_request_failure", "unknown", None)
-            for err, vals in (("incomplete", inc_i), ("validation", val_i)):
-                if vals[-1] > 0:
-                    f.add("tgi_request_failure", {**lab, "err": err}, g.times, vals)
-        else:
+        if bad_i[-1] == 0:
             self.absent.add("error_ratio")
-        self.series("tgi_request_success", "unknown", "Number of successful requests",
-                    "tgi_request_success", lab, g.times, ok_i)
         kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
-        self.gauge("tgi_batch_current_max_tokens", "Maximum tokens for the current batch", lab,
-                   g.times, [math.floor(x * mbt + 0.5) for x in kv])
-        self.gauge("tgi_batch_current_size", "Current batch size", lab, g.times,
-                   self.gauge_values(g, "running_requests", "running", lo=0, integer=True))
-        self.gauge("tgi_batch_max_total_tokens", None, lab, g.times, [mbt] * g.n)
-        f = self.fam("tgi_queue_size", "gauge", "Current queue size")
-        f.add("tgi_queue_size", lab, g.times, self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True))
-
-        validation = lambda t: 0.0012 + 0.4e-6 * v("prompt_tokens_mean", t)  # tokenization
-        inference = lambda t: max(v("e2e_mean_seconds", t) - v("queue_time_mean_seconds", t) - validation(t), 0.005)
-        dl = [fmt_rust(b) for b in TGI_DURATION_BUCKETS]
-        durations = [
-            ("tgi_request_duration", "Request duration",
-             dict(p50="e2e_p50_seconds", p99="e2e_p99_seconds", mean="e2e_mean_seconds")),
-            ("tgi_request_inference_duration", "Request inference duration", dict(mean_fn=inference)),
-            ("tgi_request_mean_time_per_token_duration", "Mean time per token per request",
-             dict(p50="itl_p50_seconds", p99="itl_p99_seconds", mean="itl_mean_seconds")),
-            ("tgi_request_queue_duration", "Request queue duration",
-             dict(p99="queue_time_p99_seconds", mean="queue_time_mean_seconds", sigma=1.0)),
-            ("tgi_request_validation_duration", "Request validation duration", dict(mean_fn=validation, sigma=0.5)),
-        ]
-        for name, help_text, kw in durations:
-            if cfg.get("tgi_summaries"):
-                self.summary(name, help_text, lab, g, TGI_SUMMARY_QUANTILES, fmt_rust, ok_i, name, **kw)
-            else:
-                self.hist(name, help_text, lab, g, TGI_DURATION_BUCKETS, dl, ok_i, **kw)
-            if name == "tgi_request_duration":
-                in_b = [(max_input / 100.0) * (x + 1) for x in range(100)]
-                gen_b = [(max_total / 100.0) * (x + 1) for x in range(100)]
-                self.hist("tgi_request_generated_tokens", "Generated tokens per request", lab, g, gen_b,
-                          [fmt_rust(b) for b in gen_b], ok_i, mean="output_tokens_mean")
-            if name == "tgi_request_inference_duration":
-                self.hist("tgi_request_input_length", "Input token length per request", lab, g, in_b,
-                          [fmt_rust(b) for b in in_b], ok_i, p99="prompt_tokens_p99", mean="prompt_tokens_mean",
-                          sigma=1.0)
+        summaries = bool(cfg.get("tgi_summaries"))
+        self.emit(g, TGI_FAMILIES, {"lab": lab}, {
+            "count": [a + b for a, b in zip(ok_i, bad_i)], "ok_i": ok_i, "has_fail": bad_i[-1] > 0,
+            "inc_i": inc_i if inc_i[-1] > 0 else None, "val_i": val_i if val_i[-1] > 0 else None,
+            "kv_tokens": [math.floor(x * mbt + 0.5) for x in kv], "mbt": [mbt] * g.n,
+            "hists": not summaries, "summaries": summaries,
+            "in_b": [(max_input / 100.0) * (x + 1) for x in range(100)],
+            "gen_b": [(max_total / 100.0) * (x + 1) for x in range(100)]})
         # token rates are the histograms' _sum rates: requests x mean length
-        fams = {f.name: f for f in self.families}
-        for sig, name in (("output_tokens_per_second", "tgi_request_generated_tokens"),
-                          ("prompt_tokens_per_second", "tgi_request_input_length")):
-            f = fams.get(name)
-            if f and f.hists:
-                sums = f.hists[0][5]
-                self.model[sig] = self.window_rate(g, sums)
+        self.hist_sum_rates(g, (("output_tokens_per_second", "tgi_request_generated_tokens"),
+                                ("prompt_tokens_per_second", "tgi_request_input_length")))
 
     # -- Triton + TensorRT-LLM backend (reference/engine-metrics.md §4.1-4.2) --------------------
+    def triton_gpu_rows(self, g, ngpu, uptime):
+        """Per-GPU rows (uuid, values) of Triton's embedded nv_gpu_* gauges: utilisation spread
+        zero-sum over GPUs, GPU 0 the busiest; energy integrates the power."""
+        v = self.sc.val
+        total_b, plimit = 81559 * 1048576, 700.0
+        zs = [0, 1, -1, 2, -2, 1, -1, 0][:ngpu] if ngpu > 1 else [0]
+        zs = [z for z in zs] + [0] * (ngpu - len(zs))
+        zs[-1] -= sum(zs)
+        out = {k: [] for k in ("gpu_util", "gpu_mem_total", "gpu_mem_used", "gpu_power", "gpu_plimit", "gpu_energy")}
+        for i in range(ngpu):
+            uuid = gpu_uuid(self.host, i)
+            low = 1.0 if i == 0 else 1.0 - 0.002 * (1 + i % 3)
+            util = self.gauge_values(g, "gpu_utilization_ratio", f"trgpu{i}", offset=zs[i] * 0.01 if ngpu > 1 else 0.0,
+                                     lo=0.0, hi=1.0, digits=2)
+            mem = self.gauge_values(g, "gpu_memory_used_ratio", f"trmem{i}", lo=0.0, hi=0.99,
+                                    fn=lambda t, low=low: v("gpu_memory_used_ratio", t) * low)
+            power = self.gauge_values(g, "gpu_power_ratio", f"trpow{i}", scale=plimit * (1.0 if i == 0 else 0.985),
+                                      lo=20.0, hi=plimit * 1.02, digits=3)
+            energy = [round(uptime * power[0], 3)]
+            for k in range(1, g.n):
+                energy.append(round(energy[-1] + (power[k - 1] + power[k]) / 2 * g.iv, 3))
+            for key, vals in (("gpu_util", util), ("gpu_mem_total", [total_b] * g.n),
+                              ("gpu_mem_used", [math.floor(x * total_b / 1048576 + 0.5) * 1048576 for x in mem]),
+                              ("gpu_power", power), ("gpu_plimit", [plimit] * g.n), ("gpu_energy", energy)):
+                out[key].append((uuid, vals))
+        return out
+
     def build_triton(self):
         sc, cfg = self.sc, self.cfg
         g = Grid(sc, "triton")
@@ -1953,128 +2070,36 @@ class Builder:
         self.model["queue_time_mean_seconds"] = self.ratio_model(g, queue_us_f, ok_f) * 1e-6
         us = lambda xs: [math.floor(x + 0.5) for x in xs]
 
-        # Triton core: counters without _total -> `unknown` in OpenMetrics
-        self.series("nv_inference_request_success", "unknown",
-                    "Number of successful inference requests, all batch sizes",
-                    "nv_inference_request_success", m, g.times, ok_i)
-        f = self.fam("nv_inference_request_failure", "unknown", "Number of failed inference requests, all batch sizes")
-        for reason, vals in (("BACKEND", [0] * g.n), ("CANCELED", can_i), ("OTHER", [0] * g.n), ("REJECTED", rej_i)):
-            f.add("nv_inference_request_failure", {**m, "reason": reason}, g.times, vals)
-        self.series("nv_inference_count", "unknown",
-                    "Number of inferences performed (does not include cached requests)",
-                    "nv_inference_count", m, g.times, ok_i)
-        f = self.fam("nv_inference_exec_count", "unknown",
-                     "Number of model executions performed (does not include cached requests)")
-        f.add("nv_inference_exec_count", m, g.times, [math.floor(x * 0.8) for x in ok_i])
-        for name, help_text, vals in (
-            ("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds (includes cached requests)", req_us_f),
-            ("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds (includes cached requests)", queue_us_f),
-            ("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds (does not include cached requests)", in_us_f),
-            ("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds (does not include cached requests)", infer_us_f),
-            ("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds (does not include cached requests)", out_us_f),
-        ):
-            self.series(name, "unknown", help_text, name, m, g.times, us(vals))
         waiting = self.gauge_values(g, "queue_depth", "waiting", lo=0, integer=True)
-        self.gauge("nv_inference_pending_request_count",
-                   "Instantaneous number of pending requests awaiting execution per-model.",
-                   m, g.times, waiting)
-        if cfg.get("triton_histograms"):  # --metrics-config histogram_latencies=true
-            fr_ms = [float(x) for x in (cfg.get("triton_ttft_buckets_ms") or TRITON_FIRST_RESPONSE_MS)]
-            self.hist("nv_inference_first_response_histogram_ms", "Duration from request to first response in milliseconds",
-                      m, g, [b / 1000 for b in fr_ms], [fmt_cpp(b) for b in fr_ms],
-                      ok_i, "ttft_p50_seconds", "ttft_p99_seconds", "ttft_mean_seconds", sum_scale=1000.0)
-        if cfg.get("triton_summaries"):  # --metrics-config summary_latencies=true
-            self.summary("nv_inference_request_summary_us",
-                         "Summary of inference request duration in microseconds (includes cached requests)",
-                         m, g, TRITON_SUMMARY_QUANTILES, fmt_cpp, [a + b for a, b in zip(ok_i, bad_i)], "req_summary",
-                         p50="e2e_p50_seconds", p99="e2e_p99_seconds", mean="e2e_mean_seconds", scale=1e6, digits=0)
-            self.summary("nv_inference_queue_summary_us",
-                         "Summary of inference queuing duration in microseconds (includes cached requests)",
-                         m, g, TRITON_SUMMARY_QUANTILES, fmt_cpp, ok_i, "queue_summary",
-                         p99="queue_time_p99_seconds", mean="queue_time_mean_seconds", sigma=1.0, scale=1e6, digits=0)
-            self.summary("nv_inference_compute_infer_summary_us",
-                         "Summary of compute inference duration in microseconds (does not include cached requests)",
-                         m, g, TRITON_SUMMARY_QUANTILES, fmt_cpp, ok_i, "infer_summary",
-                         mean_fn=lambda t: max(e2e(t) - qmean(t), 0.001) * 0.97, scale=1e6, digits=0)
-
-        # TensorRT-LLM backend custom metrics (gauges from the iteration-stats JSON)
+        fr_ms = [float(x) for x in (cfg.get("triton_ttft_buckets_ms") or TRITON_FIRST_RESPONSE_MS)]
         active = self.gauge_values(g, "running_requests", "running", lo=0, integer=True)
         mbs = int(cfg.get("max_batch_size") or 256)
         active = [min(a, mbs) for a in active]
+        # the shared `triton` stream: context requests first, then the timestamps
         ctx = [min(a, math.floor(v("requests_per_second", t) * v("prefill_time_mean_seconds", t) * 2 * rng.random() + 0.5))
                for a, t in zip(active, g.tau)]
-        f = self.fam("nv_trt_llm_request_metrics", "gauge", "TRT LLM request metrics")
-        for rt, vals in (("active", active), ("context", ctx), ("max", [mbs] * g.n), ("scheduled", active),
-                         ("waiting", waiting)):
-            f.add("nv_trt_llm_request_metrics", {**m, "request_type": rt}, g.times, vals)
+        stamp = [t * 1000000 - 1000 - math.floor(rng.random() * 30000) for t in g.times]
         tpb = 64
         max_blocks = int(int(cfg["num_gpu_blocks"]) * 16 / tpb)
         kv = self.gauge_values(g, "kv_cache_usage_ratio", "kv", lo=0.0, hi=1.0)
         used = [math.floor(x * max_blocks + 0.5) for x in kv]
-        f = self.fam("nv_trt_llm_kv_cache_block_metrics", "gauge", "TRT LLM KV cache block metrics")
-        for bt, vals in (("fraction", [u / max_blocks for u in used]), ("free", [max_blocks - u for u in used]),
-                         ("max", [max_blocks] * g.n), ("reused", [math.floor(u * 0.12) for u in used]),
-                         ("tokens_per", [tpb] * g.n), ("used", used)):
-            f.add("nv_trt_llm_kv_cache_block_metrics", {**m, "kv_cache_block_type": bt}, g.times, vals)
-        f = self.fam("nv_trt_llm_inflight_batcher_metrics", "gauge", "TRT LLM inflight_batcher-specific metrics")
-        for key, vals in (("generation_requests", [a - c for a, c in zip(active, ctx)]),
-                          ("micro_batch_id", [0] * g.n), ("paused_requests", [0] * g.n),
-                          ("total_context_tokens", [math.floor(c * v("prompt_tokens_mean", t)) for c, t in zip(ctx, g.tau)])):
-            f.add("nv_trt_llm_inflight_batcher_metrics", {**m, "inflight_batcher_specific_metric": key}, g.times, vals)
         steps_i, _ = self.counter_series(g, lambda t: steps_per_second(v, t), None, "steps", integer=True)
-        f = self.fam("nv_trt_llm_general_metrics", "gauge", "General TRT LLM metrics")
-        f.add("nv_trt_llm_general_metrics", {**m, "general_type": "iteration_counter"}, g.times, steps_i)
-        f.add("nv_trt_llm_general_metrics", {**m, "general_type": "timestamp"}, g.times,
-              [t * 1000000 - 1000 - math.floor(rng.random() * 30000) for t in g.times])
-        for name, help_text, lo_b, mtype, kw in (
-            ("nv_llm_input_token_len", "TRT LLM response metrics", TRITON_TOKEN_BUCKETS, "total_input_tokens",
-             dict(mean="prompt_tokens_mean", sigma=1.0)),
-            ("nv_llm_output_token_len", "TRT LLM response metrics", TRITON_TOKEN_BUCKETS, "total_output_tokens",
-             dict(mean="output_tokens_mean")),
-        ):
-            self.hist(name, help_text, {**m, "response_metric_type": mtype}, g, lo_b, [fmt_cpp(b) for b in lo_b],
-                      ok_i, **kw)
-        fams = {f.name: f for f in self.families}
-        for sig, name in (("output_tokens_per_second", "nv_llm_output_token_len"),
-                          ("prompt_tokens_per_second", "nv_llm_input_token_len")):
-            f = fams.get(name)
-            if f and f.hists:
-                self.model[sig] = self.window_rate(g, f.hists[0][5])
-
-        # Triton's own GPU and CPU gauges (DCGM embedded; the UUIDs match dcgm-exporter's)
-        total_b, plimit = 81559 * 1048576, 700.0
-        zs = [0, 1, -1, 2, -2, 1, -1, 0][:ngpu] if ngpu > 1 else [0]
-        zs = [z for z in zs] + [0] * (ngpu - len(zs))
-        zs[-1] -= sum(zs)
-        fams_g = [
-            self.fam("nv_gpu_utilization", "gauge", "GPU utilization rate [0.0 - 1.0)"),
-            self.fam("nv_gpu_memory_total_bytes", "gauge", "GPU total memory, in bytes"),
-            self.fam("nv_gpu_memory_used_bytes", "gauge", "GPU used memory, in bytes"),
-            self.fam("nv_gpu_power_usage", "gauge", "GPU power usage in watts"),
-            self.fam("nv_gpu_power_limit", "gauge", "GPU power management limit in watts"),
-            self.fam("nv_energy_consumption", "unknown", "GPU energy consumption in joules since the Triton Server started"),
-        ]
-        for i in range(ngpu):
-            gl = {"gpu_uuid": gpu_uuid(self.host, i), **inst}
-            low = 1.0 if i == 0 else 1.0 - 0.002 * (1 + i % 3)
-            util = self.gauge_values(g, "gpu_utilization_ratio", f"trgpu{i}", offset=zs[i] * 0.01 if ngpu > 1 else 0.0,
-                                     lo=0.0, hi=1.0, digits=2)
-            mem = self.gauge_values(g, "gpu_memory_used_ratio", f"trmem{i}", lo=0.0, hi=0.99,
-                                    fn=lambda t, low=low: v("gpu_memory_used_ratio", t) * low)
-            power = self.gauge_values(g, "gpu_power_ratio", f"trpow{i}", scale=plimit * (1.0 if i == 0 else 0.985),
-                                      lo=20.0, hi=plimit * 1.02, digits=3)
-            energy = [round(uptime * power[0], 3)]
-            for k in range(1, g.n):
-                energy.append(round(energy[-1] + (power[k - 1] + power[k]) / 2 * g.iv, 3))
-            for fam, vals in zip(fams_g, (util, [total_b] * g.n, [math.floor(x * total_b / 1048576 + 0.5) * 1048576 for x in mem],
-                                          power, [plimit] * g.n, energy)):
-                fam.add(fam.name, gl, g.times, vals)
-        self.gauge("nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]", inst, g.times,
-                   self.gauge_values(g, "host_cpu_utilization_ratio", "trcpu", lo=0.0, hi=1.0, digits=4))
-        self.gauge("nv_cpu_memory_total_bytes", "CPU total memory (RAM), in bytes", inst, g.times,
-                   [2163000000000] * g.n)
-        self.gauge("nv_cpu_memory_used_bytes", "CPU used memory (RAM), in bytes", inst, g.times,
-                   [289000000000 + 13000000 * (k % 5) for k in range(g.n)])
+        self.emit(g, TRITON_FAMILIES, {"lab": m, "inst": inst}, {
+            **self.triton_gpu_rows(g, ngpu, uptime),
+            "cpu_mem_used": [289000000000 + 13000000 * (k % 5) for k in range(g.n)],
+            "ok_i": ok_i, "all_i": [a + b for a, b in zip(ok_i, bad_i)], "can_i": can_i, "rej_i": rej_i,
+            "exec_i": [math.floor(x * 0.8) for x in ok_i], "req_us": us(req_us_f), "queue_us": us(queue_us_f),
+            "in_us": us(in_us_f), "infer_us": us(infer_us_f), "out_us": us(out_us_f), "waiting": waiting,
+            "histograms": cfg.get("triton_histograms"), "fr_b": [b / 1000 for b in fr_ms],
+            "fr_les": [fmt_cpp(b) for b in fr_ms], "summaries": cfg.get("triton_summaries"),
+            "active": active, "ctx": ctx, "mbs": [mbs] * g.n,
+            "blk_fraction": [u / max_blocks for u in used], "blk_free": [max_blocks - u for u in used],
+            "blk_max": [max_blocks] * g.n, "blk_reused": [math.floor(u * 0.12) for u in used],
+            "blk_tpb": [tpb] * g.n, "blk_used": used, "gen_reqs": [a - c for a, c in zip(active, ctx)],
+            "ctx_tokens": [math.floor(c * v("prompt_tokens_mean", t)) for c, t in zip(ctx, g.tau)],
+            "steps_i": steps_i, "stamp": stamp})
+        self.hist_sum_rates(g, (("output_tokens_per_second", "nv_llm_output_token_len"),
+                                ("prompt_tokens_per_second", "nv_llm_input_token_len")))
 
     # -- trtllm-serve (reference/engine-metrics.md §4.3, the trtllm_-prefixed names) -------------
     def build_trtllm(self):
