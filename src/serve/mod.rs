@@ -159,7 +159,7 @@ pub fn run(config: &Path, rules_dir: Option<&Path>) -> Result<()> {
             .await
             .with_context(|| format!("cannot listen on {listen}"))?;
         eprintln!(
-            "listen={} prometheus={} sinks={}: llm-doctor serve is ready",
+            "listen={} prometheus={} sinks={}: llm-doctor serve is listening (ready once Prometheus answers: see /readyz)",
             listener.local_addr().map_or(listen, |a| a),
             app.settings.prometheus_url,
             app.settings.sinks.len()

@@ -591,6 +591,28 @@ fn gunzip(data: &[u8]) -> Result<Vec<u8>, String> {
 
 /// The first 200 bytes of a body on one line, for error messages.
 fn body_excerpt(body: &[u8]) -> String {
+    // An HTML error page says what it is in its title; its markup says nothing to a reader.
+    let head = String::from_utf8_lossy(&body[..body.len().min(4096)]);
+    let lower = head.to_ascii_lowercase();
+    if lower.trim_start().starts_with("<!doctype html") || lower.trim_start().starts_with("<html") {
+        let title = lower
+            .find("<title>")
+            .map(|i| i + "<title>".len())
+            .and_then(|start| {
+                let end = start + lower[start..].find("</title>")?;
+                Some(
+                    head[start..end]
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                )
+            })
+            .filter(|t| !t.is_empty());
+        return match title {
+            Some(t) => format!("an HTML page (\"{t}\"), not metrics"),
+            None => "an HTML page, not metrics".to_string(),
+        };
+    }
     let cut = &body[..body.len().min(200)];
     let text = String::from_utf8_lossy(cut);
     let one_line: String = text
@@ -779,6 +801,15 @@ mod tests {
     fn excerpts_and_durations() {
         assert_eq!(body_excerpt(b""), "(empty body)");
         assert_eq!(body_excerpt(b"oops\nline 2\n"), "oops line 2");
+        // HTML error pages are named by their title, not echoed.
+        assert_eq!(
+            body_excerpt(b"<!DOCTYPE HTML>\n<html><head><title>Error\n response</title></head><body>x</body></html>"),
+            "an HTML page (\"Error response\"), not metrics"
+        );
+        assert_eq!(
+            body_excerpt(b"<html><body>404</body></html>"),
+            "an HTML page, not metrics"
+        );
         let long = "é".repeat(150);
         let e = body_excerpt(long.as_bytes());
         assert!(e.ends_with('…') && e.chars().count() <= 102, "{e}");
