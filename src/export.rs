@@ -166,6 +166,7 @@ pub fn export_prometheus(
     engine: Option<&str>,
     window: &str,
     for_: &str,
+    runbook_url: &str,
 ) -> Result<String> {
     crate::time::parse_duration(window).map_err(anyhow::Error::msg)?;
     crate::time::parse_duration(for_).map_err(anyhow::Error::msg)?;
@@ -211,7 +212,15 @@ pub fn export_prometheus(
                             ("llm_doctor_adapter".to_string(), a.name.clone()),
                         ]),
                         annotations: BTreeMap::from([
-                            ("summary".to_string(), s.title.clone()),
+                            // The expression's value is its first signal's: shown, humanized.
+                            (
+                                "summary".to_string(),
+                                format!("{} ({{{{ $value | humanize }}}})", s.title),
+                            ),
+                            (
+                                "runbook_url".to_string(),
+                                runbook_url.replace("{id}", &s.id),
+                            ),
                             ("description".to_string(), s.why.clone()),
                             (
                                 "condition".to_string(),

@@ -88,6 +88,8 @@ fn every_accepted_window_gives_rules_promtool_accepts() {
             !rules.contains("0.9500000000000001"),
             "folding noise in {window}"
         );
+        assert!(rules.contains("summary: Time to first token is high ({{ $value | humanize }})"));
+        assert!(rules.contains("runbook_url: runbooks/high_ttft.md"));
         let path = dir.path().join("rules.yml");
         std::fs::write(&path, &rules).unwrap();
         let (ok, out) = tool("promtool", &["check", "rules", path.to_str().unwrap()]);

@@ -15,6 +15,15 @@ pub enum ExportFormat {
     Prometheus,
 }
 
+/// How `rules explain` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExplainFormat {
+    /// Plain text for the terminal.
+    Text,
+    /// Markdown, to publish as a runbook page.
+    Markdown,
+}
+
 /// Graph formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum GraphFormat {
@@ -45,6 +54,10 @@ pub enum RulesCommand {
     Explain {
         /// The id.
         id: String,
+        /// `text` for the terminal, `markdown` to publish as a runbook (`rules export`'s
+        /// `runbook_url` points at one page per symptom).
+        #[arg(long, value_enum, default_value_t = ExplainFormat::Text)]
+        format: ExplainFormat,
         /// Extra or overriding rules directory.
         #[arg(long)]
         rules: Option<PathBuf>,
@@ -64,6 +77,10 @@ pub enum RulesCommand {
         /// How long a condition must hold before the alert fires.
         #[arg(long = "for", default_value = "2m", value_parser = super::parse::duration_text)]
         for_: String,
+        /// The `runbook_url` annotation of each alert; `{id}` becomes the symptom's id. Publish
+        /// the pages with `llm-doctor rules explain ID --format markdown`.
+        #[arg(long, default_value = "runbooks/{id}.md")]
+        runbook_url: String,
         /// Extra or overriding rules directory.
         #[arg(long)]
         rules: Option<PathBuf>,
@@ -95,15 +112,20 @@ pub fn run(cmd: RulesCommand) -> Result<Outcome> {
             ))
         }
         RulesCommand::Test { dir, rules } => test(&dir, rules.as_deref()),
-        RulesCommand::Explain { id, rules } => {
+        RulesCommand::Explain { id, format, rules } => {
             let rules = load_rules(rules.as_deref())?;
-            ok(crate::report::explain::explain(&rules, &id)?)
+            let text = crate::report::explain::explain(&rules, &id)?;
+            ok(match format {
+                ExplainFormat::Text => text,
+                ExplainFormat::Markdown => crate::report::explain::markdown(&text),
+            })
         }
         RulesCommand::Export {
             format: ExportFormat::Prometheus,
             engine,
             window,
             for_,
+            runbook_url,
             rules,
         } => {
             let rules = load_rules(rules.as_deref())?;
@@ -112,6 +134,7 @@ pub fn run(cmd: RulesCommand) -> Result<Outcome> {
                 engine.as_deref(),
                 &window,
                 &for_,
+                &runbook_url,
             )?)
         }
         RulesCommand::Graph { format, rules } => {

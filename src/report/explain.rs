@@ -145,3 +145,18 @@ fn remediation(pb: &Playbook, i: usize) -> String {
     }
     out
 }
+
+/// `explain`'s text as a Markdown page: its first line the heading, its first paragraph the
+/// why, the conditions and references kept as written in a text block.
+pub fn markdown(text: &str) -> String {
+    let mut parts = text.trim_end().splitn(3, "\n\n");
+    let heading = parts.next().unwrap_or_default();
+    let mut out = format!("# {heading}\n");
+    if let Some(why) = parts.next() {
+        out.push_str(&format!("\n{why}\n"));
+    }
+    if let Some(rest) = parts.next() {
+        out.push_str(&format!("\n```text\n{rest}\n```\n"));
+    }
+    out
+}

@@ -100,6 +100,38 @@ fn signals_lists_the_catalog() {
     assert!(help.contains("table, json or markdown"), "{help}");
 }
 
+/// `rules explain --format markdown` writes the page an alert's runbook_url points at.
+#[test]
+fn explain_publishes_a_runbook_page() {
+    let (code, md, err) = outcome(&run(&[
+        "rules",
+        "explain",
+        "high_ttft",
+        "--format",
+        "markdown",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        md.starts_with("# symptom high_ttft: Time to first token is high\n\n"),
+        "{md}"
+    );
+    assert!(md.contains("```text\nfires when: ttft_p99_seconds"), "{md}");
+    assert!(md.trim_end().ends_with("```"), "{md}");
+    let (_, rules, _) = outcome(&run(&[
+        "rules",
+        "export",
+        "prometheus",
+        "--engine",
+        "vllm",
+        "--runbook-url",
+        "https://runbooks.example/{id}",
+    ]));
+    assert!(
+        rules.contains("runbook_url: https://runbooks.example/high_ttft"),
+        "{rules}"
+    );
+}
+
 /// Help says what each command does and only what it accepts.
 #[test]
 fn help_matches_the_commands() {
