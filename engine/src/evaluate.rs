@@ -32,8 +32,8 @@ use crate::condition::{Condition, Env, Input, Slot, Value, WindowStats};
 use crate::playbook::spec::CauseSeverity;
 use crate::playbook::{Cause, Playbook};
 use crate::report::{
-    CauseFinding, Diagnosis, EvidenceItem, RemediationFinding, Severity, ShownValue, Status,
-    SymptomFinding, Unchecked,
+    CauseFinding, Coverage, Diagnosis, EvidenceItem, RemediationFinding, Severity, ShownValue,
+    Status, SymptomFinding, Unchecked,
 };
 use crate::snapshot::{FactValue, Snapshot};
 
@@ -100,6 +100,17 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
         .filter_map(|(i, name)| snapshot.fact_at(i).map(|f| (name.clone(), f.value.clone())))
         .collect();
 
+    let not_checked: Vec<String> = playbook
+        .symptoms
+        .iter()
+        .filter(|s| !found.healthy.contains(&s.id) && !symptoms.iter().any(|f| f.id == s.id))
+        .map(|s| s.id.clone())
+        .collect();
+    let coverage = Coverage {
+        checked: playbook.symptoms.len() - not_checked.len(),
+        total: playbook.symptoms.len(),
+        not_checked,
+    };
     Diagnosis {
         target: snapshot.target.clone(),
         window: snapshot.window.clone(),
@@ -109,6 +120,7 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
         healthy: found.healthy,
         unchecked,
         facts,
+        coverage,
     }
 }
 

@@ -196,4 +196,31 @@ pub struct Diagnosis {
     pub unchecked: Vec<Unchecked>,
     /// Facts known about the deployment.
     pub facts: BTreeMap<String, FactValue>,
+    /// How many symptom checks ran, so a healthy verdict says what it rests on.
+    pub coverage: Coverage,
+}
+
+/// Which symptom checks ran.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Coverage {
+    /// Symptoms whose condition could be evaluated (fired or clear).
+    pub checked: usize,
+    /// Symptoms in the playbooks.
+    pub total: usize,
+    /// Symptoms that could not be checked, in playbook order.
+    pub not_checked: Vec<String>,
+}
+
+impl Coverage {
+    /// "5 of 7 checks ran; not checked: a, b", or None when every check ran.
+    pub fn summary(&self) -> Option<String> {
+        (self.checked < self.total).then(|| {
+            format!(
+                "{} of {} checks ran; not checked: {}",
+                self.checked,
+                self.total,
+                self.not_checked.join(", ")
+            )
+        })
+    }
 }

@@ -9,8 +9,13 @@ pub fn render(report: &Report) -> String {
     let mut out = String::new();
     for r in &report.targets {
         let d: &Diagnosis = &r.diagnosis;
+        let coverage = d
+            .coverage
+            .summary()
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default();
         out.push_str(&format!(
-            "## {}\n\n**Status: {}**\n\n",
+            "## {}\n\n**Status: {}**{coverage}\n\n",
             heading(d),
             d.status.as_str()
         ));

@@ -87,7 +87,12 @@ fn new_table() -> Table {
 fn target(out: &mut String, r: &TargetReport, style: Style) {
     let d: &Diagnosis = &r.diagnosis;
     out.push_str(&format!("{}\n", style.bold(&heading(d))));
-    out.push_str(&format!("status: {}\n\n", style.status(d.status)));
+    let coverage = d
+        .coverage
+        .summary()
+        .map(|c| format!(" ({c})"))
+        .unwrap_or_default();
+    out.push_str(&format!("status: {}{coverage}\n\n", style.status(d.status)));
 
     for s in &d.symptoms {
         let ev = s.evidence.first().map(evidence_line).unwrap_or_default();

@@ -254,3 +254,29 @@ fn bad_input_gets_a_clear_error_and_exit_2() {
     let err = err.replace(dir.path().to_str().unwrap(), "DIR");
     golden("diagnose_parse_error.txt", &err);
 }
+
+/// A healthy verdict says what it rests on: a vLLM-only recording (no GPU exporter, no error
+/// counter) cannot check oom or high_error_rate, and the status line and the JSON say so.
+#[test]
+fn healthy_says_which_checks_ran() {
+    let file = "corpus/vidur/vidur-llama3-8b-a100-healthy-conv.om.gz";
+    let (code, table, err) = outcome(&run(&[
+        "diagnose", file, "--window", "12m", "--format", "table",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        table.contains("status: HEALTHY (5 of 7 checks ran; not checked: oom, high_error_rate)"),
+        "{table}"
+    );
+    let (_, json, _) = outcome(&run(&[
+        "diagnose", file, "--window", "12m", "--format", "json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let c = &v["targets"][0]["coverage"];
+    assert_eq!(c["checked"], 5, "{c}");
+    assert_eq!(c["total"], 7, "{c}");
+    assert_eq!(
+        c["not_checked"],
+        serde_json::json!(["oom", "high_error_rate"])
+    );
+}
