@@ -103,8 +103,9 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
     let not_checked: Vec<String> = playbook
         .symptoms
         .iter()
-        .filter(|s| !found.healthy.contains(&s.id) && !symptoms.iter().any(|f| f.id == s.id))
-        .map(|s| s.id.clone())
+        .zip(&found.fired)
+        .filter(|(s, &fired)| !fired && !found.healthy.contains(&s.id))
+        .map(|(s, _)| s.id.clone())
         .collect();
     let coverage = Coverage {
         checked: playbook.symptoms.len() - not_checked.len(),
