@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real servers the integration tests start (tests/prom/mod.rs): Debian's
 # `prometheus` package (prometheus, promtool), `victoria-metrics` and `prometheus-alertmanager`
-# (prometheus-alertmanager, amtool). Idempotent: installs only
+# (prometheus-alertmanager, amtool), and `chromium` (the postmortem HTML report is rendered in it
+# headless). Idempotent: installs only
 # what is missing, and runs `apt-get update` only then. Needs root and the Debian package
 # registry; see shared/reference/real-servers.md for the facts behind each step.
 set -euo pipefail
@@ -13,10 +14,11 @@ declare -A package_of=(
   [victoria-metrics]=victoria-metrics
   [prometheus-alertmanager]=prometheus-alertmanager
   [amtool]=prometheus-alertmanager
+  [chromium]=chromium
 )
 
 missing=()
-for bin in prometheus promtool victoria-metrics prometheus-alertmanager amtool; do
+for bin in prometheus promtool victoria-metrics prometheus-alertmanager amtool chromium; do
   if command -v "$bin" >/dev/null 2>&1; then
     echo "install-test-servers: $bin already installed ($(command -v "$bin"))"
   else
@@ -47,7 +49,7 @@ echo "install-test-servers: installing ${missing[*]}"
 apt-get update -qq
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 
-for bin in prometheus promtool victoria-metrics; do
+for bin in prometheus promtool victoria-metrics chromium; do
   command -v "$bin" >/dev/null 2>&1 || { echo "install-test-servers: $bin still missing" >&2; exit 1; }
 done
 echo "install-test-servers: installed: $(dpkg-query -W -f '${Package} ${Version}  ' "${missing[@]}")"

@@ -116,12 +116,70 @@ fn frame_of(set: &SeriesSet, opts: &Options) -> Result<Frame> {
 
 /// Builds one snapshot per target found in `set`.
 pub fn prepare(set: &SeriesSet, rules: &Rules, opts: &Options) -> Result<Vec<Prepared>> {
-    let command_line = parse_engine_args(opts, rules)?;
-    let adapters = match &opts.engine {
-        Some(e) => restrict_to_engine(&rules.adapters, e)?,
-        None => rules.adapters.clone(),
-    };
-    let mut targets = crate::target::split(set, &adapters);
+    let split = Split::new(set, rules, opts)?;
+    let frame = frame_of(set, opts)?;
+    (0..split.len())
+        .map(|i| split.prepare_at(i, frame))
+        .collect()
+}
+
+/// The targets of a series set, found once, so that each can be prepared over any window: a
+/// postmortem prepares them at every step of a range.
+pub struct Split<'a> {
+    inputs: Vec<TargetInput<'a>>,
+    command_line: Option<engine_args::CommandLineFacts>,
+    rules: &'a Rules,
+    opts: &'a Options,
+}
+
+impl<'a> Split<'a> {
+    /// Splits `set` into targets (engine, GPU and host series joined), keeping those the
+    /// selector matches.
+    pub fn new(set: &'a SeriesSet, rules: &'a Rules, opts: &'a Options) -> Result<Split<'a>> {
+        let command_line = parse_engine_args(opts, rules)?;
+        let adapters = match &opts.engine {
+            Some(e) => restrict_to_engine(&rules.adapters, e)?,
+            None => rules.adapters.clone(),
+        };
+        let inputs = split_targets(set, rules, opts, &adapters)?;
+        Ok(Split {
+            inputs,
+            command_line,
+            rules,
+            opts,
+        })
+    }
+
+    /// How many targets.
+    pub fn len(&self) -> usize {
+        self.inputs.len()
+    }
+
+    /// Whether there are none (never, after [`Split::new`] succeeded).
+    pub fn is_empty(&self) -> bool {
+        self.inputs.is_empty()
+    }
+
+    /// Target `i` prepared over `frame`.
+    pub fn prepare_at(&self, i: usize, frame: Frame) -> Result<Prepared> {
+        prepare_target(
+            &self.inputs[i],
+            frame,
+            self.command_line.as_ref(),
+            self.rules,
+            self.opts,
+        )
+    }
+}
+
+/// The targets of `set`, or an error that says why there are none.
+fn split_targets<'a>(
+    set: &'a SeriesSet,
+    rules: &Rules,
+    opts: &Options,
+    adapters: &crate::signal::adapter::Adapters,
+) -> Result<Vec<TargetInput<'a>>> {
+    let mut targets = crate::target::split(set, adapters);
     if targets.is_empty() {
         let prefixes: Vec<String> = rules
             .adapters
@@ -167,20 +225,7 @@ pub fn prepare(set: &SeriesSet, rules: &Rules, opts: &Options) -> Result<Vec<Pre
             bail!("--selector matches none of the {before} targets in the input");
         }
     }
-
-    let frame = frame_of(set, opts)?;
-
-    let mut out = Vec::new();
-    for input in targets {
-        out.push(prepare_target(
-            &input,
-            frame,
-            command_line.as_ref(),
-            rules,
-            opts,
-        )?);
-    }
-    Ok(out)
+    Ok(targets)
 }
 
 fn prepare_target(

@@ -12,6 +12,7 @@ mod eval;
 mod format;
 mod outcome;
 mod parse;
+mod postmortem;
 mod record;
 mod rules;
 mod serve;
@@ -25,6 +26,7 @@ pub use diagnose::DiagnoseArgs;
 pub use eval::EvalArgs;
 pub use format::Format;
 pub use outcome::Outcome;
+pub use postmortem::{DiffArgs, PostmortemArgs, RangeInputArgs, ReportFormat};
 pub use record::RecordArgs;
 pub use rules::{ExportFormat, GraphFormat, RulesCommand};
 pub use serve::ServeArgs;
@@ -54,6 +56,11 @@ pub enum Command {
     Record(RecordArgs),
     /// Receive Alertmanager webhooks, diagnose each firing alert and hand it on with its diagnosis.
     Serve(ServeArgs),
+    /// Walk an incident through time: episodes, what moved first, the causes that held, and a
+    /// report (text, Markdown, HTML with charts, JSON), from recordings or Prometheus history.
+    Postmortem(PostmortemArgs),
+    /// What changed: a good window against a bad one, signals ranked by how far they moved.
+    Diff(DiffArgs),
     /// Score the diagnosis on a corpus of labelled runs (see corpus/README.md).
     Eval(EvalArgs),
     /// List the canonical signals and facts.
@@ -73,5 +80,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         Command::Serve(args) => serve::run(args),
         Command::Signals { format } => signals::run(format),
         Command::Eval(args) => eval::run(args),
+        Command::Postmortem(args) => postmortem::run(args),
+        Command::Diff(args) => postmortem::run_diff(args),
     }
 }

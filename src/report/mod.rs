@@ -7,6 +7,7 @@ pub mod explain;
 pub mod graph;
 pub mod json;
 pub mod markdown;
+pub mod postmortem;
 pub mod table;
 
 use llm_doctor_engine::report::{Diagnosis, EvidenceItem};

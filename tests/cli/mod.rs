@@ -3,4 +3,5 @@
 mod diagnose;
 mod eval;
 mod inputs;
+mod postmortem;
 mod rules;

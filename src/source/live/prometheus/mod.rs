@@ -56,5 +56,5 @@ mod triage;
 
 pub use assemble::LiveResult;
 pub use http::{LiveOptions, PromAuth, DEFAULT_CONCURRENCY};
-pub use record::record_from_prometheus;
+pub use record::{range_from_prometheus, record_from_prometheus, RangeSet};
 pub use triage::prepare_from_prometheus;

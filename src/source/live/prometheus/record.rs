@@ -1,5 +1,7 @@
 //! `record --prometheus`: the raw series a later `diagnose FILE.om` needs, as range queries.
 
+use std::time::Duration;
+
 use anyhow::{bail, Context, Result};
 
 use super::assemble::first_line;
@@ -10,11 +12,23 @@ use crate::signal::promql::{escape, regex_quote};
 use crate::source::live::scrape::error_chain;
 use crate::target::{self};
 
+/// The raw series of a range, as [`range_from_prometheus`] read them, with how long its
+/// queries took.
+pub struct RangeSet {
+    /// Every series of the present adapters (those the selector keeps, with their GPUs and
+    /// hosts).
+    pub set: crate::signal::series::SeriesSet,
+    /// Server warnings, partial answers.
+    pub notes: Vec<String>,
+    /// Range queries sent.
+    pub queries: usize,
+    /// The slowest of them.
+    pub slowest_query: Duration,
+}
+
 /// Records the raw series a later `diagnose FILE.om` needs, from Prometheus, between `from_ms`
-/// and `to_ms` at `step_ms`: one range query per adapter (its metric-name prefixes), the
-/// selector applied to replicas as `diagnose --prometheus` applies it, and each replica's joined
-/// GPU and host series kept with it. Returns OpenMetrics text (timestamps in seconds, `# EOF`)
-/// and notes (server warnings, partial answers).
+/// and `to_ms` at `step_ms`: see [`range_from_prometheus`]. Returns OpenMetrics text
+/// (timestamps in seconds, `# EOF`) and notes (server warnings, partial answers).
 pub fn record_from_prometheus(
     rules: &Rules,
     live: &LiveOptions,
@@ -23,6 +37,22 @@ pub fn record_from_prometheus(
     to_ms: i64,
     step_ms: i64,
 ) -> Result<(String, Vec<String>)> {
+    let got = range_from_prometheus(rules, live, selector, from_ms, to_ms, step_ms)?;
+    Ok((crate::source::file::openmetrics::write(&got.set), got.notes))
+}
+
+/// The raw series of every adapter between `from_ms` and `to_ms` at `step_ms`: one range
+/// query per adapter (its metric-name prefixes), all in flight at once, the selector applied to
+/// replicas as `diagnose --prometheus` applies it, and each replica's joined GPU and host
+/// series kept with it.
+pub fn range_from_prometheus(
+    rules: &Rules,
+    live: &LiveOptions,
+    selector: Option<&crate::signal::selector::Selector>,
+    from_ms: i64,
+    to_ms: i64,
+    step_ms: i64,
+) -> Result<RangeSet> {
     if to_ms <= from_ms {
         bail!("--to must be after --from");
     }
@@ -34,11 +64,14 @@ pub fn record_from_prometheus(
         bail!("{points} points per series: Prometheus answers at most 11,000; raise --step or shorten the range");
     }
     let range = RangeQueries::new(live, from_ms, to_ms, step_ms)?;
+    let promqls: Vec<String> = rules.adapters.list.iter().map(adapter_selector).collect();
+    let answers = range.query_all(&promqls);
+    let queries = answers.len();
+    let slowest_query = answers.iter().map(|(_, d)| *d).max().unwrap_or_default();
     let mut set: Option<crate::signal::series::SeriesSet> = None;
     let mut notes = Vec::new();
-    for a in &rules.adapters.list {
-        let promql = adapter_selector(a);
-        let text = range.query(&promql)?;
+    for (a, (answer, _)) in rules.adapters.list.iter().zip(answers) {
+        let text = answer?;
         // An empty answer just means this engine or exporter is not there.
         if text.contains("\"result\":[]") {
             continue;
@@ -77,7 +110,12 @@ pub fn record_from_prometheus(
         set.series
             .retain(|s| keep.contains(&(s.name.clone(), s.labels.to_string())));
     }
-    Ok((crate::source::file::openmetrics::write(&set), notes))
+    Ok(RangeSet {
+        set,
+        notes,
+        queries,
+        slowest_query,
+    })
 }
 
 /// Every series adapter `a` reads: its metric-name prefixes and the metrics it reads beyond
@@ -98,7 +136,7 @@ fn adapter_selector(a: &AdapterSpec) -> String {
     format!("{{__name__=~\"{}\"}}", escape(&names.join("|")))
 }
 
-/// Range queries over one time range, sent one at a time on a current-thread runtime.
+/// Range queries over one time range, sent together on a current-thread runtime.
 struct RangeQueries<'a> {
     live: &'a LiveOptions,
     endpoint: reqwest::Url,
@@ -133,8 +171,9 @@ impl<'a> RangeQueries<'a> {
         })
     }
 
-    /// The answer's text; errors when the server cannot be reached or does not answer 2xx.
-    fn query(&self, promql: &str) -> Result<String> {
+    /// Every query's answer text (an error when the server cannot be reached or does not
+    /// answer 2xx) and how long it took, in the order given; all in flight at once.
+    fn query_all(&self, promqls: &[String]) -> Vec<(Result<String>, Duration)> {
         let live = self.live;
         let seconds = |ms: i64| format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
         let (start, end) = (seconds(self.from_ms), seconds(self.to_ms));
@@ -142,35 +181,77 @@ impl<'a> RangeQueries<'a> {
             format!("{}ms", self.step_ms),
             format!("{}ms", live.timeout.as_millis()),
         );
-        let request = form_post(
-            &self.client,
-            &self.endpoint,
-            &self.headers,
-            &live.auth,
-            &[
-                ("query", promql),
-                ("start", &start),
-                ("end", &end),
-                ("step", &step),
-                ("timeout", &timeout),
-            ],
-        )
-        .timeout(live.timeout);
-        let answer = self.runtime.block_on(async {
-            let response = request.send().await?;
-            let status = response.status();
-            Ok::<_, reqwest::Error>((status, response.bytes().await?))
+        let requests: Vec<_> = promqls
+            .iter()
+            .map(|promql| {
+                form_post(
+                    &self.client,
+                    &self.endpoint,
+                    &self.headers,
+                    &live.auth,
+                    &[
+                        ("query", promql.as_str()),
+                        ("start", &start),
+                        ("end", &end),
+                        ("step", &step),
+                        ("timeout", &timeout),
+                    ],
+                )
+                .timeout(live.timeout)
+            })
+            .collect();
+        let timed = self.runtime.block_on(async {
+            let mut set = tokio::task::JoinSet::new();
+            for (i, request) in requests.into_iter().enumerate() {
+                set.spawn(async move {
+                    let started = std::time::Instant::now();
+                    let answer = async {
+                        let response = request.send().await?;
+                        let status = response.status();
+                        Ok::<_, reqwest::Error>((status, response.bytes().await?))
+                    }
+                    .await;
+                    (i, answer, started.elapsed())
+                });
+            }
+            let mut out: Vec<Option<_>> = (0..promqls.len()).map(|_| None).collect();
+            while let Some(done) = set.join_next().await {
+                if let Ok((i, answer, took)) = done {
+                    out[i] = Some((answer, took));
+                }
+            }
+            out
         });
-        let (status, bytes) =
-            answer.map_err(|e| anyhow::anyhow!("{}: {}", live.url, error_chain(&e)))?;
-        let text = String::from_utf8_lossy(&bytes).into_owned();
-        if !status.is_success() {
-            bail!(
-                "{} answered HTTP {status} for {promql}: {}",
-                live.url,
-                first_line(&text)
-            );
-        }
-        Ok(text)
+        timed
+            .into_iter()
+            .enumerate()
+            .map(|(i, done)| {
+                let Some((answer, took)) = done else {
+                    return (
+                        Err(anyhow::anyhow!(
+                            "{}: the query for {} was lost",
+                            live.url,
+                            promqls[i]
+                        )),
+                        Duration::ZERO,
+                    );
+                };
+                let result = answer
+                    .map_err(|e| anyhow::anyhow!("{}: {}", live.url, error_chain(&e)))
+                    .and_then(|(status, bytes)| {
+                        let text = String::from_utf8_lossy(&bytes).into_owned();
+                        if !status.is_success() {
+                            bail!(
+                                "{} answered HTTP {status} for {}: {}",
+                                live.url,
+                                promqls[i],
+                                first_line(&text)
+                            );
+                        }
+                        Ok(text)
+                    });
+                (result, took)
+            })
+            .collect()
     }
 }

@@ -1,0 +1,402 @@
+//! `postmortem`: slide the diagnosis across a range of a recording or of Prometheus history and
+//! report the incidents: what broke first, and why. `diff`: a good window against a bad one.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use super::outcome::Outcome;
+use super::parse;
+use super::sources::PrometheusArgs;
+use crate::pipeline::Options;
+use crate::postmortem::{self, Range};
+use crate::report::postmortem as render;
+use crate::rules::{load_rules, Rules};
+use crate::signal::selector::Selector;
+use crate::signal::series::SeriesSet;
+use crate::source::file::read_text;
+
+/// Report formats of `postmortem`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    /// Text for the terminal.
+    Table,
+    /// Markdown; with `--output`, charts are written beside it as SVG files.
+    Markdown,
+    /// One self-contained HTML page with SVG charts.
+    Html,
+    /// JSON: episodes, incidents, onsets and the fleet view.
+    Json,
+}
+
+/// What `postmortem` and `diff` share: where the metrics come from and how they are judged.
+#[derive(Debug, clap::Args)]
+pub struct RangeInputArgs {
+    /// Recorded metrics (Prometheus text or OpenMetrics, plain or gzip, or Prometheus API JSON).
+    #[arg(required_unless_present = "prometheus")]
+    pub files: Vec<PathBuf>,
+    /// Query a Prometheus-compatible API instead of files (with --from and --to).
+    #[command(flatten)]
+    pub prom: PrometheusArgs,
+    /// Per-request timeout for --prometheus.
+    #[arg(long, default_value = "60s", value_parser = parse::positive_duration)]
+    pub timeout: Duration,
+    /// The serve command line, or `@FILE` to read it.
+    #[arg(long)]
+    pub engine_args: Option<String>,
+    /// A fact about the deployment, `key=value`. Repeatable.
+    #[arg(long = "fact", value_name = "KEY=VALUE", value_parser = parse::key_value)]
+    pub facts: Vec<(String, String)>,
+    /// Override an SLO, `name=value` (e.g. ttft_p99_seconds=2). Repeatable.
+    #[arg(long = "slo", value_name = "NAME=VALUE", value_parser = parse::key_number)]
+    pub slos: Vec<(String, f64)>,
+    /// Window each instant is judged over, a Prometheus duration (default 5m, as `diagnose`).
+    #[arg(long, default_value = "5m", value_parser = parse::positive_duration)]
+    pub window: Duration,
+    /// A directory of playbooks (and `signals/` adapters) that add to or override the shipped ones.
+    #[arg(long)]
+    pub rules: Option<PathBuf>,
+    /// Only targets whose labels match these PromQL matchers.
+    #[arg(long, value_parser = Selector::parse)]
+    pub selector: Option<Selector>,
+    /// Read the metrics as this engine's (vllm, sglang, tgi, trtllm, llamacpp).
+    #[arg(long)]
+    pub engine: Option<String>,
+}
+
+/// Arguments of `postmortem`.
+#[derive(Debug, clap::Args)]
+pub struct PostmortemArgs {
+    /// Inputs and judgement.
+    #[command(flatten)]
+    pub input: RangeInputArgs,
+    /// Start of the range: RFC 3339 or Unix seconds (default: the recording's start).
+    #[arg(long, value_parser = parse::time)]
+    pub from: Option<i64>,
+    /// End of the range (default: the recording's end).
+    #[arg(long, value_parser = parse::time)]
+    pub to: Option<i64>,
+    /// Distance between judged instants (default: the recording's scrape interval; 15s with
+    /// --prometheus).
+    #[arg(long, value_parser = parse::positive_duration)]
+    pub step: Option<Duration>,
+    /// Report format (default: table on a terminal, JSON otherwise).
+    #[arg(long, value_enum)]
+    pub format: Option<ReportFormat>,
+    /// Write the report to this file instead of stdout (Markdown charts go to FILE's
+    /// `<stem>-charts/` folder).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// Runs `postmortem`: exit code 0 when no target had an incident in the range.
+pub fn run(args: PostmortemArgs) -> Result<Outcome> {
+    let rules = load_rules(args.input.rules.as_deref())?;
+    let slos = slo_values(&rules, &args.input.slos)?;
+    let window_ms = args.input.window.as_millis() as i64;
+    let (set, notes) = match &args.input.prom.prometheus {
+        Some(url) => {
+            if !args.input.files.is_empty() {
+                bail!("--prometheus cannot be combined with files");
+            }
+            let (Some(from), Some(to)) = (args.from, args.to) else {
+                bail!("postmortem --prometheus needs --from and --to");
+            };
+            let step = args.step.map_or(15_000, |s| s.as_millis() as i64);
+            let live = args.input.prom.live_options(url, args.input.timeout, &[])?;
+            let started = std::time::Instant::now();
+            // The window before the first instant is read too, so the first verdict has a
+            // whole window behind it.
+            let got = crate::source::live::prometheus::range_from_prometheus(
+                &rules,
+                &live,
+                args.input.selector.as_ref(),
+                from - window_ms,
+                to,
+                step,
+            )
+            .with_context(|| format!("querying Prometheus at {url}"))?;
+            if !args.quiet {
+                eprintln!(
+                    "queried {url}: {} range queries in {} ms (slowest {} ms)",
+                    got.queries,
+                    started.elapsed().as_millis(),
+                    got.slowest_query.as_millis()
+                );
+            }
+            (got.set, got.notes)
+        }
+        None => read_files(&args.input.files)?,
+    };
+    let range = range_of(&set, args.from, args.to, args.step, window_ms)?;
+    let options = options(&args.input)?;
+    let progress = Progress::new(args.quiet, &set, &rules, &options, &range);
+    let mut pm = postmortem::analyse(&set, &rules, &options, &slos, range, &|| progress.tick())?;
+    progress.finish();
+    pm.notes.extend(notes);
+
+    let code = u8::from(pm.targets.iter().any(|t| !t.incidents.is_empty()));
+    let stdout_terminal = std::io::stdout().is_terminal();
+    let format = args
+        .format
+        .unwrap_or(if args.output.is_none() && stdout_terminal {
+            ReportFormat::Table
+        } else if args
+            .output
+            .as_deref()
+            .and_then(Path::extension)
+            .is_some_and(|e| e == "html")
+        {
+            ReportFormat::Html
+        } else if args
+            .output
+            .as_deref()
+            .and_then(Path::extension)
+            .is_some_and(|e| e == "md")
+        {
+            ReportFormat::Markdown
+        } else {
+            ReportFormat::Json
+        });
+    let text = match format {
+        ReportFormat::Table => render::table(&pm, &rules),
+        ReportFormat::Json => render::json(&pm),
+        ReportFormat::Html => render::html(&pm, &rules, &slos),
+        ReportFormat::Markdown => match &args.output {
+            Some(path) => {
+                let dir = charts_dir(path);
+                let charts = render::charts(&pm, &rules, &slos);
+                if !charts.is_empty() {
+                    std::fs::create_dir_all(&dir)
+                        .with_context(|| format!("creating `{}`", dir.display()))?;
+                }
+                for (name, svg) in &charts {
+                    let file = dir.join(name);
+                    std::fs::write(&file, svg)
+                        .with_context(|| format!("writing `{}`", file.display()))?;
+                }
+                let rel = dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                render::markdown(&pm, &rules, Some(&rel))
+            }
+            None => render::markdown(&pm, &rules, None),
+        },
+    };
+    match &args.output {
+        Some(path) => {
+            std::fs::write(path, &text).with_context(|| format!("writing `{}`", path.display()))?;
+            Ok(Outcome {
+                stdout: String::new(),
+                code,
+            })
+        }
+        None => Ok(Outcome { stdout: text, code }),
+    }
+}
+
+/// `report.md` keeps its charts in `report-charts/`.
+fn charts_dir(output: &Path) -> PathBuf {
+    let stem = output
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "report".to_string());
+    output.with_file_name(format!("{stem}-charts"))
+}
+
+fn slo_values(rules: &Rules, slos: &[(String, f64)]) -> Result<Vec<f64>> {
+    let map: BTreeMap<String, f64> = slos.iter().cloned().collect();
+    rules
+        .playbook
+        .slo_values(&map)
+        .map_err(anyhow::Error::msg)
+        .context("--slo")
+}
+
+fn options(input: &RangeInputArgs) -> Result<Options> {
+    Ok(Options {
+        engine_args: match input.engine_args.as_deref() {
+            Some(a) if a.starts_with('@') => Some(
+                std::fs::read_to_string(&a[1..])
+                    .with_context(|| format!("reading --engine-args file `{}`", &a[1..]))?,
+            ),
+            other => other.map(str::to_string),
+        },
+        facts: input.facts.clone(),
+        signals: Vec::new(),
+        at_ms: None,
+        window_ms: input.window.as_millis() as i64,
+        selector: input.selector.clone(),
+        engine: input.engine.clone(),
+    })
+}
+
+/// Recordings, parsed and merged; snapshots are refused (they hold one instant, not a range).
+fn read_files(files: &[PathBuf]) -> Result<(SeriesSet, Vec<String>)> {
+    let mut inputs = Vec::new();
+    for f in files {
+        let text = read_text(f)?;
+        if crate::source::file::snapshot::looks_like(&text) {
+            bail!(
+                "`{}` is an llm-doctor snapshot: it holds one window, not a range; give the recording it was made from",
+                f.display()
+            );
+        }
+        inputs.push((f.display().to_string(), text));
+    }
+    let (set, warnings) = crate::source::file::parse_inputs_with_warnings(&inputs)?;
+    if !set.has_timestamps {
+        bail!("the input has no timestamps: a postmortem needs a recording over time (`llm-doctor record`), not one page");
+    }
+    Ok((set, warnings))
+}
+
+/// The judged instants: from the first instant with a sample behind it to the newest sample,
+/// at the recording's own interval unless told otherwise.
+fn range_of(
+    set: &SeriesSet,
+    from: Option<i64>,
+    to: Option<i64>,
+    step: Option<Duration>,
+    window_ms: i64,
+) -> Result<Range> {
+    let (Some(oldest), Some(newest)) = (set.oldest_ms(), set.newest_ms()) else {
+        bail!("the input has no samples");
+    };
+    let step_ms = match step {
+        Some(s) => s.as_millis() as i64,
+        None => postmortem::recording_step(set).unwrap_or(15_000),
+    };
+    let from_ms = from.unwrap_or(oldest + step_ms).max(oldest);
+    let to_ms = to.unwrap_or(newest).min(newest);
+    if to_ms < from_ms {
+        bail!(
+            "the range {} .. {} holds no sample (the recording runs {} .. {})",
+            crate::time::format_time(from.unwrap_or(from_ms)),
+            crate::time::format_time(to.unwrap_or(to_ms)),
+            crate::time::format_time(oldest),
+            crate::time::format_time(newest)
+        );
+    }
+    let steps = (to_ms - from_ms) / step_ms + 1;
+    if steps > 200_000 {
+        bail!("{steps} steps: raise --step or shorten the range (at most 200,000)");
+    }
+    Ok(Range {
+        from_ms,
+        to_ms,
+        step_ms,
+        window_ms,
+    })
+}
+
+/// A progress bar on stderr, only on a terminal and without `-q`.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    fn new(quiet: bool, set: &SeriesSet, rules: &Rules, opts: &Options, range: &Range) -> Self {
+        if quiet || !std::io::stderr().is_terminal() {
+            return Progress { bar: None };
+        }
+        let targets = crate::pipeline::Split::new(set, rules, opts).map_or(0, |s| s.len());
+        let total = (targets * range.times().len()) as u64;
+        let bar = indicatif::ProgressBar::new(total);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} judging {pos}/{len} target-steps [{bar:30}] {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        Progress { bar: Some(bar) }
+    }
+
+    fn tick(&self) {
+        if let Some(b) = &self.bar {
+            b.inc(1);
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// Arguments of `diff`.
+#[derive(Debug, clap::Args)]
+pub struct DiffArgs {
+    /// Inputs and judgement: one recording (two windows of it) or two (GOOD then BAD).
+    #[command(flatten)]
+    pub input: RangeInputArgs,
+    /// End of the good window (default: the end of the first file).
+    #[arg(long, value_parser = parse::time)]
+    pub good_at: Option<i64>,
+    /// End of the bad window (default: the end of the last file).
+    #[arg(long, value_parser = parse::time)]
+    pub bad_at: Option<i64>,
+    /// With --prometheus: the good window's replica (PromQL matchers); default --selector.
+    #[arg(long, value_parser = Selector::parse)]
+    pub good_selector: Option<Selector>,
+    /// The bad window's replica (PromQL matchers); default --selector.
+    #[arg(long, value_parser = Selector::parse)]
+    pub bad_selector: Option<Selector>,
+    /// Output format.
+    #[arg(long, value_enum)]
+    pub format: Option<ReportFormat>,
+}
+
+/// Runs `diff`: exit code 0 always when it could compare (it answers a question, it does not
+/// judge).
+pub fn run_diff(args: DiffArgs) -> Result<Outcome> {
+    let rules = load_rules(args.input.rules.as_deref())?;
+    let slos = slo_values(&rules, &args.input.slos)?;
+    let window_ms = args.input.window.as_millis() as i64;
+    let files = &args.input.files;
+    let (good_set, bad_set) = match (&args.input.prom.prometheus, files.len()) {
+        (Some(_), _) => bail!("diff reads recordings; record the two windows first (`llm-doctor record --prometheus`)"),
+        (None, 1) => {
+            let (set, _) = read_files(files)?;
+            (set.clone(), set)
+        }
+        (None, 2) => (read_files(&files[..1])?.0, read_files(&files[1..])?.0),
+        (None, n) => bail!("diff takes one recording (two windows of it) or two (good, bad); got {n}"),
+    };
+    if files.len() == 1 && args.good_at.is_none() {
+        bail!("with one recording, say where the good window ends: --good-at TIME");
+    }
+    let base = options(&args.input)?;
+    let side = |set: &SeriesSet, at: Option<i64>, selector: &Option<Selector>, which: &str| {
+        let mut opts = base.clone();
+        opts.selector = selector.clone().or_else(|| base.selector.clone());
+        opts.at_ms = at;
+        postmortem::diff::window_side(set, &rules, &opts, &slos, window_ms)
+            .with_context(|| format!("the {which} window"))
+    };
+    let good = side(&good_set, args.good_at, &args.good_selector, "good")?;
+    let bad = side(&bad_set, args.bad_at, &args.bad_selector, "bad")?;
+    let d = postmortem::diff::diff(good.side(), bad.side());
+    let text = match args.format.unwrap_or(if std::io::stdout().is_terminal() {
+        ReportFormat::Table
+    } else {
+        ReportFormat::Json
+    }) {
+        ReportFormat::Json => serde_json::to_string_pretty(&d)? + "\n",
+        ReportFormat::Markdown => render::diff_markdown(&d),
+        ReportFormat::Table | ReportFormat::Html => render::diff_table(&d),
+    };
+    Ok(Outcome {
+        stdout: text,
+        code: 0,
+    })
+}

@@ -1,0 +1,188 @@
+//! Postmortem: the diagnosis slid across a range, turned into episodes, incidents (with what
+//! moved first and which causes held longest and strongest) and a fleet view.
+//!
+//! `timeline` slides the window and keeps numeric tracks; `episodes` cuts tracks into runs;
+//! `incident` groups not-healthy steps into incidents and explains each; `fleet` compares
+//! targets; `diff` compares two windows.
+
+pub mod diff;
+pub mod episodes;
+pub mod fleet;
+pub mod incident;
+pub mod model;
+pub mod timeline;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use anyhow::Result;
+use llm_doctor_engine::report::Status;
+
+pub use episodes::Episode;
+pub use incident::{Incident, IncidentCause, Onset, Phase};
+pub use model::{target_name, Fleet, Hit, Postmortem, StatusRun, StepCounts, TargetPostmortem};
+pub use timeline::{Kind, Range, Timeline, Track};
+
+use crate::pipeline::{Options, Split};
+use crate::rules::Rules;
+use crate::signal::series::SeriesSet;
+
+/// Runs of equal status.
+fn status_runs(timeline: &Timeline) -> Vec<StatusRun> {
+    let mut out: Vec<StatusRun> = Vec::new();
+    for (t, s) in timeline.times.iter().zip(&timeline.status) {
+        match out.last_mut() {
+            Some(run) if run.status == *s => run.to_ms = *t,
+            _ => out.push(StatusRun {
+                from_ms: *t,
+                to_ms: *t,
+                status: *s,
+            }),
+        }
+    }
+    out
+}
+
+/// Analyses `range` of `set`: every target slid over every step, then cut into episodes and
+/// incidents. `tick` is called once per target and step, from worker threads.
+pub fn analyse(
+    set: &SeriesSet,
+    rules: &Rules,
+    opts: &Options,
+    slos: &[f64],
+    range: Range,
+    tick: &(dyn Fn() + Sync),
+) -> Result<Postmortem> {
+    let split = Split::new(set, rules, opts)?;
+    let timelines = slide_all(&split, rules, slos, &range, tick)?;
+    let mut targets: Vec<TargetPostmortem> = timelines
+        .into_iter()
+        .enumerate()
+        .map(|(i, timeline)| {
+            let times = timeline.times.clone();
+            let diagnose_at = |step: usize| {
+                let p = split.prepare_at(i, range.frame_at(times[step])).ok()?;
+                Some(llm_doctor_engine::diagnose(
+                    &rules.playbook,
+                    &p.snapshot,
+                    slos,
+                ))
+            };
+            explain(timeline, &range, &rules.playbook, &diagnose_at)
+        })
+        .collect();
+    // Hit targets first, first hit first.
+    targets.sort_by_key(|t| {
+        (
+            t.incidents.is_empty(),
+            t.incidents.first().map(|i| i.start_ms),
+            t.name(),
+        )
+    });
+    let fleet = fleet::fleet(&targets);
+    Ok(Postmortem {
+        from_ms: range.from_ms,
+        to_ms: range.to_ms,
+        step_ms: range.step_ms,
+        window_ms: range.window_ms,
+        targets,
+        fleet,
+        notes: Vec::new(),
+    })
+}
+
+/// Every target's timeline, on as many threads as the machine has cores.
+fn slide_all(
+    split: &Split<'_>,
+    rules: &Rules,
+    slos: &[f64],
+    range: &Range,
+    tick: &(dyn Fn() + Sync),
+) -> Result<Vec<Timeline>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(split.len())
+        .max(1);
+    let next = AtomicUsize::new(0);
+    let mut results: Vec<Option<Result<Timeline>>> = (0..split.len()).map(|_| None).collect();
+    let slots: Vec<std::sync::Mutex<&mut Option<Result<Timeline>>>> =
+        results.iter_mut().map(std::sync::Mutex::new).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= split.len() {
+                    break;
+                }
+                let t = timeline::slide(split, i, rules, slos, range, tick);
+                **slots[i].lock().expect("a worker panicked") = Some(t);
+            });
+        }
+    });
+    drop(slots);
+    results
+        .into_iter()
+        .map(|r| r.expect("every target is slid"))
+        .collect()
+}
+
+/// Episodes and incidents of one timeline.
+fn explain(
+    timeline: Timeline,
+    range: &Range,
+    playbook: &llm_doctor_engine::Playbook,
+    diagnose_at: &dyn Fn(usize) -> Option<llm_doctor_engine::report::Diagnosis>,
+) -> TargetPostmortem {
+    let episodes = episodes::episodes(&timeline, range.window_ms);
+    let spans = incident::incident_spans(&timeline, range.window_ms);
+    let incidents = spans
+        .iter()
+        .enumerate()
+        .map(|(k, &span)| {
+            incident::describe(
+                &timeline,
+                span,
+                k.checked_sub(1).map(|p| spans[p].1),
+                spans.get(k + 1).map(|n| n.0),
+                &episodes,
+                playbook,
+                diagnose_at,
+            )
+        })
+        .collect();
+    let mut steps = StepCounts::default();
+    for s in &timeline.status {
+        match s {
+            Status::Healthy => steps.healthy += 1,
+            Status::Degraded => steps.degraded += 1,
+            Status::Critical => steps.critical += 1,
+            Status::Unknown => steps.unknown += 1,
+        }
+    }
+    TargetPostmortem {
+        target: timeline.target.clone(),
+        steps,
+        status_runs: status_runs(&timeline),
+        incidents,
+        episodes,
+        notes: timeline.notes.clone(),
+        timeline,
+        step_ms: range.step_ms,
+    }
+}
+
+/// The recording's scrape interval: the median distance between samples of its longest
+/// series.
+pub fn recording_step(set: &SeriesSet) -> Option<i64> {
+    let series = set.series.iter().max_by_key(|s| s.samples.len())?;
+    let mut gaps: Vec<i64> = series
+        .samples
+        .windows(2)
+        .filter_map(|w| Some(w[1].t_ms? - w[0].t_ms?))
+        .filter(|g| *g > 0)
+        .collect();
+    if gaps.is_empty() {
+        return None;
+    }
+    gaps.sort_unstable();
+    Some(gaps[gaps.len() / 2])
+}

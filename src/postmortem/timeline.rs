@@ -1,0 +1,190 @@
+//! The diagnosis slid across a range: one verdict per step per target, kept as numeric tracks
+//! (status, every signal's value, each finding's strength) so that a day of a fleet fits in
+//! memory. Full findings are recomputed only where a report needs them (an episode's peak).
+//!
+//! Each step reads the series through the same window functions as `diagnose`; they find the
+//! window by binary search, so a step costs the samples inside its window, never the history.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use llm_doctor_engine::report::{Diagnosis, Status};
+use llm_doctor_engine::Target;
+
+use crate::pipeline::Split;
+use crate::rules::Rules;
+use crate::signal::adapter::eval::Frame;
+
+/// The steps a range is judged at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    /// First window end (ms).
+    pub from_ms: i64,
+    /// Last window end (ms), inclusive.
+    pub to_ms: i64,
+    /// Distance between window ends (ms).
+    pub step_ms: i64,
+    /// Window length (ms).
+    pub window_ms: i64,
+}
+
+impl Range {
+    /// The window ends, oldest first.
+    pub fn times(&self) -> Vec<i64> {
+        let n = ((self.to_ms - self.from_ms) / self.step_ms.max(1)).max(0) as usize + 1;
+        (0..n)
+            .map(|i| self.from_ms + i as i64 * self.step_ms)
+            .collect()
+    }
+
+    /// The frame of the window ending at `t`.
+    pub fn frame_at(&self, t: i64) -> Frame {
+        Frame {
+            end_ms: Some(t),
+            window_ms: self.window_ms,
+        }
+    }
+}
+
+/// Whether a track is a symptom or a cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Something users feel.
+    Symptom,
+    /// Why.
+    Cause,
+}
+
+/// One symptom or cause through time.
+#[derive(Debug, Clone)]
+pub struct Track {
+    /// Symptom or cause.
+    pub kind: Kind,
+    /// Its id in the playbook.
+    pub id: String,
+    /// Its title.
+    pub title: String,
+    /// The signal a symptom is judged by (its first simple comparison), for its peak value.
+    pub signal: Option<String>,
+    /// Per step: NaN when it did not fire; else a symptom's signal value (or 1 when it has
+    /// none) and a cause's score.
+    pub value: Vec<f64>,
+    /// Per step: a cause's rank (1 = first), 0 when it did not fire; empty for symptoms.
+    pub rank: Vec<u16>,
+    /// Per step: how far past its threshold a symptom is (value / threshold, >= 1 when it
+    /// fired), NaN otherwise; empty for causes.
+    pub severity: Vec<f64>,
+}
+
+impl Track {
+    /// Whether it fired at step `i`.
+    pub fn fired(&self, i: usize) -> bool {
+        !self.value[i].is_nan()
+    }
+}
+
+/// One target's verdicts through the range.
+#[derive(Debug, Clone)]
+pub struct Timeline {
+    /// What was diagnosed.
+    pub target: Target,
+    /// How its input was assembled (from the last step).
+    pub notes: Vec<String>,
+    /// Window ends, oldest first.
+    pub times: Vec<i64>,
+    /// The overall status per step.
+    pub status: Vec<Status>,
+    /// Every signal that had a value at some step: per step, NaN when unknown.
+    pub signals: BTreeMap<String, Vec<f64>>,
+    /// Every symptom and cause that fired at some step, keyed by (kind, id).
+    pub tracks: BTreeMap<(Kind, String), Track>,
+}
+
+/// Slides the diagnosis over `range` for target `i` of `split`. `tick` is called after each
+/// step (for progress).
+pub fn slide(
+    split: &Split<'_>,
+    i: usize,
+    rules: &Rules,
+    slos: &[f64],
+    range: &Range,
+    tick: &(dyn Fn() + Sync),
+) -> Result<Timeline> {
+    let times = range.times();
+    let n = times.len();
+    let catalog = &rules.catalog;
+    let mut timeline = Timeline {
+        target: Target::default(),
+        notes: Vec::new(),
+        times: times.clone(),
+        status: Vec::with_capacity(n),
+        signals: BTreeMap::new(),
+        tracks: BTreeMap::new(),
+    };
+    for (step, &t) in times.iter().enumerate() {
+        let prepared = split.prepare_at(i, range.frame_at(t))?;
+        for (k, def) in catalog.signals().iter().enumerate() {
+            if let Some(v) = prepared.snapshot.signal_at(k) {
+                timeline
+                    .signals
+                    .entry(def.name.clone())
+                    .or_insert_with(|| vec![f64::NAN; n])[step] = v.value;
+            }
+        }
+        let d = llm_doctor_engine::diagnose(&rules.playbook, &prepared.snapshot, slos);
+        record(&mut timeline, &d, step, n);
+        if step + 1 == n {
+            timeline.target = prepared.snapshot.target.clone();
+            timeline.notes = prepared.notes;
+        }
+        tick();
+    }
+    Ok(timeline)
+}
+
+/// Adds one step's verdict to the tracks.
+fn record(timeline: &mut Timeline, d: &Diagnosis, step: usize, n: usize) {
+    timeline.status.push(d.status);
+    for s in &d.symptoms {
+        let first = s
+            .evidence
+            .iter()
+            .find(|e| e.signal.is_some() && e.value.is_some());
+        let track = timeline
+            .tracks
+            .entry((Kind::Symptom, s.id.clone()))
+            .or_insert_with(|| Track {
+                kind: Kind::Symptom,
+                id: s.id.clone(),
+                title: s.title.clone(),
+                signal: first.and_then(|e| e.signal.clone()),
+                value: vec![f64::NAN; n],
+                rank: Vec::new(),
+                severity: vec![f64::NAN; n],
+            });
+        let value = first.and_then(|e| e.value).unwrap_or(1.0);
+        track.value[step] = value;
+        track.severity[step] = match first.and_then(|e| Some((e.op?, e.threshold?))) {
+            Some((op, th)) if th != 0.0 && op.starts_with('<') => (th / value).abs(),
+            Some((_, th)) if th != 0.0 => (value / th).abs(),
+            _ => 1.0,
+        };
+    }
+    for c in &d.causes {
+        let track = timeline
+            .tracks
+            .entry((Kind::Cause, c.id.clone()))
+            .or_insert_with(|| Track {
+                kind: Kind::Cause,
+                id: c.id.clone(),
+                title: c.title.clone(),
+                signal: None,
+                value: vec![f64::NAN; n],
+                rank: vec![0; n],
+                severity: Vec::new(),
+            });
+        track.value[step] = c.score;
+        track.rank[step] = c.rank.min(u16::MAX as usize) as u16;
+    }
+}
