@@ -19,6 +19,14 @@ kernels' times come from `vidur_attention_profile.py` (a roofline model); MLP an
 times are Vidur's measured profiles. Vidur's execution-time predictor is its own (random forest)
 with a one-point hyper-parameter grid to keep training cheap on this machine.
 
+Time-varying load (POSTMORTEM): a run with `phases=[(seconds, rate), ...]` offers a piecewise-constant
+Poisson rate (0 = no arrivals). The arrival times are drawn here (numpy, seeded, one Poisson process
+per phase) and handed to Vidur's own trace interval generator as a CSV; request lengths still come
+from Vidur's trace length generator, and everything after that is Vidur's. These runs are written to
+`tests/data/postmortem/` (not `corpus/`, whose every *.yaml `eval` scores) with a case file that
+gives the trace's numbers per phase and per minute and when each symptom first showed. They are
+made only when named (`--only pm-kv-onset`); a run without --only makes the corpus runs.
+
 Usage: vidur_runs.py [--only ID] [--list] [--capacity ID RATE]     (run under `nice -n 19`)
 Needs: the `vidur` package (0.0.26) and the repository's data/ extracted to VIDUR_DATA.
 """
@@ -42,6 +50,7 @@ import vidur_attention_profile as attn_profile  # noqa: E402
 VIDUR_DATA = os.environ.get("VIDUR_DATA", "/work/cache/vidur-data/data")
 SCRATCH = os.environ.get("VIDUR_SCRATCH", "/work/cache/vidur-scratch")
 OUT_DIR = os.path.join(REPO, "corpus", "vidur")
+PM_DIR = os.path.join(REPO, "tests", "data", "postmortem")
 T0 = 1796083200  # 2026-12-01T00:00:00Z
 SCRAPE = 15.0
 MAX_TOKENS = 4096  # Vidur's per-request token cap (prompt + output), also the predictor's range
@@ -64,13 +73,14 @@ TRACES = {
 
 def run(id, model, device, trace, rate, design, tp=1, arrival="poisson", cv=None, sched=None,
         cap=128, chunk=None, batched_tokens=4096, num_blocks=None, margin=0.1, duration=720,
-        v0=False, seed=1, note="", present="", capacity=None):
+        v0=False, seed=1, note="", present="", capacity=None, phases=None):
     if sched is None:  # V1 deployments chunk prefills (its default); V0 ones do not
         sched, chunk = ("vllm", None) if v0 else ("sarathi", chunk or 2048)
     return dict(id=id, model=model, device=device, trace=trace, rate=rate, design=design, tp=tp,
                 arrival=arrival, cv=cv, sched=sched, cap=cap, chunk=chunk,
                 batched_tokens=batched_tokens, num_blocks=num_blocks, margin=margin,
-                duration=duration, v0=v0, seed=seed, note=note, present=present, capacity=capacity)
+                duration=duration, v0=v0, seed=seed, note=note, present=present, capacity=capacity,
+                phases=phases)
 
 
 L3, L27, L270, CL34, PHI = ("meta-llama/Llama-3-8B", "meta-llama/Llama-2-7b-hf",
@@ -158,6 +168,36 @@ RUNS = [
 ]
 
 
+def pm_run(id, phases, design, base, seed, note=""):
+    """A run of `base`'s deployment (model, device, trace, scheduler, KV blocks) under phased load."""
+    b = next(x for x in RUNS if x["id"] == base)
+    return dict(b, id=id, phases=phases, duration=sum(d for d, _ in phases), rate=None, arrival="phases",
+                cv=None, design=design, seed=seed, note=note, present="", capacity=None, base=base)
+
+
+# Recordings for the postmortem tests (tests/data/postmortem/): the small-KV Llama-3-8B deployment
+# under load that changes over time. Rates were chosen from the served rate of that deployment
+# (`--capacity vidur-llama3-8b-a100-small-kv RATE`), see tests/data/postmortem/README.md.
+PM_BASE = "vidur-llama3-8b-a100-small-kv"
+# Served rate when offered far more: 3.6 req/s (KV-bound). 1.0 req/s is comfortable; 3.0 is served
+# in full but fills the KV cache in bursts (preemptions, queue still short); 5.0 is overload.
+PM_HEALTHY_RPS, PM_PRESSURE_RPS, PM_OVERLOAD_RPS = 1.0, 3.0, 5.0
+POSTMORTEM = [
+    pm_run("pm-kv-onset", [(360, PM_HEALTHY_RPS), (240, PM_PRESSURE_RPS), (240, PM_OVERLOAD_RPS)],
+           "healthy, then KV exhaustion with preemptions while the queue stays short, then overload (the "
+           "queue grows)", PM_BASE, seed=31,
+           note="Why three phases: in 9 trials of a single step from 1.0 req/s to 3.6-6.0 req/s, KV >= 0.95 "
+           "came first and queue > 10 and the first preemption followed within 3-23 s (the same or the next "
+           "scrape; the queue before the first preemption in 6 of 9), since admission stops when the KV cache "
+           "is full. The 3.0 req/s step separates the KV/preemption onset from the queue growth by minutes."),
+    pm_run("pm-drain", [(240, PM_HEALTHY_RPS), (300, PM_OVERLOAD_RPS), (510, PM_HEALTHY_RPS)],
+           "healthy, KV exhaustion with a growing queue, then back to the healthy rate: the backlog drains",
+           PM_BASE, seed=32),
+    pm_run("pm-healthy", [(900, PM_HEALTHY_RPS)], "healthy throughout", PM_BASE, seed=33),
+]
+ALL_RUNS = RUNS + POSTMORTEM
+
+
 # ----------------------------------------------------------------------------- simulation
 
 def ensure_attention_profile(model, device):
@@ -190,18 +230,54 @@ def patch_predictor_inputs():
     sk.SklearnExecutionTimePredictor._load_predictions_from_hf = no_hub
 
 
+def phase_arrivals(phases, seed):
+    """Arrival times (s) of a piecewise-constant Poisson process: one seeded process per phase."""
+    rng = np.random.default_rng(seed)
+    out, start = [], 0.0
+    for length, rate in phases:
+        t = start
+        while rate > 0:
+            t += rng.exponential(1.0 / rate)
+            if t >= start + length:
+                break
+            out.append(t)
+        start += length
+    return out
+
+
+def write_arrival_trace(arrivals, path):
+    """A CSV for Vidur's TraceRequestIntervalGenerator. It parses `arrival_time` as datetimes, counts
+    whole seconds from the first row and multiplies by time_scale_factor, then emits the gaps from
+    the second row on: so times are written in milliseconds-as-seconds (scale 0.001) after a sentinel
+    row at 0, and request k arrives at arrivals[k] (to the millisecond)."""
+    epoch = np.datetime64("1970-01-01T00:00:00")
+    ms = [0] + [int(round(t * 1000)) for t in arrivals]
+    with open(path, "w") as f:
+        f.write("arrival_time\n")
+        for m in ms:
+            f.write("%s\n" % str(epoch + np.timedelta64(m, "s")).replace("T", " "))
+
+
 def build_config(r, out_dir):
     from vidur import config as C
     folder, max_len = MODELS[r["model"]]
     lengths = C.TraceRequestLengthGeneratorConfig(
         trace_file=os.path.join(VIDUR_DATA, TRACES[r["trace"]]), max_tokens=max_len, seed=r["seed"])
-    if r["arrival"] == "gamma":
+    duration = r["duration"]
+    if r["phases"]:
+        path = os.path.join(out_dir, "arrivals.csv")
+        write_arrival_trace(phase_arrivals(r["phases"], r["seed"]), path)
+        intervals = C.TraceRequestIntervalGeneratorConfig(
+            trace_file=path, start_time="1969-12-31 00:00:00", end_time="1971-01-01 00:00:00",
+            time_scale_factor=0.001, seed=r["seed"])
+        duration = None  # the trace ends the arrivals; Vidur then stops at the time limit
+    elif r["arrival"] == "gamma":
         intervals = C.GammaRequestIntervalGeneratorConfig(qps=r["rate"], cv=r["cv"], seed=r["seed"])
     else:
         intervals = C.PoissonRequestIntervalGeneratorConfig(qps=r["rate"], seed=r["seed"])
     requests = C.SyntheticRequestGeneratorConfig(
         length_generator_config=lengths, interval_generator_config=intervals,
-        duration=r["duration"], num_requests=None, max_tokens=max_len, seed=r["seed"])
+        duration=duration, num_requests=None, max_tokens=max_len, seed=r["seed"])
     if r["sched"] == "sarathi":
         sched = C.SarathiSchedulerConfig(batch_size_cap=r["cap"], chunk_size=r["chunk"])
     else:
@@ -386,6 +462,93 @@ def trace_numbers(r, sim_out):
     )
 
 
+def onset_numbers(r, sim_out):
+    """When each symptom first (and last) showed, from the trace: at the scrape instants (what a
+    recording can show) and exactly (the probe's state changes and preemption times)."""
+    dur, p, nb = r["duration"], sim_out["probe"], sim_out["num_blocks"]
+    scrapes = [float(t) for t in np.arange(0, dur + 1e-9, SCRAPE)]
+    st = [state_at(p.states, t) for t in scrapes]
+    kv = [s[2] / nb for s in st]
+    waiting = [s[1] for s in st]
+    pre = sorted(t for t in p.preemptions if t <= dur)
+    exact = [s for s in p.states if s[0] <= dur]
+
+    def first(cond):
+        return next((t for t, ok in zip(scrapes, cond) if ok), None)
+
+    def last(cond):
+        return next((t for t, ok in reversed(list(zip(scrapes, cond))) if ok), None)
+
+    def first_exact(pred):
+        return next((round(s[0], 3) for s in exact if pred(s)), None)
+
+    o = dict(
+        kv_ge_0_95_first_scrape_s=first(k >= 0.95 for k in kv),
+        kv_ge_0_95_first_exact_s=first_exact(lambda s: s[3] / nb >= 0.95),
+        kv_ge_0_95_last_scrape_s=last(k >= 0.95 for k in kv),
+        preemption_first_exact_s=round(pre[0], 3) if pre else None,
+        # the first scrape whose vllm:num_preemptions counter is above 0
+        preemption_first_scrape_s=next((t for t in scrapes if pre and pre[0] <= t), None),
+        preemption_last_exact_s=round(pre[-1], 3) if pre else None,
+        waiting_gt_10_first_scrape_s=first(w > 10 for w in waiting),
+        waiting_gt_10_first_exact_s=first_exact(lambda s: s[2] > 10),
+        waiting_gt_10_last_scrape_s=last(w > 10 for w in waiting),
+    )
+    # after the heaviest phase ends (if a lighter one follows): when the backlog was gone
+    ends = np.cumsum([d for d, _ in r["phases"]])
+    heavy = max(range(len(r["phases"])), key=lambda i: r["phases"][i][1])
+    if heavy < len(r["phases"]) - 1:
+        drop = float(ends[heavy])
+        o["load_dropped_at_s"] = drop
+        o["queue_empty_first_scrape_after_drop_s"] = next(
+            (t for t, w in zip(scrapes, waiting) if t >= drop and w == 0), None)
+        o["queue_empty_first_exact_after_drop_s"] = next(
+            (round(s[0], 3) for s in exact if s[0] >= drop and s[2] == 0), None)
+        o["kv_lt_0_8_first_scrape_after_drop_s"] = next(
+            (t for t, k in zip(scrapes, kv) if t >= drop and k < 0.8), None)
+        # the first scrape after which, to the end: waiting <= 2, KV < 0.9 and no preemption
+        settled = None
+        for i in range(len(scrapes) - 1, -1, -1):
+            if waiting[i] <= 2 and kv[i] < 0.9 and not any(x > scrapes[i] for x in pre):
+                settled = scrapes[i]
+            else:
+                break
+        o["recovered_from_scrape_s"] = settled if settled is not None and settled >= drop else None
+        o["idle_first_exact_after_drop_s"] = next(
+            (round(s[0], 3) for s in exact if s[0] >= drop and s[1] == 0 and s[2] == 0), None)
+    return o
+
+
+def window_numbers(rows, sim_out, lo, hi):
+    """Trace numbers of [lo, hi): gauges at the scrape instants in it, preemptions in it, and the
+    requests that arrived in it (TTFT of those that got a first token before the recording ended)."""
+    p, nb = sim_out["probe"], sim_out["num_blocks"]
+    st = [state_at(p.states, t) for t in np.arange(lo, hi - 1e-9, SCRAPE)]
+    arrived = [x for x in rows if lo <= x["arrival"] < hi]
+    ttft = [x["tokens"][0] - x["arrival"] for x in arrived if x["tokens"]]
+    return dict(
+        start_s=int(lo), end_s=int(hi),
+        arrivals=len(arrived), completions=sum(1 for x in rows if x["done"] and lo <= x["completed"] < hi),
+        preemptions=sum(1 for t in p.preemptions if lo <= t < hi),
+        kv_mean=round(float(np.mean([s[2] / nb for s in st])), 4), kv_max=round(max(s[2] / nb for s in st), 4),
+        waiting_mean=round(float(np.mean([s[1] for s in st])), 2), waiting_max=max(s[1] for s in st),
+        running_mean=round(float(np.mean([s[0] for s in st])), 2),
+        ttft_p50_s=round(pct(ttft, 50), 3) if ttft else None, ttft_p99_s=round(pct(ttft, 99), 3) if ttft else None,
+        no_first_token=len(arrived) - len(ttft),
+    )
+
+
+def phase_numbers(r, sim_out):
+    dur = r["duration"]
+    rows = request_table(sim_out, dur)
+    phases, lo = [], 0
+    for length, rate in r["phases"]:
+        phases.append(dict(rate_rps=rate, **window_numbers(rows, sim_out, lo, lo + length)))
+        lo += length
+    minutes = [window_numbers(rows, sim_out, m, min(m + 60, dur)) for m in range(0, int(dur), 60)]
+    return phases, minutes
+
+
 # ----------------------------------------------------------------------------- labels
 
 def label_run(r, g):
@@ -508,7 +671,7 @@ def export(r, sim_out, path):
     v0, dur = r["v0"], r["duration"]
     B = V0_B if v0 else V1_B
     hf = MODELS[r["model"]][0]
-    lab = {"model_name": hf, "instance": "10.0.%d.%d:8000" % (r["tp"], 10 + RUNS.index(r)), "job": "vllm"}
+    lab = {"model_name": hf, "instance": "10.0.%d.%d:8000" % (r["tp"], 10 + ALL_RUNS.index(r)), "job": "vllm"}
     if not v0:
         lab["engine"] = "0"
     tok_b = one_two_five(sim_out["max_len"])
@@ -679,6 +842,58 @@ def notes(r, g, label):
     return out
 
 
+def yaml_value(v):
+    if v is None:
+        return "null"
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return repr(round(float(v), 4))
+    return q(v)
+
+
+def write_pm_case(r, g, onsets, phases, minutes, elapsed):
+    hf = MODELS[r["model"]][0]
+    text = ", ".join("%d s at %s req/s" % (d, rate) for d, rate in r["phases"])
+    lines = ["# Vidur: %s on %s, %s trace, Sarathi (chunk %d), batch cap %d, %d KV blocks; Poisson arrivals in "
+             "phases: %s." % (hf, r["device"].upper(), r["trace"], r["chunk"], r["cap"], r["num_blocks"], text),
+             "# Not an eval case (it lives outside corpus/): a recording with ground truth over time for the",
+             "# postmortem tests. Times are seconds from the start; the recording's timestamps are t0 + that.",
+             "id: " + r["id"], "engine: vllm", "recording: %s.om.gz" % r["id"],
+             "engine_args: " + q(engine_args(r)),
+             "design: " + q(r["design"]),
+             "t0: %d" % T0, "end: %d" % (T0 + int(r["duration"])), "duration_s: %d" % r["duration"],
+             "scrape_interval_s: %d" % SCRAPE,
+             "made_by: |",
+             "  nice -n 19 /work/cache/vidur-venv/bin/python scripts/corpus/vidur_runs.py --only %s" % r["id"],
+             "  (Vidur 0.0.26 in-process; the deployment of %s (seed %d); arrival times drawn by" % (r["base"], r["seed"]),
+             "  phase_arrivals(phases, seed) and replayed by Vidur's TraceRequestIntervalGenerator; request lengths",
+             "  from Vidur's TraceRequestLengthGenerator on the %s trace; exported with vLLM V1 metric names and" % r["trace"],
+             "  buckets, scraped every %d s; simulation took %.0f s of wall time)" % (SCRAPE, elapsed),
+             "phases:"]
+    lines += ["  - {seconds: %d, rate_rps: %s}" % (d, yaml_value(rate)) for d, rate in r["phases"]]
+    lines.append("onsets:  # from the simulator's trace; *_scrape_s: the first scrape instant showing it, "
+                 "*_exact_s: when it happened; null: never")
+    lines += ["  %s: %s" % (k, yaml_value(v)) for k, v in onsets.items()]
+    lines.append("per_phase:")
+    lines += ["  - {%s}" % ", ".join("%s: %s" % (k, yaml_value(v)) for k, v in x.items()) for x in phases]
+    lines.append("per_minute:  # gauges at the scrapes in [start_s, end_s); TTFT of requests that arrived then")
+    lines += ["  - {%s}" % ", ".join("%s: %s" % (k, yaml_value(v)) for k, v in x.items()) for x in minutes]
+    lines.append("summary:  # the whole run, as trace_numbers() gives it for the corpus runs")
+    lines += ["  %s: %s" % (k, yaml_value(v)) for k, v in g.items()]
+    lines.append("notes: |")
+    if r["note"]:
+        lines.append("  " + r["note"])
+    lines += ["  " + n for n in notes(r, g, None)[1:]]
+    lines += ["  Arrivals: one Poisson process per phase with numpy's default_rng(seed), written to a CSV in",
+              "  milliseconds and replayed by Vidur's trace interval generator (arrivals match to 0.5 ms); Vidur's",
+              "  own Poisson generator (used by the corpus runs) caps gaps at 3 / rate, this one does not."]
+    with open(os.path.join(PM_DIR, r["id"] + ".yaml"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 # ----------------------------------------------------------------------------- checks
 
 def hist_quantile(bounds, cum, qq):
@@ -752,6 +967,8 @@ def do_run(r):
     sim_out = simulate(r)
     elapsed = time.time() - t
     g = trace_numbers(r, sim_out)
+    if r["phases"]:
+        return do_pm_run(r, sim_out, g, elapsed)
     label = label_run(r, g)
     path = os.path.join(OUT_DIR, r["id"] + ".om.gz")
     export(r, sim_out, path)
@@ -762,6 +979,25 @@ def do_run(r):
         "; ".join(problems) or "checks ok"), flush=True)
     print("    " + ", ".join("%s=%s" % (k, round(v, 3) if isinstance(v, float) else v) for k, v in g.items()),
           flush=True)
+
+
+def do_pm_run(r, sim_out, g, elapsed):
+    mine = phase_arrivals(r["phases"], r["seed"])
+    got = sorted(sim_out["arrivals"].values())
+    if len(mine) != len(got) or max(abs(a - b) for a, b in zip(mine, got)) > 1e-3:
+        sys.exit("%s: Vidur's arrivals differ from the phases' (%d vs %d)" % (r["id"], len(got), len(mine)))
+    os.makedirs(PM_DIR, exist_ok=True)
+    path = os.path.join(PM_DIR, r["id"] + ".om.gz")
+    export(r, sim_out, path)
+    onsets = onset_numbers(r, sim_out)
+    phases, minutes = phase_numbers(r, sim_out)
+    write_pm_case(r, g, onsets, phases, minutes, elapsed)
+    problems, qs = check_file(path, g, r["v0"])
+    print("%-16s sim %.0fs  %dKB  %s  %s" % (r["id"], elapsed, os.path.getsize(path) // 1024, qs,
+                                            "; ".join(problems) or "checks ok"), flush=True)
+    print("    " + ", ".join("%s=%s" % (k, v) for k, v in onsets.items()), flush=True)
+    for x in phases:
+        print("    phase", x, flush=True)
 
 
 def capacity_probe(rid, rate):
@@ -782,13 +1018,14 @@ def main():
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         return capacity_probe(args.capacity[0], float(args.capacity[1]))
     if args.list:
-        for r in RUNS:
+        for r in ALL_RUNS:
             print(r["id"], r["design"])
         return
     os.makedirs(OUT_DIR, exist_ok=True)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("WANDB_MODE", "disabled")
-    todo = [r for r in RUNS if not args.only or r["id"] in args.only]
+    # without --only: the corpus runs; the postmortem recordings are made by naming them
+    todo = [r for r in ALL_RUNS if r["id"] in args.only] if args.only else RUNS
     if args.only and len(todo) != len(args.only):
         sys.exit("unknown id in %s" % args.only)
     if len(todo) == 1:
