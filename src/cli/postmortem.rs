@@ -258,8 +258,10 @@ fn read_files(files: &[PathBuf]) -> Result<(SeriesSet, Vec<String>)> {
     Ok((set, warnings))
 }
 
-/// The judged instants: from the first instant with a sample behind it to the newest sample,
-/// at the recording's own interval unless told otherwise.
+/// The judged instants: from the first instant with a whole window of samples behind it (half
+/// the recording, when it is shorter than two windows) to the newest sample, at the
+/// recording's own interval unless told otherwise. A verdict over a window the recording only
+/// partly covers reads rates from two or three samples: noise, not an incident.
 fn range_of(
     set: &SeriesSet,
     from: Option<i64>,
@@ -274,7 +276,8 @@ fn range_of(
         Some(s) => s.as_millis() as i64,
         None => postmortem::recording_step(set).unwrap_or(15_000),
     };
-    let from_ms = from.unwrap_or(oldest + step_ms).max(oldest);
+    let settled = oldest + window_ms.min((newest - oldest) / 2).max(step_ms);
+    let from_ms = from.unwrap_or(settled).max(oldest);
     let to_ms = to.unwrap_or(newest).min(newest);
     if to_ms < from_ms {
         bail!(

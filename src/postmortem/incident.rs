@@ -122,16 +122,31 @@ pub fn incident_spans(timeline: &Timeline, merge_gap_ms: i64) -> Vec<(usize, usi
 }
 
 /// Everything about one incident. `diagnose_at` recomputes the full diagnosis of a step.
+/// Where an incident sits: the incidents beside it and how long a gap still joins a run.
+#[derive(Debug, Clone, Copy)]
+pub struct Around {
+    /// Last step of the incident before, if any.
+    pub previous_end: Option<usize>,
+    /// First step of the incident after, if any.
+    pub next_start: Option<usize>,
+    /// Steps a condition may stop holding and still be the same run (a window's worth).
+    pub max_gap: usize,
+}
+
 pub fn describe(
     timeline: &Timeline,
     span: (usize, usize),
-    previous_end: Option<usize>,
-    next_start: Option<usize>,
+    around: Around,
     episodes: &[Episode],
     playbook: &Playbook,
     diagnose_at: &dyn Fn(usize) -> Option<Diagnosis>,
 ) -> Incident {
     let (a, b) = span;
+    let Around {
+        previous_end,
+        next_start,
+        max_gap,
+    } = around;
     let status = &timeline.status;
     let worst = status[a..=b]
         .iter()
@@ -179,6 +194,7 @@ pub fn describe(
         timeline,
         span,
         lookback,
+        max_gap,
         &symptom_findings,
         &causes,
         playbook,
@@ -254,47 +270,39 @@ fn onsets(
     timeline: &Timeline,
     (a, b): (usize, usize),
     lookback: usize,
+    max_gap: usize,
     symptoms: &[SymptomFinding],
     causes: &[IncidentCause],
     playbook: &Playbook,
 ) -> Vec<Onset> {
     // (signal, op, threshold bits) -> whose evidence, and what they explain
     let mut conditions: BTreeMap<(String, String, u64), Whose> = BTreeMap::new();
-    let mut departures: BTreeMap<String, Whose> = BTreeMap::new();
-    let mut add = |e: &llm_doctor_engine::report::EvidenceItem, who: &str, explains: &[String]| {
-        if e.result != Some(true) {
-            return;
+    let mut add = |signal: &str, op: &str, threshold: f64, who: &str, explains: &[String]| {
+        let entry = conditions
+            .entry((signal.to_string(), op.to_string(), threshold.to_bits()))
+            .or_default();
+        if !entry.0.iter().any(|w| w == who) {
+            entry.0.push(who.to_string());
         }
-        if e.op.is_none() {
-            for s in e.values.keys().filter(|k| !k.contains('.')) {
-                let entry = departures.entry(s.clone()).or_default();
-                if !entry.0.iter().any(|w| w == who) {
-                    entry.0.push(who.to_string());
-                }
-                for x in explains {
-                    if !entry.1.contains(x) {
-                        entry.1.push(x.clone());
-                    }
-                }
-            }
-        }
-        if let (Some(s), Some(op), Some(th)) = (&e.signal, e.op, e.threshold) {
-            let entry = conditions
-                .entry((s.clone(), op.to_string(), th.to_bits()))
-                .or_default();
-            if !entry.0.iter().any(|w| w == who) {
-                entry.0.push(who.to_string());
-            }
-            for x in explains {
-                if !entry.1.contains(x) {
-                    entry.1.push(x.clone());
-                }
+        for x in explains {
+            if !entry.1.contains(x) {
+                entry.1.push(x.clone());
             }
         }
     };
+    // Held comparisons as the engine reported them (SLO and fact thresholds resolved).
+    let held = |e: &llm_doctor_engine::report::EvidenceItem| match (&e.signal, e.op, e.threshold) {
+        (Some(s), Some(op), Some(th)) if e.result == Some(true) => Some((s.clone(), op, th)),
+        _ => None,
+    };
     for s in symptoms {
-        for e in &s.evidence {
-            add(e, &s.id, &[]);
+        for (signal, op, th) in s.evidence.iter().filter_map(held) {
+            add(&signal, op, th, &s.id, &[]);
+        }
+        if let Some(p) = playbook.symptoms.iter().find(|p| p.id == s.id) {
+            for (signal, op, th) in literal_comparisons(p.when.source()) {
+                add(&signal, op, th, &s.id, &[]);
+            }
         }
     }
     for c in causes.iter().take(3) {
@@ -309,48 +317,31 @@ fn onsets(
                     .collect()
             })
             .unwrap_or_default();
-        for e in &c.finding.evidence {
-            add(e, &c.id, &explains);
+        for (signal, op, th) in c.finding.evidence.iter().filter_map(held) {
+            add(&signal, op, th, &c.id, &explains);
+        }
+        if let Some(p) = playbook.causes.iter().find(|p| p.id == c.id) {
+            let sources =
+                std::iter::once(p.when.source()).chain(p.evidence.iter().map(|e| e.when.source()));
+            for (signal, op, th) in sources.flat_map(literal_comparisons) {
+                add(&signal, op, th, &c.id, &explains);
+            }
         }
     }
 
     let mut out = Vec::new();
-    let mut covered: Vec<String> = Vec::new();
     for ((signal, op, th_bits), (of, explains)) in conditions {
         let threshold = f64::from_bits(th_bits);
         let Some(column) = timeline.signals.get(&signal) else {
             continue;
         };
-        covered.push(signal.clone());
-        if let Some(k) = onset_of(column, (a, b), lookback, |v| compare(v, &op, threshold)) {
+        if let Some(k) = onset_of(column, (a, b), lookback, max_gap, |v| {
+            compare(v, &op, threshold)
+        }) {
             out.push(Onset {
                 at_ms: timeline.times[k],
                 signal,
                 op,
-                threshold,
-                value: column[k],
-                of,
-                explains,
-            });
-        }
-    }
-    // Evidence without a plain threshold (window statistics, several signals): the signal's
-    // own departure from the healthy stretch before the incident, halfway to its extreme.
-    for (signal, (of, explains)) in departures {
-        if covered.contains(&signal) {
-            continue;
-        }
-        let Some(column) = timeline.signals.get(&signal) else {
-            continue;
-        };
-        let Some((op, threshold)) = departure(column, (a, b), lookback) else {
-            continue;
-        };
-        if let Some(k) = onset_of(column, (a, b), lookback, |v| compare(v, op, threshold)) {
-            out.push(Onset {
-                at_ms: timeline.times[k],
-                signal,
-                op: op.to_string(),
                 threshold,
                 value: column[k],
                 of,
@@ -367,6 +358,38 @@ fn onsets(
     out
 }
 
+/// Every `signal OP number` in a condition's text, window functions stripped
+/// (`max_over_time(kv_cache_usage_ratio) > 95%` gives `kv_cache_usage_ratio > 0.95`): the
+/// moment the signal itself crossed is the onset, whatever statistic the rule judges by.
+/// Comparisons whose right side goes on (`< 0.25 * fact.max_num_seqs`) are skipped.
+fn literal_comparisons(src: &str) -> Vec<(String, &'static str, f64)> {
+    static PATTERN: std::sync::OnceLock<regex_lite::Regex> = std::sync::OnceLock::new();
+    let re = PATTERN.get_or_init(|| {
+        regex_lite::Regex::new(
+            r"(?:(?:max|min|avg)_over_time\(\s*)?([a-z][a-z0-9_]*)\s*\)?\s*(>=|<=|>|<)\s*([0-9]+(?:\.[0-9]+)?)\s*(%|ms|s)?(\s*[*/+-])?",
+        )
+        .expect("a valid pattern")
+    });
+    re.captures_iter(src)
+        .filter(|c| c.get(5).is_none())
+        .filter_map(|c| {
+            let op = match &c[2] {
+                ">=" => ">=",
+                "<=" => "<=",
+                ">" => ">",
+                _ => "<",
+            };
+            let n: f64 = c[3].parse().ok()?;
+            let n = match c.get(4).map(|m| m.as_str()) {
+                Some("%") => n / 100.0,
+                Some("ms") => n / 1000.0,
+                _ => n,
+            };
+            Some((c[1].to_string(), op, n))
+        })
+        .collect()
+}
+
 /// When a condition started to hold for the incident `(a, b)`: walking back from its start as
 /// long as it held, or the first step inside it that holds. None when it never held inside, or
 /// when it held through the whole healthy stretch before (then it is how the target always is,
@@ -375,61 +398,31 @@ fn onset_of(
     column: &[f64],
     (a, b): (usize, usize),
     lookback: usize,
+    max_gap: usize,
     holds: impl Fn(f64) -> bool,
 ) -> Option<usize> {
-    let k = if holds(column[a]) {
-        let mut k = a;
-        while k > lookback && holds(column[k - 1]) {
-            k -= 1;
+    let first_inside = (a..=b).find(|&i| holds(column[i]))?;
+    // Walk back over the run that led into the incident, across gaps shorter than a window
+    // (a cache that fills in bursts has filled).
+    let (mut k, mut gap) = (first_inside, 0);
+    let mut i = first_inside;
+    while i > lookback {
+        i -= 1;
+        if holds(column[i]) {
+            k = i;
+            gap = 0;
+        } else {
+            gap += 1;
+            if gap > max_gap {
+                break;
+            }
         }
-        k
-    } else {
-        (a..=b).find(|&i| holds(column[i]))?
-    };
+    }
     let baseline_known = (lookback..a).any(|i| column[i].is_finite());
     if k == lookback && lookback < a && baseline_known {
         return None;
     }
     Some(k)
-}
-
-/// For a signal with no threshold: the direction it left its range before the incident
-/// (steps `lookback..a`, at least three known) and the halfway mark to its extreme inside.
-fn departure(
-    column: &[f64],
-    (a, b): (usize, usize),
-    lookback: usize,
-) -> Option<(&'static str, f64)> {
-    let before: Vec<f64> = column[lookback..a]
-        .iter()
-        .copied()
-        .filter(|v| v.is_finite())
-        .collect();
-    if before.len() < 3 {
-        return None;
-    }
-    let inside: Vec<f64> = column[a..=b]
-        .iter()
-        .copied()
-        .filter(|v| v.is_finite())
-        .collect();
-    let (lo, hi) = before
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
-            (l.min(*v), h.max(*v))
-        });
-    let top = inside.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let bottom = inside.iter().copied().fold(f64::INFINITY, f64::min);
-    // Moved by more than the baseline's own width (and not by a rounding error).
-    let width = (hi - lo).max(1e-9 * hi.abs().max(1.0));
-    let (up, down) = (top - hi, lo - bottom);
-    if up > width && up >= down {
-        return Some((">", hi + up / 2.0));
-    }
-    if down > width {
-        return Some(("<", lo - (lo - bottom) / 2.0));
-    }
-    None
 }
 
 fn compare(v: f64, op: &str, th: f64) -> bool {

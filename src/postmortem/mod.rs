@@ -141,8 +141,11 @@ fn explain(
             incident::describe(
                 &timeline,
                 span,
-                k.checked_sub(1).map(|p| spans[p].1),
-                spans.get(k + 1).map(|n| n.0),
+                incident::Around {
+                    previous_end: k.checked_sub(1).map(|p| spans[p].1),
+                    next_start: spans.get(k + 1).map(|n| n.0),
+                    max_gap: (range.window_ms / range.step_ms.max(1)).max(1) as usize,
+                },
                 &episodes,
                 playbook,
                 diagnose_at,

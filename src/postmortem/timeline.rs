@@ -67,6 +67,8 @@ pub struct Track {
     pub title: String,
     /// The signal a symptom is judged by (its first simple comparison), for its peak value.
     pub signal: Option<String>,
+    /// A symptom's comparison on that signal (operator, threshold), when it is a plain one.
+    pub comparison: Option<(&'static str, f64)>,
     /// Per step: NaN when it did not fire; else a symptom's signal value (or 1 when it has
     /// none) and a cause's score.
     pub value: Vec<f64>,
@@ -147,10 +149,15 @@ pub fn slide(
 fn record(timeline: &mut Timeline, d: &Diagnosis, step: usize, n: usize) {
     timeline.status.push(d.status);
     for s in &d.symptoms {
+        // The comparison that held (an `or` of several may have others that did not).
+        let usable =
+            |e: &&llm_doctor_engine::report::EvidenceItem| e.signal.is_some() && e.value.is_some();
         let first = s
             .evidence
             .iter()
-            .find(|e| e.signal.is_some() && e.value.is_some());
+            .filter(usable)
+            .find(|e| e.result == Some(true))
+            .or_else(|| s.evidence.iter().find(usable));
         let track = timeline
             .tracks
             .entry((Kind::Symptom, s.id.clone()))
@@ -159,16 +166,30 @@ fn record(timeline: &mut Timeline, d: &Diagnosis, step: usize, n: usize) {
                 id: s.id.clone(),
                 title: s.title.clone(),
                 signal: first.and_then(|e| e.signal.clone()),
+                comparison: first.and_then(|e| Some((e.op?, e.threshold?))),
                 value: vec![f64::NAN; n],
                 rank: Vec::new(),
                 severity: vec![f64::NAN; n],
             });
-        let value = first.and_then(|e| e.value).unwrap_or(1.0);
+        // One signal per track: the one it was first judged by, read from its column when
+        // another comparison is the one that held now.
+        let same = first.filter(|e| e.signal.is_some() && e.signal == track.signal);
+        let column = track
+            .signal
+            .as_ref()
+            .and_then(|name| timeline.signals.get(name))
+            .map(|c| c[step]);
+        let value = same
+            .and_then(|e| e.value)
+            .or(column.filter(|v| v.is_finite()))
+            .unwrap_or(1.0);
         track.value[step] = value;
-        track.severity[step] = match first.and_then(|e| Some((e.op?, e.threshold?))) {
+        // How bad, in the direction of the track's own comparison; a larger value when it has
+        // none (every symptom signal grows worse upwards unless its rule says `<`).
+        track.severity[step] = match track.comparison {
             Some((op, th)) if th != 0.0 && op.starts_with('<') => (th / value).abs(),
             Some((_, th)) if th != 0.0 => (value / th).abs(),
-            _ => 1.0,
+            _ => value.abs(),
         };
     }
     for c in &d.causes {
@@ -180,6 +201,7 @@ fn record(timeline: &mut Timeline, d: &Diagnosis, step: usize, n: usize) {
                 id: c.id.clone(),
                 title: c.title.clone(),
                 signal: None,
+                comparison: None,
                 value: vec![f64::NAN; n],
                 rank: vec![0; n],
                 severity: Vec::new(),

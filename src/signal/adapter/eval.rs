@@ -508,13 +508,37 @@ fn leaf(
     Ok(out)
 }
 
+/// A series' labels but `le`, as a key that only matching and sorting read: each value is
+/// length-prefixed, so no value can forge a boundary. Built by hand: it runs for every series
+/// of every signal at every step of a postmortem.
 fn label_key(s: &Series) -> String {
-    s.labels
-        .0
-        .iter()
-        .filter(|(k, _)| k != "le")
-        .map(|(k, v)| format!("{k}={v:?},"))
-        .collect()
+    let mut key =
+        String::with_capacity(s.labels.0.iter().map(|(k, v)| k.len() + v.len() + 8).sum());
+    for (k, v) in s.labels.0.iter().filter(|(k, _)| k != "le") {
+        key.push_str(k);
+        key.push('=');
+        push_decimal(&mut key, v.len());
+        key.push(':');
+        key.push_str(v);
+        key.push(',');
+    }
+    key
+}
+
+fn push_decimal(out: &mut String, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[i..] {
+        out.push(char::from(d));
+    }
 }
 
 fn parse_le(le: &str) -> Option<f64> {
