@@ -1004,3 +1004,72 @@ fn cli_record_from_prometheus_round_trips_to_the_same_diagnosis() {
         "{err}"
     );
 }
+
+/// The hit replicas of a postmortem's JSON and their leading causes, sorted.
+fn hit_causes(json: &str) -> Vec<(String, String)> {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    let mut out: Vec<(String, String)> = v["fleet"]["hit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["target"].as_str().unwrap().to_string(),
+                h["cause"].as_str().unwrap_or("-").to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn cli_postmortem_from_prometheus_history_matches_the_recording() {
+    let prom = Prometheus::start_with(&fixture_text("fleet_mixed"));
+    let (from, to) = ("1796083500", "1796083800");
+    let (code, json, err) = cli(&[
+        "postmortem",
+        "--prometheus",
+        &prom.url,
+        "--from",
+        from,
+        "--to",
+        to,
+        "--step",
+        "15s",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 1, "incidents found: {err}");
+    assert!(err.contains("range queries in"), "says what it sent: {err}");
+    let from_prometheus = hit_causes(&json);
+    let (_, json, err) = cli(&[
+        "postmortem",
+        "fixtures/fleet_mixed.om.gz",
+        "--from",
+        from,
+        "--to",
+        to,
+        "--format",
+        "json",
+        "-q",
+    ]);
+    assert_eq!(hit_causes(&json), from_prometheus, "{err}");
+    let pods: Vec<&str> = from_prometheus.iter().map(|(t, _)| t.as_str()).collect();
+    assert!(
+        pods.iter().any(|p| p.contains("vllm-2")) && pods.iter().any(|p| p.contains("vllm-3")),
+        "{from_prometheus:?}"
+    );
+    // A Prometheus that is not there is an error naming it.
+    let (code, _, err) = cli(&[
+        "postmortem",
+        "--prometheus",
+        "http://127.0.0.1:9",
+        "--from",
+        from,
+        "--to",
+        to,
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("127.0.0.1:9"), "{err}");
+}
