@@ -396,7 +396,8 @@ pub fn run_diff(args: DiffArgs) -> Result<Outcome> {
     }) {
         ReportFormat::Json => serde_json::to_string_pretty(&d)? + "\n",
         ReportFormat::Markdown => render::diff_markdown(&d),
-        ReportFormat::Table | ReportFormat::Html => render::diff_table(&d),
+        ReportFormat::Table => render::diff_table(&d),
+        ReportFormat::Html => bail!("diff writes table, markdown or json"),
     };
     Ok(Outcome {
         stdout: text,

@@ -198,6 +198,7 @@ fn draw(
         let mut chart = ChartBuilder::on(&root)
             .caption(group.join(" / "), ("sans-serif", 14))
             .margin(8)
+            .margin_right(36)
             .x_label_area_size(24)
             .y_label_area_size(64)
             .build_cartesian_2d(x0..x1, lo..hi)

@@ -28,7 +28,7 @@ fn range_line(pm: &Postmortem) -> String {
         "{} .. {} ({}), judged every {} over a {} window; {} target(s)",
         format_time(pm.from_ms),
         format_time(pm.to_ms),
-        format_duration(pm.to_ms - pm.from_ms),
+        format_duration((pm.to_ms - pm.from_ms) / 1000 * 1000),
         format_duration(pm.step_ms),
         format_duration(pm.window_ms),
         pm.targets.len()
