@@ -10,9 +10,9 @@ use anyhow::{bail, Context, Result};
 use llm_doctor_engine::{FactValue, SignalValue, Snapshot, Window};
 
 use crate::rules::Rules;
-use crate::signal::adapter::eval::{Frame, Stat, TargetSeries};
+use crate::signal::adapter::eval::{Frame, InstantMemo, Stat, TargetSeries};
 use crate::signal::adapter::spec::{Expr, Selector};
-use crate::signal::adapter::{fill_signals, AdapterSpec, TargetInput};
+use crate::signal::adapter::{fill_signals_from, AdapterSpec, TargetInput};
 use crate::signal::engine_args;
 use crate::signal::series::SeriesSet;
 
@@ -127,6 +127,10 @@ pub fn prepare(set: &SeriesSet, rules: &Rules, opts: &Options) -> Result<Vec<Pre
 /// postmortem prepares them at every step of a range.
 pub struct Split<'a> {
     inputs: Vec<TargetInput<'a>>,
+    /// Each target's series indexed by name, once.
+    indexed: Vec<TargetSeries<'a>>,
+    /// Each target's combined-gauge instant values, reused as the window slides.
+    memos: Vec<std::sync::Mutex<InstantMemo>>,
     command_line: Option<engine_args::CommandLineFacts>,
     rules: &'a Rules,
     opts: &'a Options,
@@ -142,8 +146,15 @@ impl<'a> Split<'a> {
             None => rules.adapters.clone(),
         };
         let inputs = split_targets(set, rules, opts, &adapters)?;
+        let indexed = inputs
+            .iter()
+            .map(|t| TargetSeries::new(t.series.iter().copied()))
+            .collect();
+        let memos = inputs.iter().map(|_| Default::default()).collect();
         Ok(Split {
             inputs,
+            indexed,
+            memos,
             command_line,
             rules,
             opts,
@@ -160,10 +171,15 @@ impl<'a> Split<'a> {
         self.inputs.is_empty()
     }
 
-    /// Target `i` prepared over `frame`.
+    /// Target `i` prepared over `frame`. Windows of one target are best taken in time order:
+    /// instant values of the previous window are reused.
     pub fn prepare_at(&self, i: usize, frame: Frame) -> Result<Prepared> {
+        let mut memo = self.memos[i]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         prepare_target(
             &self.inputs[i],
+            (&self.indexed[i], &mut memo),
             frame,
             self.command_line.as_ref(),
             self.rules,
@@ -230,6 +246,7 @@ fn split_targets<'a>(
 
 fn prepare_target(
     input: &TargetInput<'_>,
+    (indexed, memo): (&TargetSeries<'_>, &mut InstantMemo),
     frame: Frame,
     command_line: Option<&engine_args::CommandLineFacts>,
     rules: &Rules,
@@ -249,11 +266,12 @@ fn prepare_target(
                 .to_string(),
         );
     }
-    fill_signals(
+    fill_signals_from(
         &mut snapshot,
         catalog,
         &rules.adapters,
         input,
+        (indexed, Some(memo)),
         frame,
         &opts.facts,
     );

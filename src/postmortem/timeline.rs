@@ -210,3 +210,53 @@ fn record(timeline: &mut Timeline, d: &Diagnosis, step: usize, n: usize) {
         track.rank[step] = c.rank.min(u16::MAX as usize) as u16;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::{prepare, Options};
+
+    /// Sliding reuses instant values between windows; every step must still equal a fresh
+    /// diagnosis at that instant.
+    #[test]
+    fn a_slid_window_equals_a_fresh_one_at_every_step() {
+        let rules = crate::rules::load_rules(None).unwrap();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/gpu_memory_pressure.om.gz");
+        let text = crate::source::file::read_text(&path).unwrap();
+        let set = crate::source::file::parse_inputs(&[("f".into(), text)]).unwrap();
+        let opts = Options {
+            window_ms: 120_000,
+            ..Options::default()
+        };
+        let split = Split::new(&set, &rules, &opts).unwrap();
+        let newest = set.newest_ms().unwrap();
+        let range = Range {
+            from_ms: newest - 300_000,
+            to_ms: newest,
+            step_ms: 15_000,
+            window_ms: 120_000,
+        };
+        for t in range.times() {
+            let slid = split.prepare_at(0, range.frame_at(t)).unwrap();
+            let fresh = prepare(
+                &set,
+                &rules,
+                &Options {
+                    at_ms: Some(t),
+                    ..opts.clone()
+                },
+            )
+            .unwrap()
+            .remove(0);
+            for k in 0..rules.catalog.signals().len() {
+                assert_eq!(
+                    slid.snapshot.signal_at(k),
+                    fresh.snapshot.signal_at(k),
+                    "{} at {t}",
+                    rules.catalog.signals()[k].name
+                );
+            }
+        }
+    }
+}

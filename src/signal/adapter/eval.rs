@@ -101,15 +101,30 @@ pub fn eval_signal(
     }
 }
 
+/// One signal's memo: the expression and window length its values belong to, and the values
+/// by instant, oldest first.
+type MemoEntry = (Expr, i64, std::collections::VecDeque<(i64, Option<f64>)>);
+
+/// The instant values [`combined_window_stats`] computed, per signal, so that a window slid
+/// one sample on reuses all but the newest: a postmortem evaluates each instant once, not once
+/// per window that holds it.
+#[derive(Debug, Default)]
+pub struct InstantMemo {
+    by_signal: std::collections::HashMap<String, MemoEntry>,
+}
+
 /// Window statistics (min, mean, max) of a signal whose expression combines gauges by division
 /// or subtraction: the statistic of a ratio is not the ratio of the statistics (a framebuffer
 /// whose total drops when the process dies would show a maximum below its minimum), so the
 /// expression is evaluated at every sample instant of the window and those values summarised.
 /// None when the expression has no such operator (leaf statistics are exact enough there).
+/// `memo` keeps `signal`'s instant values between calls (for the same expression and window
+/// length).
 pub fn combined_window_stats(
     expr: &Expr,
     ts: &TargetSeries<'_>,
     frame: Frame,
+    memo: Option<(&mut InstantMemo, &str)>,
 ) -> Option<(f64, f64, f64)> {
     let end = frame.end_ms?;
     if !expr.any(&|e| matches!(e, Expr::Div(..) | Expr::Sub(..))) {
@@ -125,16 +140,42 @@ pub fn combined_window_stats(
         .collect();
     times.sort_unstable();
     times.dedup();
-    let values: Vec<f64> = times
-        .iter()
-        .filter_map(|&t| {
-            let at = Frame {
-                end_ms: Some(t),
-                window_ms: frame.window_ms,
-            };
-            eval_signal(expr, ts, at, Stat::Last).ok()
-        })
-        .collect();
+    let at = |t: i64| {
+        let frame = Frame {
+            end_ms: Some(t),
+            window_ms: frame.window_ms,
+        };
+        eval_signal(expr, ts, frame, Stat::Last).ok()
+    };
+    let values: Vec<f64> = match memo {
+        None => times.iter().filter_map(|&t| at(t)).collect(),
+        Some((memo, signal)) => {
+            let entry = memo
+                .by_signal
+                .entry(signal.to_string())
+                .or_insert_with(|| (expr.clone(), frame.window_ms, Default::default()));
+            // An instant's value depends on the expression and the window length only.
+            if entry.0 != *expr || entry.1 != frame.window_ms {
+                *entry = (expr.clone(), frame.window_ms, Default::default());
+            }
+            let known = &mut entry.2;
+            // Instants that left the window are not needed again (windows only move on).
+            while known.front().is_some_and(|(t, _)| *t <= start) {
+                known.pop_front();
+            }
+            times
+                .iter()
+                .filter_map(|&t| match known.binary_search_by_key(&t, |(k, _)| *k) {
+                    Ok(i) => known[i].1,
+                    Err(i) => {
+                        let v = at(t);
+                        known.insert(i, (t, v));
+                        v
+                    }
+                })
+                .collect()
+        }
+    };
     if values.is_empty() {
         return None;
     }

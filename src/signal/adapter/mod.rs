@@ -220,10 +220,32 @@ pub fn fill_signals(
     facts: &[(String, String)],
 ) {
     let ts = TargetSeries::new(input.series.iter().copied());
+    fill_signals_from(
+        snapshot,
+        catalog,
+        adapters,
+        input,
+        (&ts, None),
+        frame,
+        facts,
+    );
+}
+
+/// [`fill_signals`] over series already indexed, keeping combined gauges' instant values in
+/// `memo` when given (a window that slides reuses them).
+pub fn fill_signals_from(
+    snapshot: &mut Snapshot,
+    catalog: &Catalog,
+    adapters: &Adapters,
+    input: &TargetInput<'_>,
+    (ts, mut memo): (&TargetSeries<'_>, Option<&mut eval::InstantMemo>),
+    frame: Frame,
+    facts: &[(String, String)],
+) {
     let mut provided: BTreeSet<&str> = BTreeSet::new();
     let present = adapters.present(&input.adapters);
     for a in &present {
-        let chosen = choose_picks(a, facts, &ts, frame);
+        let chosen = choose_picks(a, facts, ts, frame);
         for (name, written) in &a.signals {
             if provided.contains(name.as_str()) {
                 continue;
@@ -236,12 +258,15 @@ pub fn fill_signals(
                     continue;
                 }
             };
-            match eval::eval_signal(expr, &ts, frame, Stat::Last) {
+            match eval::eval_signal(expr, ts, frame, Stat::Last) {
                 Ok(value) => {
                     let stats = (frame.end_ms.is_some() && eval::reads_gauge(expr)).then(|| {
-                        if let Some((min, mean, max)) =
-                            eval::combined_window_stats(expr, &ts, frame)
-                        {
+                        if let Some((min, mean, max)) = eval::combined_window_stats(
+                            expr,
+                            ts,
+                            frame,
+                            memo.as_deref_mut().map(|m| (m, name.as_str())),
+                        ) {
                             return WindowStats {
                                 min,
                                 mean,
@@ -249,7 +274,7 @@ pub fn fill_signals(
                                 last: value,
                             };
                         }
-                        let get = |s| eval::eval_signal(expr, &ts, frame, s).unwrap_or(value);
+                        let get = |s| eval::eval_signal(expr, ts, frame, s).unwrap_or(value);
                         WindowStats {
                             min: get(Stat::Min),
                             mean: get(Stat::Mean),
@@ -265,7 +290,7 @@ pub fn fill_signals(
                             source.push_str(&format!("; {pick} {label} `{value}` ({})", p.why));
                         }
                     }
-                    for counter in eval::zeroed(expr, &ts, frame) {
+                    for counter in eval::zeroed(expr, ts, frame) {
                         source.push_str(&format!(
                             "; `{counter}` has no series (never incremented): counted as 0"
                         ));
