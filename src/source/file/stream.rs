@@ -692,6 +692,57 @@ mod tests {
     }
 
     #[test]
+    fn diagnose_retention_prepares_the_same_snapshots() {
+        // What `diagnose` keeps (two windows before the newest sample, or before `--at`) gives
+        // every fixture the same snapshots as the whole recording.
+        let rules = crate::rules::load_rules(None).unwrap();
+        let window_ms = 300_000;
+        for path in files_under("fixtures") {
+            let whole = read_path(&path, &opts(0, 1 << 20, Retention::All)).unwrap();
+            let newest = whole.set.newest_ms().unwrap();
+            let at = newest - 60_000;
+            for (retention, at_ms) in [
+                (
+                    Retention::LastWindow {
+                        keep_ms: 2 * window_ms,
+                    },
+                    None,
+                ),
+                (
+                    Retention::Range {
+                        from_ms: at - 2 * window_ms,
+                        to_ms: at,
+                    },
+                    Some(at),
+                ),
+            ] {
+                let kept = read_path(&path, &opts(1, 1 << 16, retention)).unwrap();
+                assert!(
+                    kept.set.sample_count() < whole.set.sample_count(),
+                    "{path:?}"
+                );
+                let o = crate::pipeline::Options {
+                    window_ms,
+                    at_ms,
+                    ..Default::default()
+                };
+                let snaps = |set: &SeriesSet| -> Vec<_> {
+                    crate::pipeline::prepare(set, &rules, &o)
+                        .unwrap()
+                        .into_iter()
+                        .map(|p| (p.snapshot, p.notes))
+                        .collect()
+                };
+                assert_eq!(
+                    snaps(&kept.set),
+                    snaps(&whole.set),
+                    "{path:?} {retention:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn parallel_and_sequential_agree_on_a_fleet() {
         // Several replicas, series contiguous as in the generated fleet files.
         let mut text = String::from("# TYPE g gauge\n# TYPE c counter\n");
