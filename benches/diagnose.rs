@@ -139,7 +139,7 @@ fn read_and_diagnose_fleet_100(bencher: Bencher) {
 /// A fleet of `n` replicas, 10 minutes at 15 s, gzip, streamed by the generator on first use.
 fn fleet_file(n: usize) -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let path = root.join(format!("target/bench/fleet-{n}.om.gz"));
+    let path = root.join(format!("target/bench/fleet-{n}-10m.om.gz"));
     if !path.exists() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let status = Command::new("python3")
