@@ -135,3 +135,52 @@ fn read_and_diagnose_fleet_100(bencher: Bencher) {
             .collect::<Vec<_>>()
     });
 }
+
+/// A fleet of `n` replicas, 10 minutes at 15 s, gzip, streamed by the generator on first use.
+fn fleet_file(n: usize) -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let path = root.join(format!("target/bench/fleet-{n}-10m.om.gz"));
+    if !path.exists() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let status = Command::new("python3")
+            .arg(root.join("scripts/gen_fixtures.py"))
+            .args(["--fleet-bench", &n.to_string()])
+            .arg(&path)
+            .args(["--hours", "0.1666667"])
+            .current_dir(&root)
+            .status()
+            .expect("python3 runs the fixture generator");
+        assert!(status.success(), "generating {} failed", path.display());
+    }
+    path
+}
+
+/// Fleets of 1 to 3,000 replicas after reading (as `diagnose` reads: two windows kept): split
+/// into targets, join GPUs and hosts, compute signals, diagnose every replica. Divide by `n` for
+/// the cost per replica.
+#[divan::bench(args = [1, 100, 1000, 3000], sample_count = 5, sample_size = 1)]
+fn prepare_and_diagnose_fleet(bencher: Bencher, n: usize) {
+    use llm_doctor::source::file::{read_files, ReadOptions, Retention};
+    let rules = load_rules(None).unwrap();
+    let opts = Options {
+        window_ms: 300_000,
+        ..Options::default()
+    };
+    let read = read_files(
+        &[fleet_file(n)],
+        &ReadOptions {
+            retention: Retention::LastWindow { keep_ms: 600_000 },
+            ..ReadOptions::default()
+        },
+    )
+    .unwrap();
+    let slos = rules.playbook.slo_values(&Default::default()).unwrap();
+    bencher.bench(|| {
+        let prepared = pipeline::prepare(&read.set, &rules, &opts).unwrap();
+        assert_eq!(prepared.len(), n);
+        prepared
+            .iter()
+            .map(|p| llm_doctor_engine::diagnose(&rules.playbook, &p.snapshot, &slos))
+            .collect::<Vec<_>>()
+    });
+}

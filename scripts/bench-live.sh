@@ -23,6 +23,19 @@ run() { # name, recording, at
   ./target/release/llm-doctor diagnose --prometheus "http://127.0.0.1:$port" --at "$at" --format json >/dev/null 2>&1 || true
   for i in 1 2 3 4 5; do
     ./target/release/llm-doctor diagnose --prometheus "http://127.0.0.1:$port" --at "$at" --format json 2>&1 >/dev/null | grep '^queried' | sed "s/^/  $name run $i: /" || true
+    # BASELINE=path/to/another/llm-doctor: the same triage by that binary, alternating.
+    if [ -n "${BASELINE:-}" ]; then
+      "$BASELINE" diagnose --prometheus "http://127.0.0.1:$port" --at "$at" --format json 2>&1 >/dev/null | grep '^queried' | sed "s/^/  $name baseline run $i: /" || true
+    fi
+  done
+  # Each adapter's discovery query alone (the slowest queries of a triage), three times each.
+  for q in 'count by (Hostname, hostname, instance, job, model, model_name, namespace, pod) ({__name__=~"vllm:.*"})' \
+           'count by (Hostname, hostname, instance, pod) ({__name__=~"DCGM_.*"})' \
+           'count by (Hostname, hostname, instance, pod) ({__name__=~"node_.*"})'; do
+    for i in 1 2 3; do
+      curl -s -o /dev/null -w "  $name alone: %{time_total} s  ${q:0:60}...\n" \
+        --data-urlencode "query=$q" --data-urlencode "time=$at" "http://127.0.0.1:$port/api/v1/query"
+    done
   done
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
 }

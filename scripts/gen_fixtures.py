@@ -21,6 +21,7 @@ Usage
     python3 scripts/gen_fixtures.py --verify NAME   # target vs recomputed signal table
     python3 scripts/gen_fixtures.py --bench OUT.om [--verify bench]   # large benchmark file
     python3 scripts/gen_fixtures.py --fleet-bench N OUT.om   # N replicas in one file (OUT.om.gz: gzip)
+    python3 scripts/gen_fixtures.py --fleet-bench N OUT.om.gz --hours H [--step S]   # streamed, any size
     options: --scenarios FILE, --out DIR (defaults fixtures/scenarios.yaml, fixtures/), --list
 
 --verify parses the written file, evaluates every signal of rules/signals/{<engine>,dcgm,node}.yaml
@@ -2655,7 +2656,55 @@ FLEET_FAULTS = [
 ]
 
 
-def fleet_bench_cfgs(n):
+def write_fleet_stream(cfgs, path, level=6):
+    """A fleet recording written through gzip without holding it: each member is built alone,
+    each family's block of it compressed into that family's spool file (a run of gzip members),
+    then the spools are joined in family order. The result is one multi-member gzip file with
+    the same text, family by family, as ``render_members`` gives (a day of 64 replicas is ~16 GB
+    of text, more than memory). Returns (text bytes, lines)."""
+    order, heads, spools = [], {}, {}
+    size = lines = 0
+    with tempfile.TemporaryDirectory(dir=Path(path).parent) as tmp:
+        for mc in cfgs:
+            b = Builder(Scenario(mc))
+            for f in b.build():
+                if not (f.series or f.hists or f.summaries):
+                    continue
+                if f.name not in heads:
+                    h = []
+                    f.render_header(h)
+                    heads[f.name] = "".join(h)
+                    order.append(f.name)
+                    spools[f.name] = Path(tmp) / f"{len(order)}.gz"
+                o = []
+                f.render_samples(o)
+                text = "".join(o).encode("utf-8")
+                del o
+                size += len(text)
+                lines += text.count(b"\n")
+                with open(spools[f.name], "ab") as fh:
+                    fh.write(gzip.compress(text, compresslevel=level, mtime=0))
+            del b
+            print(f"  {mc['name']}: {size:,} bytes of text so far", file=sys.stderr, flush=True)
+        tmp_out = Path(str(path) + ".tmp")
+        with open(tmp_out, "wb") as out:
+            for name in order:
+                head = heads[name].encode("utf-8")
+                size += len(head)
+                lines += head.count(b"\n")
+                out.write(gzip.compress(head, compresslevel=level, mtime=0))
+                with open(spools[name], "rb") as fh:
+                    while True:
+                        buf = fh.read(1 << 24)
+                        if not buf:
+                            break
+                        out.write(buf)
+            out.write(gzip.compress(b"# EOF\n", compresslevel=level, mtime=0))
+        os.replace(tmp_out, path)
+    return size + len("# EOF\n"), lines + 1
+
+
+def fleet_bench_cfgs(n, hours=None, step=None):
     out = []
     for i in range(n):
         r1 = zlib.crc32(f"fleet-bench/{i}/a".encode()) / 2 ** 32
@@ -2667,8 +2716,13 @@ def fleet_bench_cfgs(n):
         if i % 20 == 7:
             kind, fault = FLEET_FAULTS[(i // 20) % len(FLEET_FAULTS)]
             sig.update(fault)
-        out.append(merge(BUILTIN, {"name": f"fleet-bench.{i}.{kind}", "host": f"gpu-node-{i + 1:03d}",
-                                   "labels": {"pod": f"vllm-{i}"}, "signals": sig}))
+        over = {"name": f"fleet-bench.{i}.{kind}", "host": f"gpu-node-{i + 1:03d}",
+                "labels": {"pod": f"vllm-{i}"}, "signals": sig}
+        if hours is not None:
+            over["duration_s"] = int(round(hours * 3600))
+        if step is not None:
+            over["interval_s"] = int(step)
+        out.append(merge(BUILTIN, over))
     return out
 
 
@@ -3170,9 +3224,21 @@ def main(argv=None):
     ap.add_argument("--bench", metavar="OUT.om", help="write the large benchmark recording")
     ap.add_argument("--fleet-bench", nargs=2, metavar=("N", "OUT.om"),
                     help="write N vLLM replicas (a fleet throughput benchmark) to OUT.om (.gz: compressed)")
+    ap.add_argument("--hours", type=float, help="--fleet-bench: recording length in hours (default 10 minutes); "
+                    "written as a stream through gzip, so OUT must end in .gz")
+    ap.add_argument("--step", type=int, help="--fleet-bench: scrape interval in seconds (default 15)")
     ap.add_argument("--list", action="store_true", help="list scenario names")
     args = ap.parse_args(argv)
 
+    if args.fleet_bench and (args.hours is not None or args.step is not None):
+        n, path = int(args.fleet_bench[0]), Path(args.fleet_bench[1])
+        if not str(path).endswith(".gz"):
+            sys.exit("--hours/--step write through gzip: OUT must end in .gz")
+        size, lines = write_fleet_stream(fleet_bench_cfgs(n, args.hours, args.step), path)
+        faulty = sum(1 for i in range(n) if i % 20 == 7)
+        print(f"wrote {path} ({n} replicas, {faulty} faulty; {size:,} bytes of text, {lines:,} lines; "
+              f"{path.stat().st_size:,} bytes compressed)")
+        return 0
     if args.fleet_bench:
         n, path = int(args.fleet_bench[0]), Path(args.fleet_bench[1])
         chunks, _ = render_members(fleet_bench_cfgs(n), keep=False)

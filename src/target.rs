@@ -7,7 +7,7 @@
 //! `instance`. When there is a single replica and the exporters' hosts match nothing (a pod IP
 //! against a node name, say), they are joined to it anyway and the report says so.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use llm_doctor_engine::Target;
 
@@ -59,6 +59,31 @@ fn join_keys(s: &Series) -> Vec<String> {
     join_keys_of(|l| s.labels.get(l))
 }
 
+/// The values of a series' [`JOIN_LABELS`]: series that agree on them have the same join keys.
+type JoinTuple<'a> = [Option<&'a str>; 4];
+
+fn join_tuple(s: &Series) -> JoinTuple<'_> {
+    let mut t = [None; 4];
+    for (slot, l) in t.iter_mut().zip(JOIN_LABELS) {
+        *slot = s.labels.get(l);
+    }
+    t
+}
+
+/// A target's join keys, sorted and without repeats; computed once per distinct join tuple.
+fn target_keys(series: &[&Series]) -> Vec<String> {
+    let mut seen: HashSet<JoinTuple<'_>> = HashSet::new();
+    let mut keys: Vec<String> = Vec::new();
+    for s in series {
+        if seen.insert(join_tuple(s)) {
+            keys.extend(join_keys(s));
+        }
+    }
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
 /// Where an exporter's series go, given its join keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Join {
@@ -84,6 +109,52 @@ pub fn join(keys: &[String], target_keys: &[Vec<String>]) -> Join {
         [] if target_keys.len() == 1 => Join::Elimination,
         [] => Join::Orphan,
         _ => Join::Ambiguous,
+    }
+}
+
+/// The targets' join keys indexed once, so that joining a series costs its own keys, not a scan
+/// of every target: a fleet's exporter series are joined in time linear in their number.
+#[derive(Debug, Clone, Default)]
+pub struct JoinIndex {
+    /// Join key -> the targets that have it, ascending.
+    by_key: HashMap<String, Vec<usize>>,
+    targets: usize,
+}
+
+impl JoinIndex {
+    /// Indexes targets by their join keys (as [`join`] takes them; need not be sorted).
+    pub fn new(target_keys: &[Vec<String>]) -> Self {
+        let mut by_key: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, keys) in target_keys.iter().enumerate() {
+            for k in keys {
+                let hits = by_key.entry(k.clone()).or_default();
+                if hits.last() != Some(&i) {
+                    hits.push(i);
+                }
+            }
+        }
+        JoinIndex {
+            by_key,
+            targets: target_keys.len(),
+        }
+    }
+
+    /// The same decision as [`join`] with the indexed targets.
+    pub fn join(&self, keys: &[String]) -> Join {
+        let mut hits: Vec<usize> = keys
+            .iter()
+            .filter_map(|k| self.by_key.get(k))
+            .flatten()
+            .copied()
+            .collect();
+        hits.sort_unstable();
+        hits.dedup();
+        match hits.as_slice() {
+            [i] => Join::Matched(*i),
+            [] if self.targets == 1 => Join::Elimination,
+            [] => Join::Orphan,
+            _ => Join::Ambiguous,
+        }
     }
 }
 
@@ -133,15 +204,20 @@ pub fn split<'a>(set: &'a SeriesSet, adapters: &Adapters) -> Vec<TargetInput<'a>
         }
     }
     let mut targets = engine_targets(engines, adapters);
-    // Step 2: series from the engine's own endpoint.
+    // Step 2: series from the engine's own endpoint (the first target with that instance).
+    let mut by_instance: HashMap<String, usize> = HashMap::new();
+    for (i, t) in targets.iter().enumerate() {
+        if let Some(inst) = t.target.labels.get("instance") {
+            by_instance.entry(inst.clone()).or_insert(i);
+        }
+    }
     for s in unowned {
-        if let Some(inst) = s.labels.get("instance") {
-            if let Some(t) = targets
-                .iter_mut()
-                .find(|t| t.target.labels.get("instance").map(String::as_str) == Some(inst))
-            {
-                t.series.push(s);
-            }
+        if let Some(&i) = s
+            .labels
+            .get("instance")
+            .and_then(|inst| by_instance.get(inst))
+        {
+            targets[i].series.push(s);
         }
     }
     let orphans = join_exporters(&mut targets, exporters);
@@ -185,20 +261,24 @@ fn join_exporters<'a>(
     targets: &mut [TargetInput<'a>],
     exporters: Vec<(&'a Series, &str)>,
 ) -> BTreeMap<String, Vec<&'a Series>> {
-    let target_keys: Vec<Vec<String>> = targets
-        .iter()
-        .map(|t| {
-            let mut k: Vec<String> = t.series.iter().flat_map(|s| join_keys(s)).collect();
-            k.sort();
-            k.dedup();
-            k
-        })
-        .collect();
+    let target_keys: Vec<Vec<String>> = targets.iter().map(|t| target_keys(&t.series)).collect();
+    let index = JoinIndex::new(&target_keys);
     let mut orphans: BTreeMap<String, Vec<&'a Series>> = BTreeMap::new();
     let mut ambiguous: BTreeMap<String, ()> = BTreeMap::new();
+    // An exporter's series come in runs with the same join labels (one GPU's, one host's):
+    // their keys and decision are computed once per run.
+    let mut last: Option<(JoinTuple<'a>, Vec<String>, Join)> = None;
     for (s, adapter) in exporters {
-        let keys = join_keys(s);
-        match join(&keys, &target_keys) {
+        let tuple = join_tuple(s);
+        if last.as_ref().is_none_or(|(t, _, _)| *t != tuple) {
+            let keys = join_keys(s);
+            let d = index.join(&keys);
+            last = Some((tuple, keys, d));
+        }
+        let Some((_, keys, decision)) = &last else {
+            continue;
+        };
+        match *decision {
             Join::Matched(i) => attach(&mut targets[i], s, adapter),
             Join::Elimination => {
                 let note = elimination_note(adapter);
@@ -215,7 +295,7 @@ fn join_exporters<'a>(
                     .push(s);
             }
             Join::Ambiguous => {
-                ambiguous.insert(ambiguous_note(adapter, &keys), ());
+                ambiguous.insert(ambiguous_note(adapter, keys), ());
             }
         }
     }
@@ -261,5 +341,33 @@ fn attach<'a>(t: &mut TargetInput<'a>, s: &'a Series, adapter: &str) {
     t.series.push(s);
     if !t.adapters.iter().any(|a| a == adapter) {
         t.adapters.push(adapter.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The index decides as the scan over every target does.
+        #[test]
+        fn join_index_decides_as_the_scan(
+            targets in proptest::collection::vec(proptest::collection::vec(0u8..12, 0..4), 0..6),
+            keys in proptest::collection::vec(0u8..12, 0..4),
+        ) {
+            let key = |k: &u8| format!("host=h{k}");
+            let target_keys: Vec<Vec<String>> = targets
+                .iter()
+                .map(|t| {
+                    let mut k: Vec<String> = t.iter().map(key).collect();
+                    k.sort();
+                    k.dedup();
+                    k
+                })
+                .collect();
+            let keys: Vec<String> = keys.iter().map(key).collect();
+            prop_assert_eq!(JoinIndex::new(&target_keys).join(&keys), join(&keys, &target_keys));
+        }
     }
 }

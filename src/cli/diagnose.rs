@@ -20,7 +20,7 @@ use crate::report::{self, Report, TargetReport};
 use crate::rules::{load_rules, Rules};
 use crate::signal::selector::Selector;
 use crate::signal::series::SeriesSet;
-use crate::source::file::{read_text, snapshot};
+use crate::source::file::{read_text, snapshot, stream, ReadOptions, Retention};
 use crate::source::live::{nvml, scrape};
 
 /// Arguments of `diagnose`.
@@ -141,7 +141,7 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
     };
 
     let mut got = Gathered::default();
-    read_files(&args.files, &rules, args.at, &mut got)?;
+    read_files(&args.files, &rules, args.at, window_ms, &mut got)?;
     read_live(&args, sampling, window_ms, &mut got)?;
     if let Some(url) = &args.prom.prometheus {
         query_prometheus(url, &args, &rules, &options, &mut got)?;
@@ -217,29 +217,56 @@ fn window_ms(args: &DiagnoseArgs, sampling: Option<nvml::Sampling>) -> i64 {
 }
 
 /// The recorded files: snapshots come prepared, the rest are parsed and joined as series.
+/// Exposition files are streamed and keep only what the diagnosis reads: two windows before
+/// the newest sample (or before `--at`), since window statistics of ratios evaluate a window
+/// ending at each sample of the last one.
 fn read_files(
     files: &[PathBuf],
     rules: &Rules,
     at_ms: Option<i64>,
+    window_ms: i64,
     got: &mut Gathered,
 ) -> Result<()> {
-    let mut inputs = Vec::new();
+    let mut series_files = Vec::new();
     for f in files {
-        let text = read_text(f)?;
-        let name = f.display().to_string();
-        if snapshot::looks_like(&text) {
+        if snapshot::looks_like(&stream::peek_text(f, 64 << 10)?) {
+            let text = read_text(f)?;
+            let name = f.display().to_string();
             got.prepared.extend(
                 snapshot::parse(&text, &name, &rules.catalog, at_ms).map_err(anyhow::Error::msg)?,
             );
         } else {
-            inputs.push((name, text));
+            series_files.push(f.clone());
         }
     }
-    if !inputs.is_empty() {
-        let (set, warnings) = crate::source::file::parse_inputs_with_warnings(&inputs)?;
-        got.warnings = warnings;
-        got.set = Some(set);
+    if series_files.is_empty() {
+        return Ok(());
     }
+    let keep_ms = window_ms.saturating_mul(2);
+    let retention = match at_ms {
+        Some(at) => Retention::Range {
+            from_ms: at.saturating_sub(keep_ms),
+            to_ms: at,
+        },
+        None => Retention::LastWindow { keep_ms },
+    };
+    let opts = ReadOptions {
+        retention,
+        ..ReadOptions::default()
+    };
+    let read = crate::source::file::read_files(&series_files, &opts)?;
+    if let (Some(at), Some((oldest, _))) = (at_ms, read.span) {
+        // Checked here, over every sample read: the retention kept none before `--at`.
+        if at < oldest {
+            bail!(
+                "--at {} is before the first sample ({}): nothing to diagnose",
+                crate::time::format_time(at),
+                crate::time::format_time(oldest)
+            );
+        }
+    }
+    got.warnings = read.warnings;
+    got.set = Some(read.set);
     Ok(())
 }
 

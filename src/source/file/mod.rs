@@ -6,5 +6,7 @@ pub mod exposition;
 pub mod openmetrics;
 mod read;
 pub mod snapshot;
+pub mod stream;
 
-pub use read::{parse_inputs, parse_inputs_with_warnings, read_text};
+pub use read::{parse_inputs, parse_inputs_with_warnings, read_files, read_text, FilesRead};
+pub use stream::{ReadOptions, Retention};

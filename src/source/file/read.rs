@@ -1,10 +1,13 @@
 //! Reading recordings: a file's bytes as text (gzip or plain), then every input parsed by its
 //! format (Prometheus API JSON or exposition text) and merged into one series set.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+#[cfg(doc)]
+use super::stream::Retention;
+use super::stream::{self, ReadOptions};
 use super::{api_json, exposition};
 use crate::signal::series::{Labels, SeriesSet};
 
@@ -34,21 +37,36 @@ pub fn read_text(path: &Path) -> Result<String> {
 /// keep this free of file I/O.
 pub fn parse_inputs_with_warnings(inputs: &[(String, String)]) -> Result<(SeriesSet, Vec<String>)> {
     let mut warnings = Vec::new();
-    let mut set: Option<SeriesSet> = None;
+    let mut parsed = Vec::new();
     for (name, text) in inputs {
-        let mut parsed = if api_json::looks_like(text) {
-            let p = api_json::parse_with_warnings(text, name).map_err(anyhow::Error::new)?;
-            warnings.extend(p.warnings);
-            p.set
-        } else {
-            exposition::parse(text, name).map_err(anyhow::Error::new)?
-        };
+        parsed.push((name.clone(), parse_text(name, text, &mut warnings)?));
+    }
+    let set = join_inputs(parsed, &mut warnings)?;
+    Ok((set, warnings))
+}
+
+/// One input's text: an API answer or exposition text.
+fn parse_text(name: &str, text: &str, warnings: &mut Vec<String>) -> Result<SeriesSet> {
+    Ok(if api_json::looks_like(text) {
+        let p = api_json::parse_with_warnings(text, name).map_err(anyhow::Error::new)?;
+        warnings.extend(p.warnings);
+        p.set
+    } else {
+        exposition::parse(text, name).map_err(anyhow::Error::new)?
+    })
+}
+
+/// Joins the inputs' series, each file a target of its own when none has target labels.
+fn join_inputs(inputs: Vec<(String, SeriesSet)>, warnings: &mut Vec<String>) -> Result<SeriesSet> {
+    let several = inputs.len() > 1;
+    let mut set: Option<SeriesSet> = None;
+    for (name, mut parsed) in inputs {
         if parsed.series.is_empty() {
             bail!("{name}: no samples (an empty file, or only comments)");
         }
         // Pages saved with curl carry no target labels: with several files, each file is a
         // target of its own, named after the file, so replicas are not mixed up.
-        if inputs.len() > 1
+        if several
             && parsed
                 .series
                 .iter()
@@ -73,7 +91,66 @@ pub fn parse_inputs_with_warnings(inputs: &[(String, String)]) -> Result<(Series
             set.conflicts.count
         ));
     }
-    Ok((set, warnings))
+    Ok(set)
+}
+
+/// Files read by [`read_files`].
+#[derive(Debug, Clone)]
+pub struct FilesRead {
+    /// The series of every file, joined, with the samples the retention kept.
+    pub set: SeriesSet,
+    /// Partial answers, disagreeing duplicates and the like, to show beside the diagnosis.
+    pub warnings: Vec<String>,
+    /// Oldest and newest timestamp of every sample read, kept or not.
+    pub span: Option<(i64, i64)>,
+}
+
+/// Reads and merges exposition files and saved Prometheus API answers from disk, like
+/// [`parse_inputs_with_warnings`] on their texts, but streaming: exposition files are parsed as
+/// they are decompressed and keep only what `opts.retention` asks for (API answers, small by
+/// nature, are still read whole). With [`Retention::All`] the series are the same.
+pub fn read_files(paths: &[PathBuf], opts: &ReadOptions) -> Result<FilesRead> {
+    let mut warnings = Vec::new();
+    let mut parsed = Vec::new();
+    let mut span: Option<(i64, i64)> = None;
+    let mut has_timestamps = !paths.is_empty();
+    for path in paths {
+        let name = path.display().to_string();
+        let head = stream::peek_text(path, 4096)?;
+        let set = if api_json::looks_like(&head) {
+            let set = parse_text(&name, &read_text(path)?, &mut warnings)?;
+            let (lo, hi) = (set.oldest_ms(), set.newest_ms());
+            has_timestamps &= set.has_timestamps;
+            if let (Some(lo), Some(hi)) = (lo, hi) {
+                span = Some(widen(span, (lo, hi)));
+            }
+            set
+        } else {
+            let r = stream::read_path(path, opts)?;
+            has_timestamps &= r.has_timestamps;
+            if let Some(s) = r.span {
+                span = Some(widen(span, s));
+            }
+            r.set
+        };
+        parsed.push((name, set));
+    }
+    let mut set = join_inputs(parsed, &mut warnings)?;
+    // Over every sample read: a retention that kept none must not turn a recording into a
+    // scrape without timestamps.
+    set.has_timestamps = has_timestamps;
+    Ok(FilesRead {
+        set,
+        warnings,
+        span,
+    })
+}
+
+fn widen(span: Option<(i64, i64)>, (lo, hi): (i64, i64)) -> (i64, i64) {
+    match span {
+        Some((a, b)) => (a.min(lo), b.max(hi)),
+        None => (lo, hi),
+    }
 }
 
 /// Reads and merges inputs, dropping warnings (partial answers and the like).

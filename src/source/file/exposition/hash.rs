@@ -6,7 +6,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 /// A small multiplicative hash (FxHash's mixing step) for the raw-key map: SipHash's DoS
 /// resistance buys nothing for a local file, and hashing is on the per-line hot path.
 #[derive(Default, Clone, Copy)]
-pub(super) struct FastHasher(pub(super) u64);
+pub(crate) struct FastHasher(pub(super) u64);
 
 impl FastHasher {
     #[inline]
@@ -47,4 +47,4 @@ impl Hasher for FastHasher {
     }
 }
 
-pub(super) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;

@@ -34,4 +34,11 @@ mod parser;
 mod tests;
 
 pub use error::ParseError;
-pub use parser::parse;
+pub(crate) use hash::FastMap;
+pub use parser::{first_content_error, parse, parse_chunk, Chunk};
+
+/// Whether some line of `text` is exactly `# EOF` (blanks around it allowed): what makes a file
+/// OpenMetrics rather than the Prometheus text format.
+pub fn has_eof_line(text: &str) -> bool {
+    lex::has_eof_line(text)
+}

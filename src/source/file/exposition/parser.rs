@@ -16,17 +16,88 @@ use crate::signal::series::{Labels, MetricType, Sample, Series, SeriesSet};
 /// Empty input, or input with only comments, gives an empty [`SeriesSet`]: "no samples" is for
 /// the caller to report, with more context than a parser has.
 pub fn parse(text: &str, file: &str) -> Result<SeriesSet, ParseError> {
+    let chunk = parse_chunk(text, file, has_eof_line(text), 1)?;
+    let mut set = SeriesSet {
+        series: chunk.series.into_iter().map(|(_, s)| s).collect(),
+        families: chunk.families,
+        has_timestamps: false,
+        conflicts: Default::default(),
+    };
+    set.normalize();
+    Ok(set)
+}
+
+/// What one piece of a file (whole lines) holds, before series of other pieces are joined.
+#[derive(Debug, Default)]
+pub struct Chunk {
+    /// Series in order of first appearance in the piece, each with the raw `name{labels}` text
+    /// it was keyed by (differently spelled label sets of one series are separate entries, as
+    /// in [`parse`], until [`SeriesSet::normalize`] joins them).
+    pub series: Vec<(String, Series)>,
+    /// Family types declared in the piece (a later known type wins, as in [`parse`]).
+    pub families: std::collections::BTreeMap<String, MetricType>,
+    /// Whether a line of the piece is `# EOF`: in OpenMetrics mode the end of the file, in text
+    /// mode a sign that the file was OpenMetrics after all.
+    pub saw_eof: bool,
+    /// How many newlines the piece has: the next piece starts that many lines further on.
+    pub newlines: usize,
+}
+
+/// The first non-blank line of a piece: where "content after `# EOF`" points when an earlier
+/// piece ended the file.
+pub fn first_content_error(text: &str, file: &str, first_line: usize) -> Option<ParseError> {
+    for (idx, raw_line) in text.split('\n').enumerate() {
+        let line = raw_line.strip_suffix('\r').unwrap_or(raw_line);
+        let b = line.as_bytes();
+        let mut end = b.len();
+        while end > 0 && is_ws(b[end - 1]) {
+            end -= 1;
+        }
+        let start = skip_ws(&b[..end], 0);
+        if start < end {
+            let mut pos = start;
+            while !line.is_char_boundary(pos) {
+                pos -= 1;
+            }
+            return Some(ParseError {
+                file: file.to_string(),
+                line: first_line + idx,
+                column: line[..pos].chars().count() + 1,
+                message: "content after `# EOF`".to_string(),
+                line_text: line.to_string(),
+            });
+        }
+    }
+    None
+}
+
+/// Parses whole lines of a file, the first being line `first_line`, in the format given
+/// (`openmetrics`: timestamps in seconds, `# EOF` ends the file). The streaming reader
+/// (`source::file::stream`) parses a file piece by piece with this and joins the pieces; the
+/// result is the same as [`parse`] on the whole text.
+pub fn parse_chunk(
+    text: &str,
+    file: &str,
+    openmetrics: bool,
+    first_line: usize,
+) -> Result<Chunk, ParseError> {
     let mut p = Parser {
         file,
-        openmetrics: has_eof_line(text),
+        openmetrics,
         series: Vec::new(),
         by_raw: FastMap::default(),
         families: Default::default(),
         spans: Vec::new(),
-        last_key: None,
+        raw_of: Vec::new(),
+        next_of: Vec::new(),
+        last_idx: None,
+        pending: Sample::default(),
     };
     let mut seen_eof = false;
+    let mut saw_eof = false;
+    let mut newlines = 0;
     for (idx, raw_line) in text.split('\n').enumerate() {
+        newlines = idx;
         let line = raw_line.strip_suffix('\r').unwrap_or(raw_line);
         let b = line.as_bytes();
         let mut end = b.len();
@@ -37,25 +108,32 @@ pub fn parse(text: &str, file: &str) -> Result<SeriesSet, ParseError> {
         if start == end {
             continue;
         }
-        let lineno = idx + 1;
+        let lineno = first_line + idx;
         if seen_eof {
             return Err(p.error(lineno, line, start, "content after `# EOF`".to_string()));
         }
         if b[start] == b'#' {
+            saw_eof |= &line[start..end] == "# EOF";
             seen_eof = p.comment(line, start, end, lineno)?;
         } else {
             p.sample(line, start, end, lineno)?;
         }
     }
-    let mut set = SeriesSet {
-        series: p.series,
+    Ok(Chunk {
+        series: p
+            .raw_of
+            .into_iter()
+            .map(str::to_string)
+            .zip(p.series)
+            .collect(),
         families: p.families,
-        has_timestamps: false,
-        conflicts: Default::default(),
-    };
-    set.normalize();
-    Ok(set)
+        saw_eof,
+        newlines,
+    })
 }
+
+/// `Parser::next_of` before a series has been followed by another.
+const NO_SERIES: usize = usize::MAX;
 
 /// One `name="value"` of the sample being parsed, as slices of the input.
 #[derive(Clone, Copy)]
@@ -81,9 +159,17 @@ pub(super) struct Parser<'a> {
     pub(super) families: std::collections::BTreeMap<String, MetricType>,
     /// Scratch for the current line's labels, reused to avoid per-line allocation.
     pub(super) spans: Vec<Span<'a>>,
-    /// The previous line's key, which often repeats (histogram buckets aside, consecutive
-    /// scrapes of a gauge-only exporter) and then skips the hash lookup.
-    last_key: Option<(&'a str, usize)>,
+    /// Per series: its raw `name{labels}` text, and the series of the line that followed its
+    /// last line (`NO_SERIES` if none yet). Lines come in a repeating order (a series' samples
+    /// together, a histogram's buckets in turn, the same order in every scrape), so the series
+    /// that followed last time is tried first: a match is a comparison of bytes, without
+    /// scanning labels or hashing.
+    raw_of: Vec<&'a str>,
+    next_of: Vec<usize>,
+    /// The series of the previous sample line.
+    last_idx: Option<usize>,
+    /// The sample of the line being parsed, until its series is resolved.
+    pending: Sample,
 }
 
 impl<'a> Parser<'a> {
@@ -230,6 +316,11 @@ impl<'a> Parser<'a> {
         lineno: usize,
     ) -> Result<(), ParseError> {
         let b = &line.as_bytes()[..end];
+        if let Some((idx, i)) = self.predicted_key(b, start) {
+            self.value_and_rest(line, b, i, start, lineno, Some(idx))?;
+            self.last_idx = Some(idx);
+            return Ok(());
+        }
         let mut i = start;
         let mut bare_name = None;
         if is_metric_start(b[i]) {
@@ -275,7 +366,48 @@ impl<'a> Parser<'a> {
         if bare_name.is_none() && quoted_name.is_none() {
             return Err(self.error(lineno, line, start, "missing metric name".to_string()));
         }
+        self.value_and_rest(line, b, i, start, lineno, None)?;
+        let idx = self.resolve(key, bare_name, quoted_name, line, lineno)?;
+        self.series[idx].samples.push(self.pending);
+        if let Some(prev) = self.last_idx {
+            self.next_of[prev] = idx;
+        }
+        self.last_idx = Some(idx);
+        Ok(())
+    }
 
+    /// When the line starts with the `name{labels}` text of the series that followed the
+    /// previous line's series last time, that series and the index after the text: the labels
+    /// were checked when the text was first seen, so they are not scanned again.
+    #[inline]
+    fn predicted_key(&self, b: &[u8], start: usize) -> Option<(usize, usize)> {
+        let idx = *self.next_of.get(self.last_idx?)?;
+        let k = self.raw_of.get(idx)?.as_bytes();
+        let after = start + k.len();
+        if !b[start..].starts_with(k) || !b.get(after).is_some_and(|&c| is_ws(c)) {
+            return None;
+        }
+        // A bare name followed by blanks and `{` is a longer key (`foo {a="b"}`).
+        if k.last() != Some(&b'}') && b.get(skip_ws(b, after)) == Some(&b'{') {
+            return None;
+        }
+        Some((idx, after))
+    }
+
+    /// The value, timestamp and exemplar after the key ending at `i`; with `idx`, the sample is
+    /// pushed to that series, else it is left in `self.pending`.
+    // Long on purpose: one pass over a line's bytes with one cursor, on the parser's per-line hot
+    // path; helpers would hand the cursor, the line and the error position back and forth.
+    fn value_and_rest(
+        &mut self,
+        line: &'a str,
+        b: &[u8],
+        mut i: usize,
+        start: usize,
+        lineno: usize,
+        idx: Option<usize>,
+    ) -> Result<(), ParseError> {
+        let key = &line[start..i];
         i = skip_ws(b, i);
         if i >= b.len() {
             return Err(self.error(lineno, line, i, format!("missing value after `{key}`")));
@@ -330,8 +462,11 @@ impl<'a> Parser<'a> {
             }
         }
 
-        let idx = self.resolve(key, bare_name, quoted_name, line, lineno)?;
-        self.series[idx].samples.push(Sample { t_ms, value });
+        let sample = Sample { t_ms, value };
+        match idx {
+            Some(idx) => self.series[idx].samples.push(sample),
+            None => self.pending = sample,
+        }
         Ok(())
     }
 
@@ -352,13 +487,7 @@ impl<'a> Parser<'a> {
         line: &str,
         lineno: usize,
     ) -> Result<usize, ParseError> {
-        if let Some((last, idx)) = self.last_key {
-            if last == key {
-                return Ok(idx);
-            }
-        }
         if let Some(&idx) = self.by_raw.get(key) {
-            self.last_key = Some((key, idx));
             return Ok(idx);
         }
         let name = match (bare_name, quoted_name) {
@@ -396,7 +525,8 @@ impl<'a> Parser<'a> {
             samples: Vec::new(),
         });
         self.by_raw.insert(key, idx);
-        self.last_key = Some((key, idx));
+        self.raw_of.push(key);
+        self.next_of.push(NO_SERIES);
         Ok(idx)
     }
 }

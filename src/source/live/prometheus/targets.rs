@@ -138,6 +138,7 @@ fn join_exporters(
             k
         })
         .collect();
+    let index = target::JoinIndex::new(&target_keys);
     let mut orphans: Orphans = BTreeMap::new();
     let mut ambiguous: BTreeSet<String> = BTreeSet::new();
     for (i, a) in adapters.list.iter().enumerate() {
@@ -152,7 +153,7 @@ fn join_exporters(
                 .map(|(l, v)| (l.to_string(), v.clone()))
                 .collect();
             let keys = join_keys(&labels);
-            let to = match target::join(&keys, &target_keys) {
+            let to = match index.join(&keys) {
                 Join::Matched(t) => t,
                 Join::Elimination => {
                     let note = target::elimination_note(&a.name);
