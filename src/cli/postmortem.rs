@@ -17,7 +17,7 @@ use crate::report::postmortem as render;
 use crate::rules::{load_rules, Rules};
 use crate::signal::selector::Selector;
 use crate::signal::series::SeriesSet;
-use crate::source::file::read_text;
+use crate::source::file::{stream, ReadOptions, Retention};
 
 /// Report formats of `postmortem`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -100,7 +100,7 @@ pub fn run(args: PostmortemArgs) -> Result<Outcome> {
     let rules = load_rules(args.input.rules.as_deref())?;
     let slos = slo_values(&rules, &args.input.slos)?;
     let window_ms = args.input.window.as_millis() as i64;
-    let (set, notes) = match &args.input.prom.prometheus {
+    let (set, notes, span) = match &args.input.prom.prometheus {
         Some(url) => {
             if !args.input.files.is_empty() {
                 bail!("--prometheus cannot be combined with files");
@@ -130,11 +130,12 @@ pub fn run(args: PostmortemArgs) -> Result<Outcome> {
                     got.slowest_query.as_millis()
                 );
             }
-            (got.set, got.notes)
+            let span = got.set.oldest_ms().zip(got.set.newest_ms());
+            (got.set, got.notes, span)
         }
-        None => read_files(&args.input.files)?,
+        None => read_files(&args.input.files, &rules, (args.from, args.to), window_ms)?,
     };
-    let range = range_of(&set, args.from, args.to, args.step, window_ms)?;
+    let range = range_of(&set, span, args.from, args.to, args.step, window_ms)?;
     let options = options(&args.input)?;
     let progress = Progress::new(args.quiet, &set, &rules, &options, &range);
     let mut pm = postmortem::analyse(&set, &rules, &options, &slos, range, &|| progress.tick())?;
@@ -238,24 +239,47 @@ fn options(input: &RangeInputArgs) -> Result<Options> {
     })
 }
 
-/// Recordings, parsed and merged; snapshots are refused (they hold one instant, not a range).
-fn read_files(files: &[PathBuf]) -> Result<(SeriesSet, Vec<String>)> {
-    let mut inputs = Vec::new();
+/// What [`read_files`] read: the series, the reader's warnings, and the span of every sample
+/// read (kept or not).
+type Recording = (SeriesSet, Vec<String>, Option<(i64, i64)>);
+
+/// Recordings, streamed and merged, keeping only the series a diagnosis reads and, with
+/// `--from`/`--to`, only the samples of the range and the window before it; snapshots are
+/// refused (they hold one window, not a range).
+fn read_files(
+    files: &[PathBuf],
+    rules: &Rules,
+    range: (Option<i64>, Option<i64>),
+    window_ms: i64,
+) -> Result<Recording> {
     for f in files {
-        let text = read_text(f)?;
-        if crate::source::file::snapshot::looks_like(&text) {
+        if crate::source::file::snapshot::looks_like(&stream::peek_text(f, 64 << 10)?) {
             bail!(
                 "`{}` is an llm-doctor snapshot: it holds one window, not a range; give the recording it was made from",
                 f.display()
             );
         }
-        inputs.push((f.display().to_string(), text));
     }
-    let (set, warnings) = crate::source::file::parse_inputs_with_warnings(&inputs)?;
-    if !set.has_timestamps {
+    let names = rules.adapters.read_names();
+    let retention = match range {
+        (None, None) => Retention::All,
+        (from, to) => Retention::Range {
+            from_ms: from.map_or(i64::MIN, |f| f.saturating_sub(window_ms)),
+            to_ms: to.unwrap_or(i64::MAX),
+        },
+    };
+    let opts = ReadOptions {
+        retention,
+        keep_name: Some(std::sync::Arc::new(move |name: &str| {
+            crate::signal::adapter::Adapters::reads(&names, name)
+        })),
+        ..ReadOptions::default()
+    };
+    let read = crate::source::file::read_files(files, &opts)?;
+    if !read.set.has_timestamps {
         bail!("the input has no timestamps: a postmortem needs a recording over time (`llm-doctor record`), not one page");
     }
-    Ok((set, warnings))
+    Ok((read.set, read.warnings, read.span))
 }
 
 /// The judged instants: from the first instant with a whole window of samples behind it (half
@@ -264,12 +288,13 @@ fn read_files(files: &[PathBuf]) -> Result<(SeriesSet, Vec<String>)> {
 /// partly covers reads rates from two or three samples: noise, not an incident.
 fn range_of(
     set: &SeriesSet,
+    span: Option<(i64, i64)>,
     from: Option<i64>,
     to: Option<i64>,
     step: Option<Duration>,
     window_ms: i64,
 ) -> Result<Range> {
-    let (Some(oldest), Some(newest)) = (set.oldest_ms(), set.newest_ms()) else {
+    let Some((oldest, newest)) = span else {
         bail!("the input has no samples");
     };
     let step_ms = match step {
@@ -369,10 +394,13 @@ pub fn run_diff(args: DiffArgs) -> Result<Outcome> {
     let (good_set, bad_set) = match (&args.input.prom.prometheus, files.len()) {
         (Some(_), _) => bail!("diff reads recordings; record the two windows first (`llm-doctor record --prometheus`)"),
         (None, 1) => {
-            let (set, _) = read_files(files)?;
+            let (set, _, _) = read_files(files, &rules, (None, None), window_ms)?;
             (set.clone(), set)
         }
-        (None, 2) => (read_files(&files[..1])?.0, read_files(&files[1..])?.0),
+        (None, 2) => (
+            read_files(&files[..1], &rules, (None, None), window_ms)?.0,
+            read_files(&files[1..], &rules, (None, None), window_ms)?.0,
+        ),
         (None, n) => bail!("diff takes one recording (two windows of it) or two (good, bad); got {n}"),
     };
     if files.len() == 1 && args.good_at.is_none() {

@@ -189,3 +189,57 @@ pub fn recording_step(set: &SeriesSet) -> Option<i64> {
     gaps.sort_unstable();
     Some(gaps[gaps.len() / 2])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signal::adapter::Adapters;
+
+    fn fixture(name: &str) -> SeriesSet {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures")
+            .join(name);
+        let text = crate::source::file::read_text(&path).unwrap();
+        crate::source::file::parse_inputs(&[(name.to_string(), text)]).unwrap()
+    }
+
+    /// The postmortem reader drops every series no adapter reads; nothing may change.
+    #[test]
+    fn dropping_the_series_no_adapter_reads_changes_nothing() {
+        let rules = crate::rules::load_rules(None).unwrap();
+        let names = rules.adapters.read_names();
+        let slos = rules.playbook.slo_values(&Default::default()).unwrap();
+        for f in [
+            "fleet_mixed.om.gz",
+            "llamacpp_cpu_offload.om.gz",
+            "triton_kv_cache_exhaustion.om.gz",
+            "sglang_kv_cache_exhaustion.om.gz",
+            "tgi_queue_backlog.om.gz",
+            "gpu_fault.om.gz",
+        ] {
+            let full = fixture(f);
+            let mut kept = full.clone();
+            kept.series.retain(|s| Adapters::reads(&names, &s.name));
+            assert!(
+                kept.series.len() < full.series.len(),
+                "{f}: nothing dropped"
+            );
+            let opts = Options {
+                window_ms: 120_000,
+                ..Options::default()
+            };
+            let newest = full.newest_ms().unwrap();
+            let range = Range {
+                from_ms: newest - 240_000,
+                to_ms: newest,
+                step_ms: 30_000,
+                window_ms: 120_000,
+            };
+            let json = |set: &SeriesSet| {
+                serde_json::to_string(&analyse(set, &rules, &opts, &slos, range, &|| {}).unwrap())
+                    .unwrap()
+            };
+            assert_eq!(json(&kept), json(&full), "{f}");
+        }
+    }
+}

@@ -409,3 +409,39 @@ fn describe(expr: &spec::Expr) -> String {
     names(expr, &mut out);
     out.join(", ")
 }
+
+impl Adapters {
+    /// Every sample name a diagnosis reads: the metrics of every signal, pick, gauge fact, info
+    /// metric and version hint, as written (a histogram's or counter's base name stands for its
+    /// `_bucket`, `_sum`, `_count` and `_total` samples, see [`Adapters::reads`]). A reader
+    /// may drop every other series without changing a diagnosis.
+    pub fn read_names(&self) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for a in &self.list {
+            for e in a.signals.values() {
+                out.extend(e.metric_names().into_iter().map(str::to_string));
+            }
+            for p in a.picks.values() {
+                out.extend(p.largest_rate.metric.values().iter().map(|n| n.to_string()));
+            }
+            for s in a.gauge_facts.values() {
+                out.extend(s.metric.values().iter().map(|n| n.to_string()));
+            }
+            out.extend(a.info_facts.iter().map(|i| i.metric.clone()));
+            out.extend(a.versions.iter().map(|v| v.metric.clone()));
+        }
+        out
+    }
+
+    /// Whether `sample` is one of `names` ([`Adapters::read_names`]) or a sample of one.
+    pub fn reads(names: &BTreeSet<String>, sample: &str) -> bool {
+        names.contains(sample)
+            || ["_bucket", "_sum", "_count", "_total", "_created"]
+                .iter()
+                .any(|suffix| {
+                    sample
+                        .strip_suffix(suffix)
+                        .is_some_and(|b| names.contains(b))
+                })
+    }
+}
