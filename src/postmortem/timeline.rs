@@ -125,7 +125,7 @@ pub fn slide(
         tracks: BTreeMap::new(),
     };
     for (step, &t) in times.iter().enumerate() {
-        let prepared = split.prepare_at(i, range.frame_at(t))?;
+        let prepared = split.values_at(i, range.frame_at(t))?;
         for (k, def) in catalog.signals().iter().enumerate() {
             if let Some(v) = prepared.snapshot.signal_at(k) {
                 timeline
@@ -238,7 +238,7 @@ mod tests {
             window_ms: 120_000,
         };
         for t in range.times() {
-            let slid = split.prepare_at(0, range.frame_at(t)).unwrap();
+            let slid = split.values_at(0, range.frame_at(t)).unwrap();
             let fresh = prepare(
                 &set,
                 &rules,
@@ -250,9 +250,12 @@ mod tests {
             .unwrap()
             .remove(0);
             for k in 0..rules.catalog.signals().len() {
+                let value = |p: &crate::pipeline::Prepared| {
+                    p.snapshot.signal_at(k).map(|v| (v.value, v.stats))
+                };
                 assert_eq!(
-                    slid.snapshot.signal_at(k),
-                    fresh.snapshot.signal_at(k),
+                    value(&slid),
+                    value(&fresh),
                     "{} at {t}",
                     rules.catalog.signals()[k].name
                 );

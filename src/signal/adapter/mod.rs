@@ -228,11 +228,14 @@ pub fn fill_signals(
         (&ts, None),
         frame,
         facts,
+        true,
     );
 }
 
 /// [`fill_signals`] over series already indexed, keeping combined gauges' instant values in
-/// `memo` when given (a window that slides reuses them).
+/// `memo` when given (a window that slides reuses them). Without `provenance` each signal's
+/// `source` is left empty: a postmortem's steps keep only values.
+#[allow(clippy::too_many_arguments)]
 pub fn fill_signals_from(
     snapshot: &mut Snapshot,
     catalog: &Catalog,
@@ -241,6 +244,7 @@ pub fn fill_signals_from(
     (ts, mut memo): (&TargetSeries<'_>, Option<&mut eval::InstantMemo>),
     frame: Frame,
     facts: &[(String, String)],
+    provenance: bool,
 ) {
     let mut provided: BTreeSet<&str> = BTreeSet::new();
     let present = adapters.present(&input.adapters);
@@ -282,15 +286,25 @@ pub fn fill_signals_from(
                             last: value,
                         }
                     });
-                    let mut source = format!("{}: {}", a.name, describe(expr));
-                    for pick in written.picks() {
-                        if let (Some(Ok((label, value))), Some(p)) =
-                            (chosen.get(pick), a.picks.get(pick))
-                        {
-                            source.push_str(&format!("; {pick} {label} `{value}` ({})", p.why));
+                    let mut source = String::new();
+                    if provenance {
+                        source = format!("{}: {}", a.name, describe(expr));
+                    }
+                    if provenance {
+                        for pick in written.picks() {
+                            if let (Some(Ok((label, value))), Some(p)) =
+                                (chosen.get(pick), a.picks.get(pick))
+                            {
+                                source.push_str(&format!("; {pick} {label} `{value}` ({})", p.why));
+                            }
                         }
                     }
-                    for counter in eval::zeroed(expr, ts, frame) {
+                    let zeroed = if provenance {
+                        eval::zeroed(expr, ts, frame)
+                    } else {
+                        Vec::new()
+                    };
+                    for counter in zeroed {
                         source.push_str(&format!(
                             "; `{counter}` has no series (never incremented): counted as 0"
                         ));
