@@ -22,12 +22,17 @@ struct Inner {
     count: u64,
 }
 
+/// The values a family's label may take when they come from the request (an alert's
+/// `status`): anything else is counted as `other`, so a client cannot grow `/metrics`.
+const ALLOWED: &[(&str, &[&str])] =
+    &[("llm_doctor_alerts_received_total", &["firing", "resolved"])];
+
 /// Counter families: (name, label, help).
 const FAMILIES: &[(&str, &str, &str)] = &[
     (
         "llm_doctor_alerts_received_total",
         "status",
-        "Alerts received, by status (firing, resolved).",
+        "Alerts received, by status (firing, resolved, other).",
     ),
     (
         "llm_doctor_diagnoses_total",
@@ -58,6 +63,10 @@ impl Metrics {
             FAMILIES.iter().any(|f| f.0 == name),
             "unknown metric {name}"
         );
+        let value = match ALLOWED.iter().find(|(family, _)| *family == name) {
+            Some((_, allowed)) if !allowed.contains(&value) => "other",
+            _ => value,
+        };
         let mut m = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         *m.counters.entry((name, value.to_string())).or_default() += 1;
     }
@@ -116,6 +125,22 @@ fn escape(v: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn statuses_from_the_request_cannot_grow_the_series() {
+        let m = Metrics::default();
+        for i in 0..10_000 {
+            m.inc("llm_doctor_alerts_received_total", &format!("status-{i}"));
+        }
+        m.inc("llm_doctor_alerts_received_total", "resolved");
+        let text = m.render();
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("llm_doctor_alerts_received_total{"))
+            .count();
+        assert_eq!(series, 2, "{text}");
+        assert!(text.contains("llm_doctor_alerts_received_total{status=\"other\"} 10000\n"));
+    }
 
     #[test]
     fn renders_counters_and_histogram() {
