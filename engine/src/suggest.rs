@@ -24,13 +24,18 @@ pub fn levenshtein(a: &str, b: &str) -> usize {
 pub fn did_you_mean<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
     let mut close: Option<(usize, &str)> = None;
     let mut related: Option<(usize, &str)> = None;
+    let name_chars = name.chars().count();
     for candidate in candidates {
         if candidate == name {
             continue;
         }
-        let d = levenshtein(name, candidate);
-        if d <= 2 && close.is_none_or(|best| (d, candidate) < best) {
-            close = Some((d, candidate));
+        // The distance is at least the difference in length: a name far longer than every
+        // candidate (a megabyte pasted into a condition) costs nothing here.
+        if name_chars.abs_diff(candidate.chars().count()) <= 2 {
+            let d = levenshtein(name, candidate);
+            if d <= 2 && close.is_none_or(|best| (d, candidate) < best) {
+                close = Some((d, candidate));
+            }
         }
         let contains = name.chars().count() >= 3
             && (candidate.contains(name)
@@ -45,6 +50,18 @@ pub fn did_you_mean<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_huge_name_gets_no_close_match_but_still_a_containing_one() {
+        let names = ["queue_depth", "kv_cache_usage_ratio"];
+        let huge = "x".repeat(1 << 20);
+        assert_eq!(did_you_mean(&huge, names.iter().copied()), None);
+        let containing = format!("queue_depth{huge}");
+        assert_eq!(
+            did_you_mean(&containing, names.iter().copied()),
+            Some("queue_depth")
+        );
+    }
 
     #[test]
     fn distances() {
