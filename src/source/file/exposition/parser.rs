@@ -59,12 +59,14 @@ pub fn first_content_error(text: &str, file: &str, first_line: usize) -> Option<
             while !line.is_char_boundary(pos) {
                 pos -= 1;
             }
+            let (line_text, caret) = ParseError::shown(line, pos);
             return Some(ParseError {
                 file: file.to_string(),
                 line: first_line + idx,
                 column: line[..pos].chars().count() + 1,
                 message: "content after `# EOF`".to_string(),
-                line_text: line.to_string(),
+                line_text,
+                caret,
             });
         }
     }
@@ -184,12 +186,14 @@ impl<'a> Parser<'a> {
         while !line.is_char_boundary(pos) {
             pos -= 1;
         }
+        let (line_text, caret) = ParseError::shown(line, pos);
         ParseError {
             file: self.file.to_string(),
             line: lineno,
             column: line[..pos].chars().count() + 1,
             message,
-            line_text: line.to_string(),
+            line_text,
+            caret,
         }
     }
 

@@ -349,6 +349,24 @@ fn caret_follows_tabs_and_columns() {
 }
 
 #[test]
+fn a_long_line_is_cut_around_the_error_with_the_caret_still_under_it() {
+    let label = "v".repeat(5_000_000);
+    let input = format!("x{{a=\"{label}\"}} 1 zz\n");
+    let e = parse(&input, "f").unwrap_err();
+    assert_eq!((e.line, e.column), (1, input.find("zz").unwrap() + 1));
+    let text = e.to_string();
+    assert!(text.len() < 1_000, "{} bytes", text.len());
+    assert!(
+        e.line_text.starts_with('…') && e.line_text.ends_with("1 zz"),
+        "{}",
+        e.line_text
+    );
+    // The caret points at `zz` in what is shown.
+    let shown: Vec<char> = e.line_text.chars().collect();
+    assert_eq!(shown[e.caret - 1..].iter().collect::<String>(), "zz");
+}
+
+#[test]
 fn eof_detection_needs_a_whole_line() {
     // `# EOF` inside a comment or a label does not switch to OpenMetrics: ms stay ms.
     let set = ok("# not # EOF\nx{a=\"# EOF\"} 1 1500\n");
