@@ -428,3 +428,59 @@ fn a_simulated_healthy_run_has_no_incident() {
     assert_eq!(pm["targets"][0]["episodes"].as_array().unwrap().len(), 0);
     assert_eq!(pm["targets"][0]["steps"]["healthy"].as_u64().unwrap(), 41);
 }
+
+/// Runs `llm-doctor ARGS` under a pseudo-terminal (util-linux `script`), returning everything
+/// it wrote there.
+fn on_a_terminal(args: &str) -> String {
+    let bin = env!("CARGO_BIN_EXE_llm-doctor");
+    let out = std::process::Command::new("script")
+        .args(["-qec", &format!("{bin} {args}"), "/dev/null"])
+        .current_dir(root())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("util-linux `script` runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_progress_bar_shows_on_a_terminal_only_and_not_with_quiet() {
+    let shown = on_a_terminal("postmortem fixtures/kv_cache_exhaustion.om.gz --format json");
+    assert!(shown.contains("judging"), "{shown}");
+    let quiet = on_a_terminal("postmortem fixtures/kv_cache_exhaustion.om.gz --format json -q");
+    assert!(!quiet.contains("judging"), "{quiet}");
+    // Off a terminal (the other tests) stderr stays empty: see the table test.
+}
+
+/// Real llama-server runs of the corpus (1 s scrapes, a few minutes each, judged over 30 s
+/// windows): each incident's leading cause is the run's label, from its own ground truth.
+#[test]
+fn real_llama_server_runs_get_their_labelled_cause_and_a_quiet_control() {
+    let cases = [
+        ("llamacpp-cpu-contention", Some("cpu_bottleneck")),
+        ("llamacpp-overload-np4", Some("queue_backlog")),
+        ("llamacpp-cpu-control", None),
+    ];
+    for (case, cause) in cases {
+        let path = format!("corpus/llamacpp/{case}.om.gz");
+        let (_, pm, err) = postmortem_json(&[&path, "--window", "30s"]);
+        let incidents = pm["targets"][0]["incidents"].as_array().unwrap();
+        match cause {
+            None => assert!(incidents.is_empty(), "{case}: {incidents:?}"),
+            Some(c) => {
+                assert_eq!(incidents.len(), 1, "{case}: {err}");
+                assert_eq!(incidents[0]["causes"][0]["id"], c, "{case}");
+            }
+        }
+    }
+    // The contention started after the recording did and stopped before it ended.
+    let (_, pm, _) = postmortem_json(&[
+        "corpus/llamacpp/llamacpp-cpu-contention.om.gz",
+        "--window",
+        "30s",
+    ]);
+    let i = &pm["targets"][0]["incidents"][0];
+    assert_eq!(
+        (&i["before"], &i["after"]),
+        (&"healthy".into(), &"healthy".into())
+    );
+}
