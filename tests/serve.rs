@@ -448,3 +448,57 @@ fn busy_server_answers_503() {
         assert_eq!(code, 503);
     });
 }
+
+#[test]
+fn credentials_and_sink_paths_never_show_in_answers() {
+    let closed = closed_url();
+    let prom = closed.replace("http://", "http://ops:pw-s3cret@");
+    let sink = format!("{}/services/T000/B000/XSECRETX", closed_url());
+    let yaml = minimal(
+        "retry:\n  deadline: 200ms\n  initial_backoff: 50ms\n",
+        &prom,
+        &format!("  - type: webhook\n    url: {sink}\n"),
+    );
+    let s = settings(&yaml);
+    assert_eq!(s.prometheus_url, closed, "the URL keeps no credentials");
+    assert_eq!(
+        s.prometheus_auth.basic,
+        Some(("ops".to_string(), "pw-s3cret".to_string())),
+        "they become basic auth"
+    );
+    runtime().block_on(async {
+        let r = || serve::router(app(&yaml));
+        let (code, body) = oneshot(r(), Request::get("/readyz").body(Body::empty()).unwrap()).await;
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(!body.contains("s3cret") && !body.contains("ops:"), "{body}");
+        let url = spawn_server(r()).await;
+        let (code, body) = send(&url, FIRING).await;
+        assert_eq!(code, 503, "{body}");
+        assert!(body.contains("webhook[0]"), "{body}");
+        assert!(
+            !body.contains("XSECRETX") && !body.contains("s3cret"),
+            "{body}"
+        );
+    });
+    // Both at once is refused rather than guessed.
+    let both = minimal(
+        "",
+        &prom,
+        "  - type: webhook\n    url: http://127.0.0.1:9/x\n",
+    )
+    .replace(
+        "  timeout: 5s\n",
+        "  timeout: 5s\n  basic_auth:\n    username: a\n    password: b\n",
+    );
+    let rules = rules();
+    let ids: Vec<&str> = rules
+        .playbook
+        .symptoms
+        .iter()
+        .map(|s| s.id.as_str())
+        .collect();
+    let e = config::parse(&both, "test.yaml", &ids)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("prometheus.url") && !e.contains("s3cret"), "{e}");
+}

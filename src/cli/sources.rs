@@ -42,9 +42,17 @@ impl PrometheusArgs {
         timeout: Duration,
         headers: &[(String, String)],
     ) -> Result<LiveOptions> {
+        let (url, url_basic) = crate::source::live::prometheus::split_credentials(url);
+        let mut auth = self.auth(headers)?;
+        if let Some(b) = url_basic {
+            if auth.basic.is_some() {
+                bail!("--prometheus carries a user and password and --basic-auth is given too: keep one");
+            }
+            auth.basic = Some(b);
+        }
         Ok(LiveOptions {
-            url: url.to_string(),
-            auth: self.auth(headers)?,
+            url,
+            auth,
             timeout,
             concurrency: DEFAULT_CONCURRENCY,
         })

@@ -254,6 +254,17 @@ fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settin
         &spec.prometheus.bearer_token_file,
     );
     let prom_basic = p.basic("prometheus.basic_auth", &spec.prometheus.basic_auth);
+    // Credentials in the URL become basic auth, so the URL can be logged and shown.
+    let (prometheus_url, url_basic) = crate::source::live::prometheus::split_credentials(
+        spec.prometheus.url.trim_end_matches('/'),
+    );
+    if url_basic.is_some() && prom_basic.is_some() {
+        p.add(
+            "prometheus.url",
+            "carries a user and password and `basic_auth` is set too: keep one".to_string(),
+        );
+    }
+    let prom_basic = prom_basic.or(url_basic);
     let accepted = receiver_credentials(&mut p, &spec.receiver);
 
     let max_body_bytes = spec.receiver.max_body_bytes.unwrap_or(1 << 20);
@@ -287,7 +298,7 @@ fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settin
     }
     Ok(Settings {
         listen,
-        prometheus_url: spec.prometheus.url.trim_end_matches('/').to_string(),
+        prometheus_url,
         prometheus_auth: PromAuth {
             bearer: prom_bearer,
             basic: prom_basic,

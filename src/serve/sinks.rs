@@ -185,7 +185,8 @@ pub async fn deliver(
         let error = match attempt {
             Ok(r) if r.status().is_success() => return Ok(attempts),
             Ok(r) => format!("HTTP {}", r.status()),
-            Err(e) => error_chain(&e),
+            // Without the URL: a sink's path is often its secret (a Slack webhook's is).
+            Err(e) => error_chain(&e.without_url()),
         };
         if Instant::now() + backoff >= deadline {
             return Err(GaveUp {

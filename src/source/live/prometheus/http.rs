@@ -244,3 +244,68 @@ mod tests {
         assert_eq!(escape("a\\.b\"c"), "a\\\\.b\\\"c");
     }
 }
+
+/// `url` without the user and password it may carry (`https://user:pw@prom/`), and them,
+/// percent-decoded. Credentials never stay in a URL: URLs are printed in logs, errors and
+/// `/readyz`, credentials must not be.
+pub fn split_credentials(url: &str) -> (String, Option<(String, String)>) {
+    let Ok(mut parsed) = reqwest::Url::parse(url) else {
+        return (url.to_string(), None);
+    };
+    if parsed.username().is_empty() && parsed.password().is_none() {
+        return (url.to_string(), None);
+    }
+    let user = percent_decode(parsed.username());
+    let pass = percent_decode(parsed.password().unwrap_or(""));
+    let _ = parsed.set_username("");
+    let _ = parsed.set_password(None);
+    let mut clean = parsed.to_string();
+    // Url adds a `/` to a bare host; keep the caller's form.
+    if !url.ends_with('/') && clean.ends_with('/') && parsed.path() == "/" {
+        clean.pop();
+    }
+    (clean, Some((user, pass)))
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod credential_tests {
+    use super::split_credentials;
+
+    #[test]
+    fn credentials_leave_the_url() {
+        assert_eq!(
+            split_credentials("https://al%40ice:p%3Aw@prom.example:9090/prefix"),
+            (
+                "https://prom.example:9090/prefix".to_string(),
+                Some(("al@ice".to_string(), "p:w".to_string()))
+            )
+        );
+        assert_eq!(
+            split_credentials("http://prom:9090"),
+            ("http://prom:9090".to_string(), None)
+        );
+        assert_eq!(
+            split_credentials("http://u:p@prom:9090").0,
+            "http://prom:9090"
+        );
+    }
+}

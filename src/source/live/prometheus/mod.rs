@@ -55,6 +55,6 @@ mod targets;
 mod triage;
 
 pub use assemble::LiveResult;
-pub use http::{LiveOptions, PromAuth, DEFAULT_CONCURRENCY};
+pub use http::{split_credentials, LiveOptions, PromAuth, DEFAULT_CONCURRENCY};
 pub use record::{range_from_prometheus, record_from_prometheus, RangeSet};
 pub use triage::prepare_from_prometheus;
