@@ -456,19 +456,70 @@ fn cause_finding(
             .iter()
             .map(|&r| {
                 let r = &playbook.remediations[r];
+                let action = engine
+                    .and_then(|e| r.actions.get(e))
+                    .or_else(|| r.actions.get("any"))
+                    .map(|a| with_facts(playbook, env.snapshot, a));
+                let already = r
+                    .in_effect
+                    .as_ref()
+                    .filter(|(when, _)| when.eval_bool(env) == Some(true));
                 RemediationFinding {
                     id: r.id.clone(),
                     title: r.title.clone(),
-                    action: engine
-                        .and_then(|e| r.actions.get(e))
-                        .or_else(|| r.actions.get("any"))
-                        .cloned(),
+                    action: match already {
+                        Some((_, next)) => Some(with_facts(playbook, env.snapshot, next)),
+                        None => action,
+                    },
                     favours: r.favours,
                     tradeoff: r.tradeoff.clone(),
+                    already: already.map(|(when, _)| facts_read(playbook, env.snapshot, when)),
                 }
             })
             .collect(),
     }
+}
+
+/// `text` with each `{fact.NAME}` replaced by the fact's value (`unknown` when absent).
+fn with_facts(playbook: &Playbook, snapshot: &Snapshot, text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{fact.") {
+        let Some(len) = rest[start..].find('}') else {
+            break;
+        };
+        let name = &rest[start + 6..start + len];
+        out.push_str(&rest[..start]);
+        let value = playbook
+            .fact_names
+            .iter()
+            .position(|f| f == name)
+            .and_then(|i| snapshot.fact_at(i))
+            .map_or_else(|| "unknown".to_string(), |f| f.value.to_string());
+        out.push_str(&value);
+        rest = &rest[start + len + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The facts a condition reads, as `name = value` (what makes a remediation already done).
+fn facts_read(playbook: &Playbook, snapshot: &Snapshot, when: &Condition) -> String {
+    let parts: Vec<String> = when
+        .slots()
+        .iter()
+        .filter_map(|slot| match slot {
+            Slot::Fact(i) => Some(format!(
+                "{} = {}",
+                playbook.fact_names[*i],
+                snapshot
+                    .fact_at(*i)
+                    .map_or_else(|| "unknown".to_string(), |f| f.value.to_string())
+            )),
+            _ => None,
+        })
+        .collect();
+    parts.join(", ")
 }
 
 fn applies(c: &Cause, engine: Option<&str>) -> bool {

@@ -121,6 +121,10 @@ pub struct RemediationFinding {
     pub favours: Favours,
     /// What it costs.
     pub tradeoff: String,
+    /// Set when the deployment already does this: the facts that say so and the next step
+    /// (then `action` is that next step).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub already: Option<String>,
 }
 
 /// A fired cause.

@@ -52,7 +52,13 @@ pub fn render(report: &Report) -> String {
                 out.push_str(&format!("**{}** — {}\n\n", c.id, c.title));
                 for rem in &c.remediations {
                     let action = rem.action.clone().unwrap_or_else(|| rem.title.clone());
-                    out.push_str(&format!("- `{action}` — {}\n", rem.tradeoff));
+                    match &rem.already {
+                        Some(facts) => out.push_str(&format!(
+                            "- {} — already in effect ({facts}); next: {action}\n",
+                            rem.title
+                        )),
+                        None => out.push_str(&format!("- `{action}` — {}\n", rem.tradeoff)),
+                    }
                 }
                 out.push('\n');
             }

@@ -184,6 +184,13 @@ fn fixes(out: &mut String, d: &Diagnosis, style: Style) {
         ));
         for rem in &c.remediations {
             let action = rem.action.clone().unwrap_or_else(|| rem.title.clone());
+            if let Some(facts) = &rem.already {
+                out.push_str(&format!(
+                    "  {} — already in effect ({facts})\n      next: {action}\n",
+                    rem.title
+                ));
+                continue;
+            }
             out.push_str(&format!(
                 "  {action}\n      {} (favours {})\n",
                 rem.tradeoff,

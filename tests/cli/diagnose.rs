@@ -280,3 +280,74 @@ fn healthy_says_which_checks_ran() {
         serde_json::json!(["oom", "high_error_rate"])
     );
 }
+
+/// The remediations of the first cause, by id: (action, already).
+fn fixes_of(args: &[&str]) -> std::collections::BTreeMap<String, (String, Option<String>)> {
+    let mut all = vec![
+        "diagnose",
+        "fixtures/kv_cache_exhaustion.om.gz",
+        "--format",
+        "json",
+    ];
+    all.extend_from_slice(args);
+    let (_, out, err) = crate::support::outcome(&crate::support::run(&all));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let cause = &v["targets"][0]["causes"][0];
+    assert_eq!(cause["id"], "kv_cache_exhaustion");
+    cause["remediations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap().to_string(),
+                (
+                    r["action"].as_str().unwrap_or("").to_string(),
+                    r["already"].as_str().map(str::to_string),
+                ),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn fixes_already_in_effect_are_not_advised_and_flag_values_show_the_current_one() {
+    let set = fixes_of(&[
+        "--engine-args",
+        "vllm serve Qwen/Qwen2.5-7B-Instruct --kv-cache-dtype fp8 --gpu-memory-utilization 0.95 --enable-prefix-caching",
+    ]);
+    for id in [
+        "quantize_kv_cache",
+        "raise_gpu_memory_utilization",
+        "enable_prefix_caching",
+    ] {
+        let (action, already) = &set[id];
+        assert!(already.is_some(), "{id}: {action}");
+        assert!(
+            !action.starts_with("--"),
+            "{id} advises a flag again: {action}"
+        );
+    }
+    assert_eq!(
+        set["quantize_kv_cache"].1.as_deref(),
+        Some("kv_cache_dtype = fp8")
+    );
+    assert!(set["raise_gpu_memory_utilization"].0.contains("above 0.95"));
+
+    let unset = fixes_of(&[
+        "--engine-args",
+        "vllm serve Qwen/Qwen2.5-7B-Instruct --no-enable-prefix-caching",
+    ]);
+    assert_eq!(
+        unset["quantize_kv_cache"],
+        ("--kv-cache-dtype fp8".to_string(), None)
+    );
+    assert_eq!(
+        unset["raise_gpu_memory_utilization"].0,
+        "--gpu-memory-utilization 0.95 (now 0.9)"
+    );
+    assert_eq!(
+        unset["enable_prefix_caching"],
+        ("--enable-prefix-caching".to_string(), None)
+    );
+}

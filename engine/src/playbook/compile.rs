@@ -208,7 +208,7 @@ pub fn load(sources: &[Source<'_>], catalog: &Catalog) -> Result<Playbook, LoadE
 
     // 2. Compile conditions.
     let symptoms = compile_symptoms(&mut loader, &scope, &files, &specs);
-    let remediations = compile_remediations(&mut loader, &files, &specs);
+    let remediations = compile_remediations(&mut loader, &scope, &files, &specs);
     let mut causes = compile_causes(&mut loader, &scope, &files, &specs);
     if !loader.errors.is_empty() {
         return Err(LoadErrors(loader.errors));
@@ -354,6 +354,7 @@ fn compile_symptoms(
 
 fn compile_remediations(
     loader: &mut Loader<'_>,
+    scope: &PlaybookScope<'_>,
     files: &[(Source<'_>, PlaybookFile)],
     specs: &Specs<'_>,
 ) -> Vec<Remediation> {
@@ -387,6 +388,17 @@ fn compile_remediations(
                 );
             }
         }
+        let in_effect = r.in_effect.as_ref().and_then(|e| {
+            let c = loader.condition(
+                scope,
+                src,
+                ("remediation", &r.id),
+                "in_effect.when",
+                &e.when,
+                false,
+            )?;
+            Some((c, e.next.clone()))
+        });
         remediations.push(Remediation {
             id: r.id.clone(),
             title: r.title.clone(),
@@ -394,6 +406,7 @@ fn compile_remediations(
             favours: r.favours,
             tradeoff: r.tradeoff.clone(),
             actions: r.actions.clone(),
+            in_effect,
         });
     }
     remediations

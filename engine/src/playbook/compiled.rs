@@ -163,6 +163,8 @@ pub struct Remediation {
     pub tradeoff: String,
     /// Engine → concrete change.
     pub actions: BTreeMap<String, String>,
+    /// Already in effect when this holds; then the next step instead.
+    pub in_effect: Option<(Condition, String)>,
 }
 
 /// The validated, compiled diagnosis graph.

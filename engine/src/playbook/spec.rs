@@ -212,6 +212,21 @@ pub struct RemediationSpec {
     #[serde(default)]
     pub tradeoff: String,
     /// The concrete change per engine (`vllm`, `sglang`, `tgi`, `trtllm`, `llamacpp`), or `any`.
+    /// `{fact.NAME}` in an action is replaced by the fact's current value (`unknown` when it
+    /// is not known), so a flag value is always shown against the one in effect.
     #[serde(default)]
     pub actions: BTreeMap<String, String>,
+    /// When the change is already in effect (a condition over facts), and what to do next.
+    #[serde(default)]
+    pub in_effect: Option<InEffectSpec>,
+}
+
+/// A remediation that may already be applied.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InEffectSpec {
+    /// True when the deployment already does it (`fact.enable_prefix_caching`).
+    pub when: String,
+    /// The next step instead, in plain words.
+    pub next: String,
 }

@@ -109,13 +109,13 @@ pub fn html(pm: &Postmortem, rules: &Rules, slos: &[f64]) -> String {
                     for f in &c.finding.remediations {
                         let _ = write!(
                             out,
-                            "<li>fix: <b>{}</b>{} <span class=\"muted\">(costs: {})</span></li>",
+                            "<li>fix: <b>{}</b>{} <span class=\"muted\">({})</span></li>",
                             esc(&f.title),
                             f.action
                                 .as_deref()
                                 .map(|a| format!(": <code>{}</code>", esc(a)))
                                 .unwrap_or_default(),
-                            esc(f.tradeoff.trim())
+                            esc(&super::cost_or_already(f))
                         );
                     }
                     out.push_str("</ul></li>\n");

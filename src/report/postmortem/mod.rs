@@ -132,6 +132,14 @@ fn episode_line(e: &crate::postmortem::Episode, step_ms: i64) -> String {
     )
 }
 
+/// What a fix costs, or that it is in effect already (its action is then the next step).
+fn cost_or_already(f: &llm_doctor_engine::report::RemediationFinding) -> String {
+    match &f.already {
+        Some(facts) => format!("already in effect: {facts}; the action is the next step"),
+        None => format!("costs: {}", f.tradeoff.trim()),
+    }
+}
+
 /// Text for the terminal.
 pub fn table(pm: &Postmortem, _rules: &Rules) -> String {
     let mut out = String::new();
@@ -161,11 +169,15 @@ pub fn table(pm: &Postmortem, _rules: &Rules) -> String {
                 for f in &c.finding.remediations {
                     let _ = writeln!(
                         out,
-                        "       fix: {}{}",
+                        "       fix: {}{}{}",
                         f.title,
                         f.action
                             .as_deref()
                             .map(|a| format!(": {a}"))
+                            .unwrap_or_default(),
+                        f.already
+                            .as_deref()
+                            .map(|facts| format!(" (already in effect: {facts})"))
                             .unwrap_or_default()
                     );
                 }
@@ -245,13 +257,13 @@ pub fn markdown(pm: &Postmortem, _rules: &Rules, charts: Option<&str>) -> String
                     for f in &c.finding.remediations {
                         let _ = writeln!(
                             out,
-                            "   - fix: **{}**{} (costs: {})",
+                            "   - fix: **{}**{} ({})",
                             f.title,
                             f.action
                                 .as_deref()
                                 .map(|a| format!(": `{a}`"))
                                 .unwrap_or_default(),
-                            f.tradeoff.trim()
+                            cost_or_already(f)
                         );
                     }
                 }
