@@ -156,13 +156,10 @@ pub fn read_stream(
         // The guess was wrong: read again in the format the file turned out to have.
         Pass::Redo(om) => match pass(open, name, &mut Some(om), om, opts)? {
             Pass::Done(r) => r,
-            Pass::Redo(_) => unreachable_redo(name),
+            // Only when the file changed between the two reads.
+            Pass::Redo(_) => anyhow::bail!("{name}: the file changed while it was read"),
         },
     }
-}
-
-fn unreachable_redo(name: &str) -> Result<StreamRead> {
-    anyhow::bail!("{name}: the format changed between two reads of the file")
 }
 
 /// How a pass over the file ended.
@@ -224,7 +221,7 @@ fn pass(
             .as_ref()
             .is_some_and(|p| guess_openmetrics(&p.text, name_says_om))
     });
-    let mut join = Joiner::new(name, om, opts);
+    let mut join = Joiner::new(om, opts);
     if opts.threads == 0 {
         let mut next = first;
         while let Some(piece) = next {
@@ -478,7 +475,7 @@ struct Joiner<'o> {
 }
 
 impl<'o> Joiner<'o> {
-    fn new(_name: &str, openmetrics: bool, opts: &'o ReadOptions) -> Self {
+    fn new(openmetrics: bool, opts: &'o ReadOptions) -> Self {
         Joiner {
             openmetrics,
             opts,
