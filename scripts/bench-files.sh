@@ -26,7 +26,7 @@ fleet() { # replicas, hours -> path (gzip, streamed by the generator)
 measure() { # label, command... -> "label wall_s cpu_s maxrss_MB"
   local label=$1; shift
   /usr/bin/time -f "%e %U %S %M" -o "$work/t" "$@" >/dev/null 2>"$work/err" || true
-  read -r wall user sys rss < "$work/t"
+  read -r wall user sys rss < <(tail -n 1 "$work/t")
   printf '%s %s %.2f %.0f\n' "$label" "$wall" "$(echo "$user + $sys" | bc)" "$(echo "$rss / 1024" | bc)"
 }
 

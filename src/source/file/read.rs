@@ -157,3 +157,58 @@ fn widen(span: Option<(i64, i64)>, (lo, hi): (i64, i64)) -> (i64, i64) {
 pub fn parse_inputs(inputs: &[(String, String)]) -> Result<SeriesSet> {
     parse_inputs_with_warnings(inputs).map(|(set, _)| set)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::file::Retention;
+
+    /// The streaming entry point gives what the whole-text one gives on the same files: API
+    /// answers beside recordings, and label-less scrapes each named after its file.
+    #[test]
+    fn read_files_joins_as_parse_inputs_does() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let dir = tempfile::tempdir().unwrap();
+        let scrape_a = dir.path().join("a.prom");
+        let scrape_b = dir.path().join("b.prom");
+        std::fs::write(
+            &scrape_a,
+            "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 3\n",
+        )
+        .unwrap();
+        std::fs::write(
+            &scrape_b,
+            "vllm:num_requests_running 5\nvllm:num_requests_running 6\n",
+        )
+        .unwrap();
+        let sets: [Vec<PathBuf>; 3] = [
+            vec![
+                root.join("tests/data/inputs/vllm_query_range.json"),
+                root.join("fixtures/kv_cache_exhaustion.om.gz"),
+            ],
+            vec![scrape_a, scrape_b],
+            vec![root.join("tests/data/inputs/vllm_query_range.om.gz")],
+        ];
+        for paths in sets {
+            let inputs: Vec<(String, String)> = paths
+                .iter()
+                .map(|p| (p.display().to_string(), read_text(p).unwrap()))
+                .collect();
+            let (want, want_warnings) = parse_inputs_with_warnings(&inputs).unwrap();
+            let opts = ReadOptions {
+                retention: Retention::All,
+                ..ReadOptions::default()
+            };
+            let got = read_files(&paths, &opts).unwrap();
+            assert_eq!(got.set, want, "{paths:?}");
+            assert_eq!(got.warnings, want_warnings, "{paths:?}");
+            assert_eq!(
+                got.span,
+                want.oldest_ms().zip(want.newest_ms()),
+                "{paths:?}"
+            );
+        }
+        let missing = read_files(&[dir.path().join("nope.om")], &ReadOptions::default());
+        assert!(format!("{:#}", missing.unwrap_err()).starts_with("reading `"));
+    }
+}

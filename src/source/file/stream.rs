@@ -156,13 +156,10 @@ pub fn read_stream(
         // The guess was wrong: read again in the format the file turned out to have.
         Pass::Redo(om) => match pass(open, name, &mut Some(om), om, opts)? {
             Pass::Done(r) => r,
-            Pass::Redo(_) => unreachable_redo(name),
+            // Only when the file changed between the two reads.
+            Pass::Redo(_) => anyhow::bail!("{name}: the file changed while it was read"),
         },
     }
-}
-
-fn unreachable_redo(name: &str) -> Result<StreamRead> {
-    anyhow::bail!("{name}: the format changed between two reads of the file")
 }
 
 /// How a pass over the file ended.
@@ -224,11 +221,13 @@ fn pass(
             .as_ref()
             .is_some_and(|p| guess_openmetrics(&p.text, name_says_om))
     });
-    let mut join = Joiner::new(name, om, opts);
+    let mut join = Joiner::new(om, opts);
     if opts.threads == 0 {
         let mut next = first;
         while let Some(piece) = next {
-            if join.take(parse_piece(&piece, name, om)) {
+            let parsed = parse_piece(&piece, name, om);
+            pieces.spare.give(piece.text);
+            if join.take(parsed) {
                 break;
             }
             next = pieces.next_piece()?;
@@ -252,6 +251,7 @@ fn parallel(
     std::thread::scope(|scope| -> Result<()> {
         let (piece_tx, piece_rx) = sync_channel::<(usize, Piece)>(threads * 2);
         let (out_tx, out_rx) = sync_channel::<(usize, Parsed)>(threads * 2);
+        let spare = pieces.spare.clone();
         let reader = scope.spawn(move || -> Result<()> {
             let mut seq = 0;
             let mut next = first;
@@ -268,8 +268,8 @@ fn parallel(
         // send fails, so nothing waits forever after an early stop.
         let piece_rx = Arc::new(Mutex::new(piece_rx));
         for _ in 0..threads {
-            let (rx, tx) = (Arc::clone(&piece_rx), out_tx.clone());
-            scope.spawn(move || worker(&rx, &tx, name, om));
+            let (rx, tx, spare) = (Arc::clone(&piece_rx), out_tx.clone(), spare.clone());
+            scope.spawn(move || worker(&rx, &tx, &spare, name, om));
         }
         drop((piece_rx, out_tx));
         let mut waiting: BTreeMap<usize, Parsed> = BTreeMap::new();
@@ -294,6 +294,7 @@ fn parallel(
 fn worker(
     rx: &Mutex<Receiver<(usize, Piece)>>,
     tx: &std::sync::mpsc::SyncSender<(usize, Parsed)>,
+    spare: &Spare,
     name: &str,
     om: bool,
 ) {
@@ -303,8 +304,34 @@ fn worker(
             Err(_) => return,
         };
         let Ok((seq, piece)) = job else { return };
-        if tx.send((seq, parse_piece(&piece, name, om))).is_err() {
+        let parsed = parse_piece(&piece, name, om);
+        spare.give(piece.text);
+        if tx.send((seq, parsed)).is_err() {
             return;
+        }
+    }
+}
+
+/// Piece buffers to fill again (at most as many as can be in flight).
+#[derive(Clone, Default)]
+struct Spare(Arc<Mutex<Vec<Vec<u8>>>>);
+
+impl Spare {
+    fn take(&self) -> Vec<u8> {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|mut v| v.pop())
+            .unwrap_or_default()
+    }
+
+    fn give(&self, text: String) {
+        if let Ok(mut v) = self.0.lock() {
+            if v.len() < 16 {
+                let mut buf = text.into_bytes();
+                buf.clear();
+                v.push(buf);
+            }
         }
     }
 }
@@ -349,6 +376,9 @@ struct Pieces<'n> {
     src: Box<dyn Read + Send>,
     name: &'n str,
     size: usize,
+    /// Buffers of parsed pieces, handed back to be filled again: a fresh multi-megabyte buffer
+    /// per piece cost page faults.
+    spare: Spare,
     /// The start of the next piece: an unfinished line.
     carry: Vec<u8>,
     offset: usize,
@@ -361,6 +391,7 @@ impl<'n> Pieces<'n> {
             src,
             name,
             size,
+            spare: Spare::default(),
             carry: Vec::new(),
             offset: 0,
             done: false,
@@ -368,7 +399,9 @@ impl<'n> Pieces<'n> {
     }
 
     fn next_piece(&mut self) -> Result<Option<Piece>> {
-        let mut buf = std::mem::take(&mut self.carry);
+        let mut buf = self.spare.take();
+        buf.extend_from_slice(&self.carry);
+        self.carry.clear();
         buf.reserve(self.size + (1 << 16));
         // Read until the piece is big enough and has a newline, or the input ends.
         let mut searched = 0;
@@ -404,7 +437,8 @@ impl<'n> Pieces<'n> {
                 .iter()
                 .rposition(|&b| b == b'\n')
                 .map_or(buf.len(), |i| i + 1);
-            self.carry = buf.split_off(cut);
+            self.carry.extend_from_slice(&buf[cut..]);
+            buf.truncate(cut);
         }
         let offset = self.offset;
         self.offset += buf.len();
@@ -441,7 +475,7 @@ struct Joiner<'o> {
 }
 
 impl<'o> Joiner<'o> {
-    fn new(_name: &str, openmetrics: bool, opts: &'o ReadOptions) -> Self {
+    fn new(openmetrics: bool, opts: &'o ReadOptions) -> Self {
         Joiner {
             openmetrics,
             opts,
