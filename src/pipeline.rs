@@ -102,6 +102,27 @@ fn frame_of(set: &SeriesSet, opts: &Options) -> Result<Frame> {
                 );
             }
         }
+        if let (Some(at), Some(newest)) = (opts.at_ms, set.newest_ms()) {
+            if at.saturating_sub(opts.window_ms) >= newest {
+                bail!(
+                    "--at {} is more than the {} window after the last sample ({}): nothing in the window to diagnose",
+                    crate::time::format_time(at),
+                    crate::time::format_duration(opts.window_ms),
+                    crate::time::format_time(newest)
+                );
+            }
+        }
+        // A rate needs two samples in the window.
+        if let Some(step) = set.scrape_interval_ms() {
+            if opts.window_ms <= step {
+                bail!(
+                    "--window {} holds at most one sample: the input is scraped every {}; use at least {}",
+                    crate::time::format_duration(opts.window_ms),
+                    crate::time::format_duration(step),
+                    crate::time::format_duration(2 * step)
+                );
+            }
+        }
         Frame {
             end_ms: Some(end),
             window_ms: opts.window_ms,

@@ -255,13 +255,21 @@ fn read_files(
         ..ReadOptions::default()
     };
     let read = crate::source::file::read_files(&series_files, &opts)?;
-    if let (Some(at), Some((oldest, _))) = (at_ms, read.span) {
-        // Checked here, over every sample read: the retention kept none before `--at`.
+    if let (Some(at), Some((oldest, newest))) = (at_ms, read.span) {
+        // Checked here, over every sample read: the retention kept none outside the window.
         if at < oldest {
             bail!(
                 "--at {} is before the first sample ({}): nothing to diagnose",
                 crate::time::format_time(at),
                 crate::time::format_time(oldest)
+            );
+        }
+        if at.saturating_sub(window_ms) >= newest {
+            bail!(
+                "--at {} is more than the {} window after the last sample ({}): nothing in the window to diagnose",
+                crate::time::format_time(at),
+                crate::time::format_duration(window_ms),
+                crate::time::format_time(newest)
             );
         }
     }

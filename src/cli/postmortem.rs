@@ -313,6 +313,16 @@ fn range_of(
             crate::time::format_time(newest)
         );
     }
+    if let Some(interval) = set.scrape_interval_ms() {
+        if window_ms <= interval {
+            bail!(
+                "--window {} holds at most one sample: the input is scraped every {}; use at least {}",
+                crate::time::format_duration(window_ms),
+                crate::time::format_duration(interval),
+                crate::time::format_duration(2 * interval)
+            );
+        }
+    }
     let steps = (to_ms - from_ms) / step_ms + 1;
     if steps > 200_000 {
         bail!("{steps} steps: raise --step or shorten the range (at most 200,000)");

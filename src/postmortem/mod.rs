@@ -173,21 +173,9 @@ fn explain(
     }
 }
 
-/// The recording's scrape interval: the median distance between samples of its longest
-/// series.
+/// The recording's scrape interval ([`SeriesSet::scrape_interval_ms`]).
 pub fn recording_step(set: &SeriesSet) -> Option<i64> {
-    let series = set.series.iter().max_by_key(|s| s.samples.len())?;
-    let mut gaps: Vec<i64> = series
-        .samples
-        .windows(2)
-        .filter_map(|w| Some(w[1].t_ms? - w[0].t_ms?))
-        .filter(|g| *g > 0)
-        .collect();
-    if gaps.is_empty() {
-        return None;
-    }
-    gaps.sort_unstable();
-    Some(gaps[gaps.len() / 2])
+    set.scrape_interval_ms()
 }
 
 #[cfg(test)]

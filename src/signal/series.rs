@@ -298,6 +298,23 @@ impl SeriesSet {
         self.normalize();
     }
 
+    /// The scrape interval: the median distance between samples of the series with the most
+    /// samples; None with fewer than two timestamped samples in every series.
+    pub fn scrape_interval_ms(&self) -> Option<i64> {
+        let series = self.series.iter().max_by_key(|s| s.samples.len())?;
+        let mut gaps: Vec<i64> = series
+            .samples
+            .windows(2)
+            .filter_map(|w| Some(w[1].t_ms? - w[0].t_ms?))
+            .filter(|g| *g > 0)
+            .collect();
+        if gaps.is_empty() {
+            return None;
+        }
+        gaps.sort_unstable();
+        Some(gaps[gaps.len() / 2])
+    }
+
     /// The newest timestamp of any sample, if any sample has one.
     pub fn newest_ms(&self) -> Option<i64> {
         self.series

@@ -220,6 +220,16 @@ fn bad_input_gets_a_clear_error_and_exit_2() {
             vec![FIXTURE.into(), "--window".into(), "5 minutes".into()],
             "--window",
         ),
+        // One sample per window cannot make a rate; the step is said.
+        (
+            vec![FIXTURE.into(), "--window".into(), "10s".into()],
+            "scraped every 15s; use at least 30s",
+        ),
+        // A window after the recording holds nothing.
+        (
+            vec![FIXTURE.into(), "--at".into(), "2026-12-01T01:00:00Z".into()],
+            "after the last sample",
+        ),
         (
             vec![
                 FIXTURE.into(),

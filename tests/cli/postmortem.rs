@@ -289,7 +289,7 @@ fn bad_input_gets_a_clear_error() {
         "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 3\n",
     )
     .unwrap();
-    let cases: [(Vec<&str>, &str); 4] = [
+    let cases: [(Vec<&str>, &str); 5] = [
         (vec![page.to_str().unwrap()], "no timestamps"),
         (
             vec![
@@ -306,6 +306,10 @@ fn bad_input_gets_a_clear_error() {
         (
             vec!["fixtures/healthy_busy.om.gz", "--step", "0s"],
             "--step",
+        ),
+        (
+            vec!["fixtures/healthy_busy.om.gz", "--window", "15s"],
+            "scraped every 15s",
         ),
     ];
     for (args, needle) in cases {
