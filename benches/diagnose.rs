@@ -16,10 +16,21 @@ fn main() {
     divan::main();
 }
 
-/// A generated input under target/bench, made once by the fixture generator with `args`.
+/// Where generated inputs live: `bench/` in the build's target directory (`CARGO_TARGET_DIR`
+/// when set, else `target/` of the repository), never elsewhere in the tree.
+fn bench_dir() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => root.join(dir).join("bench"),
+        None => root.join("target/bench"),
+    }
+}
+
+/// A generated input under the target directory's `bench/`, made once by the fixture
+/// generator with `args`.
 fn generated(file: &str, args: &[&str]) -> (String, String) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let path = root.join("target/bench").join(file);
+    let path = bench_dir().join(file);
     if !path.exists() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let status = Command::new("python3")
@@ -139,7 +150,7 @@ fn read_and_diagnose_fleet_100(bencher: Bencher) {
 /// A fleet of `n` replicas, 10 minutes at 15 s, gzip, streamed by the generator on first use.
 fn fleet_file(n: usize) -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let path = root.join(format!("target/bench/fleet-{n}-10m.om.gz"));
+    let path = bench_dir().join(format!("fleet-{n}-10m.om.gz"));
     if !path.exists() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let status = Command::new("python3")
