@@ -71,11 +71,15 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
     let mut found = check_symptoms(playbook, &env);
     let mut fired = score_causes(playbook, &env, engine, &mut found.unchecked);
     let ranking = Ranking::new(playbook, &fired, &found);
-    ranking.sort(playbook, &env, &found, &mut fired);
+    let reasons = ranking.sort(playbook, &env, &found, &mut fired);
     let causes: Vec<CauseFinding> = fired
         .iter()
         .enumerate()
-        .map(|(rank, s)| cause_finding(playbook, &env, engine, &ranking, rank, s))
+        .map(|(rank, s)| {
+            let mut f = cause_finding(playbook, &env, engine, &ranking, rank, s);
+            f.ranked_by = reasons.get(&s.index).cloned().unwrap_or_default();
+            f
+        })
         .collect();
 
     let mut symptoms = found.symptoms;
@@ -331,14 +335,14 @@ impl Ranking {
     }
 
     /// Sorts the fired causes as the module docs say: by group, worst symptom, dominant part,
-    /// weighted score, then id.
+    /// weighted score, then id. Returns, by cause index, why each stands where it does.
     fn sort(
         &self,
         playbook: &Playbook,
         env: &SnapshotEnv<'_>,
         found: &Symptoms,
         fired: &mut [Scored],
-    ) {
+    ) -> BTreeMap<usize, String> {
         let explains_fired = |i: usize| {
             self.chains[i]
                 .as_ref()
@@ -390,6 +394,39 @@ impl Ranking {
                         .cmp(&playbook.causes[b.index].id)
                 })
         });
+        fired
+            .iter()
+            .map(|f| {
+                let i = f.index;
+                let mut why = vec![match group(i) {
+                    0 => "root cause of a symptom that fired".to_string(),
+                    1 => "root cause; no symptom it leads to fired".to_string(),
+                    2 => "downstream of another fired cause".to_string(),
+                    _ => "advice: harms no objective that was checked".to_string(),
+                }];
+                let worst_symptom = reach[i]
+                    .iter()
+                    .filter(|&&s| found.severity[s].is_some())
+                    .max_by_key(|&&s| (found.severity[s], std::cmp::Reverse(s)));
+                if let Some(&s) = worst_symptom {
+                    let sev = match found.severity[s] {
+                        Some(crate::report::Severity::Critical) => "critical",
+                        _ => "warning",
+                    };
+                    why.push(format!("worst symptom {} ({sev})", playbook.symptoms[s].id));
+                }
+                if off_dominant(i) {
+                    if let Some(d) = dominant {
+                        why.push(format!(
+                            "outside the dominant part of request time ({})",
+                            playbook.symptoms[d].id
+                        ));
+                    }
+                }
+                why.push(format!("weighted score {:.2}", key(f)));
+                (i, why.join("; "))
+            })
+            .collect()
     }
 }
 
@@ -441,6 +478,7 @@ fn cause_finding(
         id: c.id.clone(),
         title: c.title.clone(),
         rank: rank + 1,
+        ranked_by: String::new(),
         score: round3(s.score),
         confidence: round3(s.confidence),
         root: ranking.is_root(playbook, s.index),

@@ -136,6 +136,10 @@ pub struct CauseFinding {
     pub title: String,
     /// 1 = most likely.
     pub rank: usize,
+    /// Why it ranks there: its group (root cause of a fired symptom, root without one,
+    /// downstream, advice), its worst symptom, whether it is off the dominant part of request
+    /// time, and the weighted score that orders causes alike in all of these.
+    pub ranked_by: String,
     /// Strength of the evidence, 0 to 1, lowered by unknown evidence.
     pub score: f64,
     /// Share of the evidence weight that could be checked, 0 to 1.

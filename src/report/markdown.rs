@@ -33,16 +33,17 @@ pub fn render(report: &Report) -> String {
         }
         if !d.causes.is_empty() {
             out.push_str(
-                "### Causes\n\n| # | cause | score | chain | evidence |\n|---|---|---|---|---|\n",
+                "### Causes\n\n| # | cause | score | ranked by | chain | evidence |\n|---|---|---|---|---|---|\n",
             );
             for c in &d.causes {
                 let ev: Vec<String> = c.evidence.iter().map(evidence_line).collect();
                 out.push_str(&format!(
-                    "| {} | `{}`{} | {:.2} | {} | {} |\n",
+                    "| {} | `{}`{} | {:.2} | {} | {} | {} |\n",
                     c.rank,
                     c.id,
                     if c.root { "" } else { " (follows)" },
                     c.score,
+                    c.ranked_by.replace('|', "\\|"),
                     c.chain.join(" → "),
                     ev.join("<br>").replace('|', "\\|")
                 ));

@@ -138,13 +138,8 @@ fn causes_table(d: &Diagnosis) -> Table {
         "evidence",
     ]);
     for c in &d.causes {
-        let mut name = c.id.clone();
-        if !c.root {
-            name.push_str("\n(follows from a cause above)");
-        }
-        if c.severity == llm_doctor_engine::playbook::spec::CauseSeverity::Info {
-            name.push_str("\n(not a fault)");
-        }
+        // Why it stands here: its group and worst symptom say more than the score.
+        let name = format!("{}\n({})", c.id, c.ranked_by);
         let mut ev: Vec<String> = c.evidence.iter().map(evidence_line).collect();
         if let (Some(i), Some(note)) = (c.impact, &c.impact_note) {
             ev.push(format!("{}: {} %", note, number(i * 100.0)));

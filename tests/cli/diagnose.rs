@@ -361,3 +361,39 @@ fn fixes_already_in_effect_are_not_advised_and_flag_values_show_the_current_one(
         ("--enable-prefix-caching".to_string(), None)
     );
 }
+
+#[test]
+fn each_cause_says_why_it_ranks_where_it_does() {
+    let (_, out, err) = crate::support::outcome(&crate::support::run(&[
+        "diagnose", FIXTURE, "--format", "json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let causes = v["targets"][0]["causes"].as_array().unwrap();
+    let why = |id: &str| {
+        causes
+            .iter()
+            .find(|c| c["id"] == id)
+            .and_then(|c| c["ranked_by"].as_str())
+            .unwrap_or_else(|| panic!("no {id}"))
+            .to_string()
+    };
+    let first = why("kv_cache_exhaustion");
+    assert!(
+        first.starts_with("root cause of a symptom that fired"),
+        "{first}"
+    );
+    assert!(first.contains("(critical)"), "{first}");
+    // queue_backlog follows from the full cache: it ranks below whatever its score.
+    assert!(why("queue_backlog").starts_with("downstream of another fired cause"));
+    let (_, table, _) = crate::support::outcome(&crate::support::run(&[
+        "diagnose", FIXTURE, "--format", "table",
+    ]));
+    assert!(
+        table.contains("(root cause of a symptom that fired"),
+        "{table}"
+    );
+    let (_, md, _) = crate::support::outcome(&crate::support::run(&[
+        "diagnose", FIXTURE, "--format", "markdown",
+    ]));
+    assert!(md.contains("| ranked by |"), "{md}");
+}
