@@ -127,6 +127,33 @@ fn target(out: &mut String, r: &TargetReport, style: Style) {
     }
 }
 
+/// Evidence lines with a value's window statistics given once: the first line that shows
+/// `queue_depth 180 (window min 97, mean 138, max 180)` keeps them, later lines say
+/// `queue_depth 180`.
+fn shorten_repeats(lines: Vec<String>) -> Vec<String> {
+    static STATS: std::sync::OnceLock<regex_lite::Regex> = std::sync::OnceLock::new();
+    let re = STATS.get_or_init(|| {
+        regex_lite::Regex::new(r"([a-z][a-z0-9_.]* [^ ,;()]+(?: [^ ,;()]+)?) \(window min [^)]*\)")
+            .expect("valid")
+    });
+    let mut seen: Vec<String> = Vec::new();
+    lines
+        .into_iter()
+        .map(|line| {
+            re.replace_all(&line, |c: &regex_lite::Captures<'_>| {
+                let full = c[0].to_string();
+                if seen.contains(&full) {
+                    c[1].to_string()
+                } else {
+                    seen.push(full.clone());
+                    full
+                }
+            })
+            .into_owned()
+        })
+        .collect()
+}
+
 /// The fired causes, ranked, with their chain and evidence.
 fn causes_table(d: &Diagnosis) -> Table {
     let mut t = new_table();
@@ -140,7 +167,7 @@ fn causes_table(d: &Diagnosis) -> Table {
     for c in &d.causes {
         // Why it stands here: its group and worst symptom say more than the score.
         let name = format!("{}\n({})", c.id, c.ranked_by);
-        let mut ev: Vec<String> = c.evidence.iter().map(evidence_line).collect();
+        let mut ev: Vec<String> = shorten_repeats(c.evidence.iter().map(evidence_line).collect());
         if let (Some(i), Some(note)) = (c.impact, &c.impact_note) {
             ev.push(format!("{}: {} %", note, number(i * 100.0)));
         }
@@ -231,4 +258,23 @@ fn dedup(mut v: Vec<&str>) -> Vec<&str> {
     v.sort_unstable();
     v.dedup();
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shorten_repeats;
+
+    #[test]
+    fn window_statistics_are_shown_once_per_cell() {
+        let full = "queue_depth 180 (window min 97, mean 138, max 180)";
+        let lines = vec![
+            format!("e2e_mean_seconds 45.9 s, {full}"),
+            format!("ten or more requests waiting: {full}"),
+            format!("the queue is still growing: {full}"),
+        ];
+        let out = shorten_repeats(lines);
+        assert_eq!(out[0], format!("e2e_mean_seconds 45.9 s, {full}"));
+        assert_eq!(out[1], "ten or more requests waiting: queue_depth 180");
+        assert_eq!(out[2], "the queue is still growing: queue_depth 180");
+    }
 }
