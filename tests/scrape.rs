@@ -848,3 +848,97 @@ fn cli_record_writes_a_file_that_diagnose_reads() {
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["targets"][0]["target"]["engine"], "vllm");
 }
+
+#[test]
+fn cli_record_keeps_a_valid_file_as_it_goes_and_stops_cleanly_on_sigint() {
+    let live = Server::start(Mode::VllmText);
+    let dir = tempfile::tempdir().unwrap();
+    let out_file = dir.path().join("rec.om");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
+        .args([
+            "record",
+            "--scrape",
+            &live.url(),
+            "--duration",
+            "1h",
+            "--interval",
+            "300ms",
+        ])
+        .arg("--out")
+        .arg(&out_file)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A complete file exists after the first rounds, long before the hour is over.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let rounds = |text: &str| {
+        let mut ts: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("vllm:num_requests_running"))
+            .filter_map(|l| l.rsplit(' ').next())
+            .collect();
+        ts.dedup();
+        ts.len()
+    };
+    loop {
+        let text = std::fs::read_to_string(&out_file).unwrap_or_default();
+        if text.ends_with("# EOF\n") && rounds(&text) >= 3 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no file after 20 s: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let exit = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "record did not stop on SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(exit.code(), Some(0), "{err}");
+    assert!(err.contains("recording stopped after"), "{err}");
+    let text = std::fs::read_to_string(&out_file).unwrap();
+    assert!(text.ends_with("# EOF\n") && rounds(&text) >= 3, "{text}");
+    let (code, _, err) = cli(&["diagnose", out_file.to_str().unwrap(), "--window", "2s"]);
+    assert!(code == 0 || code == 1, "{err}");
+}
+
+#[test]
+fn cli_record_refuses_an_unwritable_out_before_it_starts() {
+    let live = Server::start(Mode::VllmText);
+    let started = std::time::Instant::now();
+    let (code, _, err) = cli(&[
+        "record",
+        "--scrape",
+        &live.url(),
+        "--duration",
+        "1h",
+        "--out",
+        "/nonexistent-dir/rec.om",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--out `/nonexistent-dir/rec.om` cannot be written"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "it scraped first"
+    );
+    assert!(live.requests().is_empty(), "nothing was scraped");
+}

@@ -2,6 +2,7 @@
 //! Prometheus import: a range of a Prometheus-compatible API, or /metrics endpoints scraped over
 //! a duration with the local GPUs read through NVML beside them.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -75,6 +76,7 @@ fn from_prometheus(url: &str, args: &RecordArgs) -> Result<Outcome> {
     let (Some(from), Some(to)) = (args.from, args.to) else {
         bail!("record --prometheus needs --from and --to");
     };
+    check_writable(&args.out)?;
     let live = args.prom.live_options(url, args.timeout, &args.headers)?;
     let rules = load_rules(None)?;
     let (text, notes) = crate::source::live::prometheus::record_from_prometheus(
@@ -89,8 +91,7 @@ fn from_prometheus(url: &str, args: &RecordArgs) -> Result<Outcome> {
     for n in &notes {
         eprintln!("note: {n}");
     }
-    std::fs::write(&args.out, &text)
-        .with_context(|| format!("writing `{}`", args.out.display()))?;
+    write_atomically(&args.out, &text)?;
     Ok(Outcome {
         stdout: format!("wrote {} ({} bytes)\n", args.out.display(), text.len()),
         code: 0,
@@ -114,15 +115,51 @@ fn from_endpoints(args: &RecordArgs) -> Result<Outcome> {
         .nvml
         .then(|| args.nvml_sampling.sampling(every_interval))
         .transpose()?;
-    let ((text, mut errors), gpus) = with_nvml(sampling, || {
-        if args.scrape.is_empty() {
-            (String::new(), Vec::new())
-        } else {
-            scrape::record(&args.scrape, duration, interval, &opts, &mut |line| {
-                eprintln!("{line}")
-            })
+    // Checked before the first scrape, not after the whole duration.
+    check_writable(&args.out)?;
+    let terminal = std::io::stderr().is_terminal();
+    let mut save = |set: &crate::signal::series::SeriesSet| {
+        // A valid file after every round: what was recorded survives a crash or a kill.
+        if set.series.is_empty() {
+            return;
         }
+        let text = crate::source::file::openmetrics::write(set);
+        match write_atomically(&args.out, &text) {
+            Ok(()) if terminal => eprintln!(
+                "saved {} series, {} bytes to {}",
+                set.series.len(),
+                text.len(),
+                args.out.display()
+            ),
+            Ok(()) => {}
+            Err(e) => eprintln!("error: {e:#}"),
+        }
+    };
+    let (recorded, gpus) = with_nvml(sampling, || {
+        if args.scrape.is_empty() {
+            return None;
+        }
+        Some(scrape::record_with(
+            &args.scrape,
+            duration,
+            interval,
+            &opts,
+            &mut |line| eprintln!("{line}"),
+            Some(&mut save),
+        ))
     });
+    let (text, mut errors) = match recorded {
+        Some(r) => {
+            if r.interrupted {
+                eprintln!(
+                    "recording stopped after {} of {} rounds; keeping what was recorded",
+                    r.rounds.0, r.rounds.1
+                );
+            }
+            (r.text, r.errors)
+        }
+        None => (String::new(), Vec::new()),
+    };
     for e in &errors {
         eprintln!("error: {e}");
     }
@@ -153,10 +190,33 @@ fn from_endpoints(args: &RecordArgs) -> Result<Outcome> {
     if all_failed && text.lines().all(|l| l.starts_with('#')) {
         bail!("no endpoint could be recorded");
     }
-    std::fs::write(&args.out, &text)
-        .with_context(|| format!("writing `{}`", args.out.display()))?;
+    write_atomically(&args.out, &text)?;
     Ok(Outcome {
         stdout: format!("wrote {} ({} bytes)\n", args.out.display(), text.len()),
         code: u8::from(!errors.is_empty()),
     })
+}
+
+/// `path.partial` beside `path`: written whole, then renamed over `path`, so `path` is always a
+/// complete file.
+fn partial_path(path: &std::path::Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    path.with_file_name(name)
+}
+
+/// Fails now, with the reason, when `path` cannot be written.
+fn check_writable(path: &std::path::Path) -> Result<()> {
+    let probe = partial_path(path);
+    std::fs::write(&probe, b"")
+        .with_context(|| format!("--out `{}` cannot be written", path.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// Writes `text` to `path` through a partial file and a rename.
+fn write_atomically(path: &std::path::Path, text: &str) -> Result<()> {
+    let partial = partial_path(path);
+    std::fs::write(&partial, text).with_context(|| format!("writing `{}`", partial.display()))?;
+    std::fs::rename(&partial, path).with_context(|| format!("writing `{}`", path.display()))
 }

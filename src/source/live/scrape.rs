@@ -135,10 +135,56 @@ pub fn record(
     opts: &ScrapeOptions,
     progress: &mut dyn FnMut(&str),
 ) -> (String, Vec<String>) {
+    let r = record_with(urls, duration, interval, opts, progress, None);
+    (r.text, r.errors)
+}
+
+/// What [`record_with`] recorded.
+pub struct Recorded {
+    /// OpenMetrics text of every round that was scraped.
+    pub text: String,
+    /// One line per endpoint that failed a round.
+    pub errors: Vec<String>,
+    /// Rounds started, of those planned.
+    pub rounds: (usize, usize),
+    /// SIGINT or SIGTERM ended the recording early (then `text` holds the rounds so far).
+    pub interrupted: bool,
+}
+
+/// [`record`], calling `after_round` with the series so far after every round (so a caller
+/// can keep a valid file on disk as the recording goes) and, when given one, stopping early on
+/// SIGINT or SIGTERM with what was recorded.
+pub fn record_with(
+    urls: &[String],
+    duration: Duration,
+    interval: Duration,
+    opts: &ScrapeOptions,
+    progress: &mut dyn FnMut(&str),
+    after_round: Option<&mut dyn FnMut(&SeriesSet)>,
+) -> Recorded {
     let rounds = rounds_for(duration, interval);
+    let stops_on_signal = after_round.is_some();
+    let mut hook = after_round.map(|f| {
+        move |endpoints: &[Endpoint]| {
+            let mut so_far = SeriesSet::default();
+            for ep in endpoints.iter().filter(|ep| ep.rounds_ok > 0) {
+                so_far.merge(ep.set.clone());
+            }
+            f(&so_far);
+        }
+    });
+    let (endpoints, done) = run_rounds_with(
+        urls,
+        rounds,
+        interval,
+        opts,
+        progress,
+        hook.as_mut().map(|h| h as AfterRound<'_>),
+        stops_on_signal,
+    );
     let mut merged = SeriesSet::default();
     let mut errors = Vec::new();
-    for ep in run_rounds(urls, rounds, interval, opts, progress) {
+    for ep in endpoints {
         if !ep.failures.is_empty() {
             errors.push(describe_failures(&ep, rounds));
         }
@@ -146,7 +192,12 @@ pub fn record(
             merged.merge(ep.set);
         }
     }
-    (openmetrics::write(&merged), errors)
+    Recorded {
+        text: openmetrics::write(&merged),
+        errors,
+        rounds: (done, rounds),
+        interrupted: done < rounds,
+    }
 }
 
 /// `duration / interval + 1`, saturating; 1 when `interval` is zero.
@@ -272,6 +323,23 @@ fn run_rounds(
     opts: &ScrapeOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Vec<Endpoint> {
+    run_rounds_with(urls, rounds, interval, opts, progress, None, false).0
+}
+
+/// Called with every endpoint after each round.
+type AfterRound<'a> = &'a mut dyn FnMut(&[Endpoint]);
+
+/// [`run_rounds`] with a call after every round and, with `stops_on_signal`, an early end on
+/// SIGINT or SIGTERM; also returns how many rounds ran.
+fn run_rounds_with(
+    urls: &[String],
+    rounds: usize,
+    interval: Duration,
+    opts: &ScrapeOptions,
+    progress: &mut dyn FnMut(&str),
+    after_round: Option<AfterRound<'_>>,
+    stops_on_signal: bool,
+) -> (Vec<Endpoint>, usize) {
     let mut endpoints: Vec<Endpoint> = urls
         .iter()
         .map(|url| Endpoint {
@@ -287,7 +355,7 @@ fn run_rounds(
         Ok(h) => h,
         Err(reason) => {
             fail_all(&mut endpoints, &reason, progress);
-            return endpoints;
+            return (endpoints, 0);
         }
     };
     // Report bad URLs once, up front; they take part in no round.
@@ -298,12 +366,12 @@ fn run_rounds(
         }
     }
     if targets.iter().all(|t| t.is_err()) {
-        return endpoints;
+        return (endpoints, 0);
     }
     if tokio::runtime::Handle::try_current().is_ok() {
         let reason = "internal error: scrape called from inside an async runtime";
         fail_all(&mut endpoints, reason, progress);
-        return endpoints;
+        return (endpoints, 0);
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -313,7 +381,7 @@ fn run_rounds(
         Err(e) => {
             let reason = format!("cannot start the HTTP runtime: {e}");
             fail_all(&mut endpoints, &reason, progress);
-            return endpoints;
+            return (endpoints, 0);
         }
     };
     let any_https = targets
@@ -323,7 +391,7 @@ fn run_rounds(
         Ok(c) => c,
         Err(reason) => {
             fail_all(&mut endpoints, &reason, progress);
-            return endpoints;
+            return (endpoints, 0);
         }
     };
     let plan = Plan {
@@ -333,8 +401,14 @@ fn run_rounds(
         rounds,
         interval,
     };
-    runtime.block_on(plan.run(&targets, &mut endpoints, progress));
-    endpoints
+    let done = runtime.block_on(plan.run(
+        &targets,
+        &mut endpoints,
+        progress,
+        after_round,
+        stops_on_signal,
+    ));
+    (endpoints, done)
 }
 
 /// Marks every endpoint not failed yet as failed before the first round.
@@ -355,17 +429,36 @@ struct Plan {
 }
 
 impl Plan {
+    /// Runs the rounds; returns how many ran (fewer than planned when a signal ended it).
     async fn run(
         &self,
         targets: &[Result<Target, String>],
         endpoints: &mut [Endpoint],
         progress: &mut dyn FnMut(&str),
-    ) {
+        mut after_round: Option<AfterRound<'_>>,
+        stops_on_signal: bool,
+    ) -> usize {
         let start = tokio::time::Instant::now();
+        let mut done = 0;
         for round in 1..=self.rounds {
             if round > 1 {
-                self.wait_for_round(start, round, progress).await;
+                if stops_on_signal {
+                    let stopped = tokio::select! {
+                        () = self.wait_for_round(start, round, progress) => false,
+                        () = stop_signal() => true,
+                    };
+                    if stopped {
+                        progress(&format!(
+                            "stopped by a signal after {done} of {} rounds",
+                            self.rounds
+                        ));
+                        return done;
+                    }
+                } else {
+                    self.wait_for_round(start, round, progress).await;
+                }
             }
+            done = round;
             // Spawned tasks run concurrently on this thread while the handles are awaited.
             let tasks: Vec<_> = targets
                 .iter()
@@ -399,7 +492,11 @@ impl Plan {
                     }
                 }
             }
+            if let Some(f) = after_round.as_mut() {
+                f(endpoints);
+            }
         }
+        done
     }
 
     /// Sleeps until round `round` is due: `(round - 1) × interval` after `start`.
@@ -430,6 +527,32 @@ impl Plan {
             tokio::time::sleep_until(due).await;
         }
     }
+}
+
+/// SIGINT (Ctrl-C) or, on Unix, SIGTERM.
+async fn stop_signal() {
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    {
+        let terminate = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = interrupt => {}
+            () = terminate => {}
+        }
+    }
+    #[cfg(not(unix))]
+    interrupt.await;
 }
 
 /// `5s`, `250ms`, `1.5s`: for progress lines.
