@@ -27,7 +27,7 @@ use crate::source::live::{nvml, scrape};
 #[derive(Debug, clap::Args)]
 pub struct DiagnoseArgs {
     /// Recorded metrics, joined: Prometheus text or OpenMetrics (plain or gzip), Prometheus API
-    /// JSON answers, or llm-doctor snapshot/timeline files.
+    /// JSON answers, or llm-doctor snapshot/timeline files; `-` reads standard input.
     #[arg(required_unless_present_any = ["scrape", "nvml", "prometheus"])]
     pub files: Vec<PathBuf>,
     /// Query a Prometheus-compatible API instead of files (see the Prometheus options).
@@ -141,7 +141,9 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
     };
 
     let mut got = Gathered::default();
-    read_files(&args.files, &rules, args.at, window_ms, &mut got)?;
+    let inputs = super::input::inputs(&args.files)?;
+    read_files(&inputs.paths, &rules, args.at, window_ms, &mut got)
+        .map_err(|e| inputs.name_errors(e))?;
     read_live(&args, sampling, window_ms, &mut got)?;
     if let Some(url) = &args.prom.prometheus {
         query_prometheus(url, &args, &rules, &options, &mut got)?;
@@ -229,6 +231,7 @@ fn read_files(
 ) -> Result<()> {
     let mut series_files = Vec::new();
     for f in files {
+        super::input::check_kind(f, &f.display().to_string())?;
         if snapshot::looks_like(&stream::peek_text(f, 64 << 10)?) {
             let text = read_text(f)?;
             let name = f.display().to_string();

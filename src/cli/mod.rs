@@ -10,6 +10,7 @@
 mod diagnose;
 mod eval;
 mod format;
+mod input;
 mod outcome;
 mod parse;
 mod postmortem;

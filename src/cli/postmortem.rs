@@ -35,7 +35,8 @@ pub enum ReportFormat {
 /// What `postmortem` and `diff` share: where the metrics come from and how they are judged.
 #[derive(Debug, clap::Args)]
 pub struct RangeInputArgs {
-    /// Recorded metrics (Prometheus text or OpenMetrics, plain or gzip, or Prometheus API JSON).
+    /// Recorded metrics (Prometheus text or OpenMetrics, plain or gzip, or Prometheus API JSON);
+    /// `-` reads standard input.
     #[arg(required_unless_present = "prometheus")]
     pub files: Vec<PathBuf>,
     /// Query a Prometheus-compatible API instead of files (with --from and --to).
@@ -133,7 +134,11 @@ pub fn run(args: PostmortemArgs) -> Result<Outcome> {
             let span = got.set.oldest_ms().zip(got.set.newest_ms());
             (got.set, got.notes, span)
         }
-        None => read_files(&args.input.files, &rules, (args.from, args.to), window_ms)?,
+        None => {
+            let inputs = super::input::inputs(&args.input.files)?;
+            read_files(&inputs.paths, &rules, (args.from, args.to), window_ms)
+                .map_err(|e| inputs.name_errors(e))?
+        }
     };
     let range = range_of(&set, span, args.from, args.to, args.step, window_ms)?;
     let options = options(&args.input)?;
@@ -253,6 +258,7 @@ fn read_files(
     window_ms: i64,
 ) -> Result<Recording> {
     for f in files {
+        super::input::check_kind(f, &f.display().to_string())?;
         if crate::source::file::snapshot::looks_like(&stream::peek_text(f, 64 << 10)?) {
             bail!(
                 "`{}` is an llm-doctor snapshot: it holds one window, not a range; give the recording it was made from",

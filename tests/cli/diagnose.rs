@@ -220,6 +220,15 @@ fn bad_input_gets_a_clear_error_and_exit_2() {
             vec![FIXTURE.into(), "--window".into(), "5 minutes".into()],
             "--window",
         ),
+        // Files that are not metrics are named for what they are.
+        (
+            vec!["examples/doctor.yaml".into()],
+            "looks like YAML (`listen: 127.0.0.1:9095`)",
+        ),
+        (
+            vec![p("a.json", "{\"a\": 1}")],
+            "is JSON but not a Prometheus API answer",
+        ),
         // One sample per window cannot make a rate; the step is said.
         (
             vec![FIXTURE.into(), "--window".into(), "10s".into()],
@@ -396,4 +405,41 @@ fn each_cause_says_why_it_ranks_where_it_does() {
         "diagnose", FIXTURE, "--format", "markdown",
     ]));
     assert!(md.contains("| ranked by |"), "{md}");
+}
+
+#[test]
+fn a_dash_reads_the_recording_from_standard_input() {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
+        .args(["diagnose", "-", "--format", "json"])
+        .current_dir(crate::support::root())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The gzip file as it is: standard input gets the same sniffing as a file.
+    let bytes = std::fs::read(crate::support::root().join(FIXTURE)).unwrap();
+    child.stdin.take().unwrap().write_all(&bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(v["targets"][0]["causes"][0]["id"], "kv_cache_exhaustion");
+    // Errors name standard input, not a temporary file.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
+        .args(["diagnose", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"garbage line\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(err.contains("<stdin>:1:9: invalid value `line`"), "{err}");
 }

@@ -8,5 +8,8 @@ mod read;
 pub mod snapshot;
 pub mod stream;
 
-pub use read::{parse_inputs, parse_inputs_with_warnings, read_files, read_text, FilesRead};
+pub use read::{
+    not_metrics, parse_inputs, parse_inputs_with_warnings, read_files, read_text, FilesRead,
+    ACCEPTED_INPUTS,
+};
 pub use stream::{ReadOptions, Retention};

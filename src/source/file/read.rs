@@ -212,3 +212,66 @@ mod tests {
         assert!(format!("{:#}", missing.unwrap_err()).starts_with("reading `"));
     }
 }
+
+/// The kinds of file the readers take, for errors about files that are none of them.
+pub const ACCEPTED_INPUTS: &str = "accepted: Prometheus text or OpenMetrics (plain or gzip), a saved Prometheus API answer (JSON), or an llm-doctor snapshot (YAML or JSON)";
+
+/// An error for a file whose first bytes say it is not metrics: JSON that is not a Prometheus
+/// API answer, YAML that is not a snapshot (an llm-doctor serve config, say). None when it may
+/// be exposition text; call it for files that are not snapshots.
+pub fn not_metrics(name: &str, head: &str) -> Option<String> {
+    let t = head.trim_start_matches('\u{feff}').trim_start();
+    if (t.starts_with('{') || t.starts_with('[')) && !api_json::looks_like(t) {
+        return Some(format!(
+            "`{name}` is JSON but not a Prometheus API answer (no \"status\" and \"data\"); {ACCEPTED_INPUTS}"
+        ));
+    }
+    // YAML's `key: value` or `key:` at the top level; a metric name may hold colons, but never
+    // followed by a space or the end of the line.
+    let yaml_key = |l: &str| {
+        let Some((key, rest)) = l.split_once(':') else {
+            return false;
+        };
+        !key.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            && (rest.is_empty() || rest.starts_with(' '))
+    };
+    let first = t
+        .lines()
+        .find(|l| !l.trim().is_empty() && !l.starts_with('#'));
+    if first.is_some_and(yaml_key) {
+        return Some(format!(
+            "`{name}` looks like YAML (`{}`), not metrics or an llm-doctor snapshot; {ACCEPTED_INPUTS}",
+            first.unwrap_or_default().trim()
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod sniff_tests {
+    use super::not_metrics;
+
+    #[test]
+    fn configs_and_json_are_named_for_what_they_are() {
+        let yaml = not_metrics("doctor.yaml", "listen: 127.0.0.1:9095\nprometheus:\n").unwrap();
+        assert!(
+            yaml.contains("looks like YAML (`listen: 127.0.0.1:9095`)"),
+            "{yaml}"
+        );
+        let json = not_metrics("a.json", "{\"a\": 1}").unwrap();
+        assert!(
+            json.contains("JSON but not a Prometheus API answer"),
+            "{json}"
+        );
+        // Metrics stay metrics, colons in names included.
+        assert_eq!(not_metrics("m", "vllm:num_requests_running 3\n"), None);
+        assert_eq!(not_metrics("m", "# HELP x y\nx{a=\"b\"} 1\n"), None);
+        assert_eq!(
+            not_metrics("m", "{\"status\":\"success\",\"data\":{}}"),
+            None
+        );
+    }
+}

@@ -1,0 +1,81 @@
+//! The files `diagnose` and `postmortem` read: `-` is standard input (copied to a temporary
+//! file, since the streaming reader may read a file twice), and files that are plainly not
+//! metrics (a serve config, arbitrary JSON) are named for what they are before any parsing.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use crate::source::file::{not_metrics, snapshot, stream};
+
+/// The input paths, with standard input's copy removed on drop.
+pub struct Inputs {
+    /// The paths to read (`-` replaced by the copy).
+    pub paths: Vec<PathBuf>,
+    stdin_copy: Option<PathBuf>,
+}
+
+impl Drop for Inputs {
+    fn drop(&mut self) {
+        if let Some(p) = &self.stdin_copy {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+impl Inputs {
+    /// Standard input's copy named as `<stdin>` in an error's text.
+    pub fn name_errors(&self, e: anyhow::Error) -> anyhow::Error {
+        match &self.stdin_copy {
+            Some(p) => anyhow::anyhow!(
+                "{}",
+                format!("{e:#}").replace(&p.display().to_string(), "<stdin>")
+            ),
+            None => e,
+        }
+    }
+}
+
+/// `files` with `-` read from standard input.
+pub fn inputs(files: &[PathBuf]) -> Result<Inputs> {
+    let dashes = files.iter().filter(|f| f.as_os_str() == "-").count();
+    if dashes > 1 {
+        bail!("`-` (standard input) can be given once");
+    }
+    let mut stdin_copy = None;
+    let paths = files
+        .iter()
+        .map(|f| {
+            if f.as_os_str() != "-" {
+                return Ok(f.clone());
+            }
+            let path =
+                std::env::temp_dir().join(format!("llm-doctor-stdin-{}", std::process::id()));
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .context("reading standard input")?;
+            if bytes.is_empty() {
+                bail!("standard input is empty: pipe a recording into `-`");
+            }
+            std::fs::write(&path, bytes)
+                .with_context(|| format!("writing `{}`", path.display()))?;
+            stdin_copy = Some(path.clone());
+            Ok(path)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Inputs { paths, stdin_copy })
+}
+
+/// Refuses a file that is not a snapshot and plainly not metrics either.
+pub fn check_kind(path: &Path, shown: &str) -> Result<()> {
+    let head = stream::peek_text(path, 64 << 10)?;
+    if snapshot::looks_like(&head) {
+        return Ok(());
+    }
+    match not_metrics(shown, &head) {
+        Some(msg) => bail!("{msg}"),
+        None => Ok(()),
+    }
+}
