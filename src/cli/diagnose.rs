@@ -69,6 +69,15 @@ pub struct DiagnoseArgs {
     /// Output format (default: table on a terminal, JSON otherwise).
     #[arg(long, value_enum)]
     pub format: Option<Format>,
+    /// Width of the table in columns (default: the terminal's, else 150).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(40..))]
+    pub width: Option<u16>,
+    /// Show every target of a fleet in full (default: troubled ones in full, healthy ones in a line).
+    #[arg(long, conflicts_with = "problems_only")]
+    pub all: bool,
+    /// Show only the troubled targets of a fleet (after the summary).
+    #[arg(long)]
+    pub problems_only: bool,
     /// A directory of playbooks (and `signals/` adapters) that add to or override the shipped ones.
     #[arg(long)]
     pub rules: Option<PathBuf>,
@@ -190,6 +199,7 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
             errors: got.errors,
         },
         args.format,
+        View::of(&args),
     )
 }
 
@@ -385,8 +395,46 @@ fn prepare(
     Ok(prepared)
 }
 
+/// How the table is to be drawn, from the flags.
+struct View {
+    width: Option<u16>,
+    detail: report::table::Detail,
+}
+
+impl View {
+    fn of(args: &DiagnoseArgs) -> View {
+        use report::table::Detail;
+        View {
+            width: args.width,
+            detail: if args.all {
+                Detail::All
+            } else if args.problems_only {
+                Detail::ProblemsOnly
+            } else {
+                Detail::Problems
+            },
+        }
+    }
+
+    /// Colour and the terminal's width only on a terminal.
+    fn style(&self, terminal: bool) -> report::table::Style {
+        let width = self.width.unwrap_or_else(|| {
+            let cols = terminal
+                .then(|| console::Term::stdout().size_checked())
+                .flatten()
+                .map(|(_, cols)| cols);
+            cols.unwrap_or(150).max(40)
+        });
+        report::table::Style {
+            color: terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            width,
+            detail: self.detail,
+        }
+    }
+}
+
 /// The report in the chosen format (default: a table on a terminal, JSON otherwise).
-fn render(report: Report, format: Option<Format>) -> Result<Outcome> {
+fn render(report: Report, format: Option<Format>, view: View) -> Result<Outcome> {
     // A source that failed means the picture is incomplete: not "healthy".
     let code = if report.errors.is_empty()
         && report
@@ -400,12 +448,7 @@ fn render(report: Report, format: Option<Format>) -> Result<Outcome> {
     };
     let stdout = std::io::stdout().is_terminal();
     let text = match format.unwrap_or(if stdout { Format::Table } else { Format::Json }) {
-        Format::Table => report::table::render(
-            &report,
-            report::table::Style {
-                color: stdout && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
-            },
-        ),
+        Format::Table => report::table::render(&report, view.style(stdout)),
         Format::Json => report::json::render(&report),
         Format::Markdown => report::markdown::render(&report),
     };

@@ -6,11 +6,36 @@ use llm_doctor_engine::report::{Diagnosis, Severity, Status};
 
 use super::{evidence_line, heading, number, Report, TargetReport};
 
-/// Whether to colour the output.
+/// How the table is drawn.
 #[derive(Debug, Clone, Copy)]
 pub struct Style {
     /// Emit ANSI colours.
     pub color: bool,
+    /// Columns to fit in (the terminal's width on a terminal).
+    pub width: u16,
+    /// How much of a fleet to show.
+    pub detail: Detail,
+}
+
+/// How much of a fleet the table shows after its summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// Every target in full.
+    All,
+    /// Troubled targets in full, healthy ones in one line each (the default).
+    Problems,
+    /// Troubled targets only.
+    ProblemsOnly,
+}
+
+impl Default for Style {
+    fn default() -> Self {
+        Style {
+            color: false,
+            width: 150,
+            detail: Detail::Problems,
+        }
+    }
 }
 
 impl Style {
@@ -41,11 +66,13 @@ impl Style {
     }
 }
 
-/// Renders every target; a fleet summary first when there are several.
+/// Renders every target; a fleet summary first when there are several, then the troubled
+/// targets in full and the healthy ones in a line each (see [`Detail`]).
 pub fn render(report: &Report, style: Style) -> String {
     let mut out = String::new();
-    if report.targets.len() > 1 {
-        let mut t = new_table();
+    let fleet = report.targets.len() > 1;
+    if fleet {
+        let mut t = new_table(style.width);
         t.set_header(vec!["target", "status", "top cause"]);
         for r in &report.targets {
             let d = &r.diagnosis;
@@ -64,11 +91,40 @@ pub fn render(report: &Report, style: Style) -> String {
         ));
         out.push_str(&format!("{t}\n\n"));
     }
-    for (i, r) in report.targets.iter().enumerate() {
-        if i > 0 {
+    let quiet =
+        |r: &TargetReport| r.diagnosis.status == Status::Healthy && r.diagnosis.causes.is_empty();
+    let mut first = true;
+    let mut healthy: Vec<&TargetReport> = Vec::new();
+    for r in &report.targets {
+        if fleet && style.detail != Detail::All && quiet(r) {
+            healthy.push(r);
+            continue;
+        }
+        if !first {
             out.push_str("\n────────────────────────────────────────────────────────────\n\n");
         }
+        first = false;
         target(&mut out, r, style);
+    }
+    if !healthy.is_empty() && style.detail == Detail::Problems {
+        if !first {
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            "{} (--all shows them in full):\n",
+            style.bold(&format!("{} healthy", healthy.len()))
+        ));
+        for r in healthy {
+            let coverage = r
+                .diagnosis
+                .coverage
+                .summary()
+                .map(|c| format!(" ({c})"))
+                .unwrap_or_default();
+            let line = format!("{} · healthy{coverage}", heading(&r.diagnosis));
+            out.push_str(&wrap("  ", &line, usize::from(style.width), 4));
+            out.push('\n');
+        }
     }
     for e in &report.errors {
         out.push_str(&format!("error: {e}\n"));
@@ -76,17 +132,40 @@ pub fn render(report: &Report, style: Style) -> String {
     out
 }
 
-fn new_table() -> Table {
+fn new_table(width: u16) -> Table {
     let mut t = Table::new();
     t.load_style(presets::UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_width(150);
+        .set_width(width);
     t
+}
+
+/// `text` after `lead`, wrapped at spaces to `width` columns, continuation lines indented to
+/// `indent` columns.
+fn wrap(lead: &str, text: &str, width: usize, indent: usize) -> String {
+    let mut out = lead.to_string();
+    let mut col = console::measure_text_width(lead);
+    let pad = " ".repeat(indent);
+    for (i, word) in text.split(' ').enumerate() {
+        let w = console::measure_text_width(word);
+        if i > 0 && col + 1 + w > width && col > indent {
+            out.push('\n');
+            out.push_str(&pad);
+            col = indent;
+        } else if i > 0 {
+            out.push(' ');
+            col += 1;
+        }
+        out.push_str(word);
+        col += w;
+    }
+    out
 }
 
 fn target(out: &mut String, r: &TargetReport, style: Style) {
     let d: &Diagnosis = &r.diagnosis;
-    out.push_str(&format!("{}\n", style.bold(&heading(d))));
+    out.push_str(&style.bold(&wrap("", &heading(d), usize::from(style.width), 2)));
+    out.push('\n');
     let coverage = d
         .coverage
         .summary()
@@ -96,12 +175,10 @@ fn target(out: &mut String, r: &TargetReport, style: Style) {
 
     for s in &d.symptoms {
         let ev = s.evidence.first().map(evidence_line).unwrap_or_default();
-        out.push_str(&format!(
-            "{}  {:<16} {} — {ev}\n",
-            style.severity(s.severity),
-            s.id,
-            s.title
-        ));
+        let lead = format!("{}  {:<16} ", style.severity(s.severity), s.id);
+        let text = format!("{} — {ev}", s.title);
+        out.push_str(&wrap(&lead, &text, usize::from(style.width), 27));
+        out.push('\n');
     }
     if !d.symptoms.is_empty() {
         out.push('\n');
@@ -114,7 +191,7 @@ fn target(out: &mut String, r: &TargetReport, style: Style) {
             out.push_str("No cause found among the rules that could be checked; see what could not be checked below.\n\n");
         }
     } else {
-        out.push_str(&format!("{}\n\n", causes_table(d)));
+        out.push_str(&format!("{}\n\n", causes_table(d, style.width)));
         fixes(out, d, style);
     }
 
@@ -155,8 +232,8 @@ fn shorten_repeats(lines: Vec<String>) -> Vec<String> {
 }
 
 /// The fired causes, ranked, with their chain and evidence.
-fn causes_table(d: &Diagnosis) -> Table {
-    let mut t = new_table();
+fn causes_table(d: &Diagnosis, width: u16) -> Table {
+    let mut t = new_table(width);
     t.set_header(vec![
         "#",
         "cause",
@@ -200,27 +277,33 @@ fn causes_table(d: &Diagnosis) -> Table {
 /// What to do for the first three root causes.
 fn fixes(out: &mut String, d: &Diagnosis, style: Style) {
     for c in d.causes.iter().filter(|c| c.root).take(3) {
-        out.push_str(&format!(
-            "{}\n",
-            style.bold(&format!("Fix #{} {} — {}", c.rank, c.id, c.title))
-        ));
+        let title = format!("Fix #{} {} — {}", c.rank, c.id, c.title);
+        out.push_str(&style.bold(&wrap("", &title, usize::from(style.width), 2)));
+        out.push('\n');
+        let width = usize::from(style.width);
         for rem in &c.remediations {
             let action = rem.action.clone().unwrap_or_else(|| rem.title.clone());
             if let Some(facts) = &rem.already {
-                out.push_str(&format!(
-                    "  {} — already in effect ({facts})\n      next: {action}\n",
-                    rem.title
-                ));
+                let done = format!("{} — already in effect ({facts})", rem.title);
+                out.push_str(&wrap("  ", &done, width, 4));
+                out.push('\n');
+                out.push_str(&wrap("      next: ", &action, width, 12));
+                out.push('\n');
                 continue;
             }
-            out.push_str(&format!(
-                "  {action}\n      {} (favours {})\n",
-                rem.tradeoff,
-                serde_json::to_value(rem.favours)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default()
+            let favours = serde_json::to_value(rem.favours)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            out.push_str(&wrap("  ", &action, width, 4));
+            out.push('\n');
+            out.push_str(&wrap(
+                "      ",
+                &format!("{} (favours {favours})", rem.tradeoff),
+                width,
+                6,
             ));
+            out.push('\n');
         }
         out.push('\n');
     }
@@ -231,13 +314,11 @@ fn unchecked(out: &mut String, d: &Diagnosis, style: Style) {
     if !d.unchecked.is_empty() {
         out.push_str(&format!("{}\n", style.bold("Not checked (data missing):")));
         let mut hints: Vec<&str> = Vec::new();
+        let width = usize::from(style.width);
         for u in &d.unchecked {
-            out.push_str(&format!(
-                "  {} {} (missing {})\n",
-                u.kind,
-                u.rule,
-                u.missing.join(", ")
-            ));
+            let line = format!("{} {} (missing {})", u.kind, u.rule, u.missing.join(", "));
+            out.push_str(&wrap("  ", &line, width, 4));
+            out.push('\n');
             for h in &u.hints {
                 if !hints.contains(&h.as_str()) {
                     hints.push(h);
@@ -247,7 +328,8 @@ fn unchecked(out: &mut String, d: &Diagnosis, style: Style) {
         if !hints.is_empty() {
             out.push_str("To check them:\n");
             for h in hints {
-                out.push_str(&format!("  - {h}\n"));
+                out.push_str(&wrap("  - ", h, width, 4));
+                out.push('\n');
             }
         }
         out.push('\n');

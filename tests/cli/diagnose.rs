@@ -443,3 +443,49 @@ fn a_dash_reads_the_recording_from_standard_input() {
     assert_eq!(out.status.code(), Some(2));
     assert!(err.contains("<stdin>:1:9: invalid value `line`"), "{err}");
 }
+
+fn table(args: &[&str]) -> String {
+    let mut all = vec!["diagnose", "--format", "table"];
+    all.extend_from_slice(args);
+    let (_, out, err) = crate::support::outcome(&crate::support::run(&all));
+    assert!(!out.is_empty(), "{err}");
+    out
+}
+
+#[test]
+fn the_table_fits_the_width_it_is_given() {
+    for width in ["80", "100"] {
+        let out = table(&[FIXTURE, "--width", width]);
+        let widest = out.lines().map(|l| l.chars().count()).max().unwrap();
+        assert!(
+            widest <= width.parse().unwrap(),
+            "{widest} > {width}:\n{out}"
+        );
+    }
+    // Off a terminal, 150 columns as before; no line runs on for hundreds.
+    let out = table(&[FIXTURE]);
+    assert!(out.lines().all(|l| l.chars().count() <= 150), "{out}");
+}
+
+#[test]
+fn a_fleet_shows_troubled_replicas_in_full_and_healthy_ones_in_a_line() {
+    let fleet = "fixtures/fleet_mixed.om.gz";
+    let out = table(&[fleet]);
+    assert!(
+        out.contains("2 healthy (--all shows them in full):"),
+        "{out}"
+    );
+    let one_liners = out.lines().filter(|l| l.ends_with("· healthy")).count();
+    assert_eq!(one_liners, 2, "{out}");
+    let narrow = table(&[fleet, "--width", "100"]);
+    assert!(narrow.lines().all(|l| l.chars().count() <= 100), "{narrow}");
+    assert!(
+        !out.contains("No problem found."),
+        "healthy replicas are not shown in full: {out}"
+    );
+    let all = table(&[fleet, "--all"]);
+    assert_eq!(all.matches("No problem found.").count(), 2, "{all}");
+    let problems = table(&[fleet, "--problems-only"]);
+    assert!(!problems.contains("healthy (--all"), "{problems}");
+    assert!(problems.contains("small_batch_limit") && problems.contains("kv_cache_exhaustion"));
+}
