@@ -502,3 +502,14 @@ fn credentials_and_sink_paths_never_show_in_answers() {
         .to_string();
     assert!(e.contains("prometheus.url") && !e.contains("s3cret"), "{e}");
 }
+
+#[test]
+fn the_example_payload_is_what_the_receiver_reads() {
+    let body =
+        std::fs::read(crate::support::root().join("examples/alertmanager-webhook.json")).unwrap();
+    let (_, n) = llm_doctor::serve::payload::parse(&body).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(n.version, "4");
+    assert_eq!(n.alerts.len(), 1);
+    assert!(n.alerts[0].is_firing());
+    assert_eq!(n.alerts[0].labels["alertname"], "HighTTFT");
+}
