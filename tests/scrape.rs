@@ -942,3 +942,26 @@ fn cli_record_refuses_an_unwritable_out_before_it_starts() {
     );
     assert!(live.requests().is_empty(), "nothing was scraped");
 }
+
+#[test]
+fn cli_diagnose_quiet_prints_no_progress() {
+    let live = Server::start(Mode::VllmText);
+    let url = live.url();
+    let args = [
+        "diagnose",
+        "--scrape",
+        &url,
+        "--interval",
+        "100ms",
+        "--format",
+        "json",
+    ];
+    let (_, _, err) = cli(&args);
+    assert!(err.contains("scraped "), "progress by default: {err}");
+    let mut quiet = args.to_vec();
+    quiet.push("-q");
+    let (code, out, err) = cli(&quiet);
+    assert!(code == 0 || code == 1, "{err}");
+    assert!(err.is_empty(), "{err}");
+    assert!(out.contains("\"targets\""));
+}

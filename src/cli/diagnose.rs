@@ -78,6 +78,12 @@ pub struct DiagnoseArgs {
     /// Show only the troubled targets of a fleet (after the summary).
     #[arg(long)]
     pub problems_only: bool,
+    /// No progress lines on stderr (scrape rounds, Prometheus query timings); errors still show.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// Colour in the table: auto (on a terminal, unless NO_COLOR is set), always or never.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
     /// A directory of playbooks (and `signals/` adapters) that add to or override the shipped ones.
     #[arg(long)]
     pub rules: Option<PathBuf>,
@@ -308,7 +314,9 @@ fn read_live(
             return Vec::new();
         }
         scrape::scrape(&args.scrape, 2, args.interval, &opts, &mut |line| {
-            eprintln!("{line}")
+            if !args.quiet {
+                eprintln!("{line}")
+            }
         })
     });
     for s in scraped {
@@ -360,13 +368,15 @@ fn query_prometheus(
     let started = std::time::Instant::now();
     let result = crate::source::live::prometheus::prepare_from_prometheus(rules, &live, options)
         .with_context(|| format!("querying Prometheus at {url}"))?;
-    eprintln!(
-        "queried {url}: {} queries in {} ms (slowest {} ms), {} targets",
-        result.queries,
-        started.elapsed().as_millis(),
-        result.slowest_query.as_millis(),
-        result.prepared.len()
-    );
+    if !args.quiet {
+        eprintln!(
+            "queried {url}: {} queries in {} ms (slowest {} ms), {} targets",
+            result.queries,
+            started.elapsed().as_millis(),
+            result.slowest_query.as_millis(),
+            result.prepared.len()
+        );
+    }
     got.prepared.extend(result.prepared);
     got.errors.extend(result.errors);
     Ok(())
@@ -395,10 +405,22 @@ fn prepare(
     Ok(prepared)
 }
 
+/// When to colour the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// On a terminal, unless `NO_COLOR` is set.
+    Auto,
+    /// Always, even into a pipe.
+    Always,
+    /// Never.
+    Never,
+}
+
 /// How the table is to be drawn, from the flags.
 struct View {
     width: Option<u16>,
     detail: report::table::Detail,
+    color: ColorChoice,
 }
 
 impl View {
@@ -406,6 +428,7 @@ impl View {
         use report::table::Detail;
         View {
             width: args.width,
+            color: args.color,
             detail: if args.all {
                 Detail::All
             } else if args.problems_only {
@@ -426,7 +449,13 @@ impl View {
             cols.unwrap_or(150).max(40)
         });
         report::table::Style {
-            color: terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            color: match self.color {
+                ColorChoice::Always => true,
+                ColorChoice::Never => false,
+                ColorChoice::Auto => {
+                    terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                }
+            },
             width,
             detail: self.detail,
         }

@@ -489,3 +489,16 @@ fn a_fleet_shows_troubled_replicas_in_full_and_healthy_ones_in_a_line() {
     assert!(!problems.contains("healthy (--all"), "{problems}");
     assert!(problems.contains("small_batch_limit") && problems.contains("kv_cache_exhaustion"));
 }
+
+#[test]
+fn colour_follows_the_color_flag() {
+    let always = table(&[FIXTURE, "--color", "always"]);
+    assert!(always.contains("\x1b[1;31mCRITICAL"), "{always}");
+    // support::run sets NO_COLOR and stdout is a pipe: auto and never colour nothing.
+    for choice in ["auto", "never"] {
+        assert!(
+            !table(&[FIXTURE, "--color", choice]).contains('\x1b'),
+            "{choice}"
+        );
+    }
+}
