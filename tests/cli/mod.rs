@@ -4,4 +4,5 @@ mod diagnose;
 mod eval;
 mod inputs;
 mod postmortem;
+mod readme;
 mod rules;

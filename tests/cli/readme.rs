@@ -1,0 +1,87 @@
+//! The README's usage block and the commands' `--help` name the same flags: a flag the README
+//! shows exists, and a flag a command takes is documented in the README.
+
+use std::collections::BTreeMap;
+
+use crate::support::{outcome, root, run};
+
+/// The `## Using it` block: command (first words) -> the flags its lines show.
+fn usage_flags() -> BTreeMap<String, Vec<String>> {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let start = readme.find("## Using it").expect("a Using it section");
+    let block = &readme[start..];
+    let block = &block[block.find("```bash").unwrap() + 7..];
+    let block = &block[..block.find("```").unwrap()];
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut current = String::new();
+    for line in block.lines() {
+        let code = line.split("  #").next().unwrap_or("");
+        if let Some(rest) = code.trim_start().strip_prefix("llm-doctor ") {
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            current = match words.first() {
+                Some(&"rules") => format!("rules {}", words.get(1).unwrap_or(&"")),
+                Some(w) => w.to_string(),
+                None => continue,
+            };
+        }
+        for flag in code
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .filter(|w| w.starts_with("--") && w.len() > 2)
+        {
+            out.entry(current.clone())
+                .or_default()
+                .push(flag.to_string());
+        }
+    }
+    out
+}
+
+fn help(command: &str) -> String {
+    let mut args: Vec<&str> = command.split(' ').collect();
+    args.push("--help");
+    let (code, out, err) = outcome(&run(&args));
+    assert_eq!(code, 0, "{command} --help: {err}");
+    out
+}
+
+#[test]
+fn every_flag_the_readme_shows_exists() {
+    let usage = usage_flags();
+    assert!(usage.len() >= 8, "{usage:?}");
+    for (command, flags) in usage {
+        let text = help(&command);
+        for f in flags {
+            assert!(
+                text.contains(&format!("{f} "))
+                    || text.contains(&format!("{f}\n"))
+                    || text.contains(&format!("{f}=")),
+                "README shows `llm-doctor {command} {f}`, which its --help does not know"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_flag_of_the_main_commands_is_in_the_readme() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let mut missing = Vec::new();
+    for command in ["diagnose", "postmortem", "diff", "record", "serve", "eval"] {
+        let text = help(command);
+        for flag in text
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .filter(|w| w.starts_with("--") && w.len() > 2)
+        {
+            if flag == "--help" || flag == "--version" {
+                continue;
+            }
+            if !readme.contains(flag) {
+                missing.push(format!("{command} {flag}"));
+            }
+        }
+    }
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "not documented in the README: {missing:?}"
+    );
+}
