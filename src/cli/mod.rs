@@ -64,6 +64,12 @@ pub enum Command {
     Diff(DiffArgs),
     /// Score the diagnosis on a corpus of labelled runs (see corpus/README.md).
     Eval(EvalArgs),
+    /// Print a shell completion script: `llm-doctor completions bash > /etc/bash_completion.d/llm-doctor`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// List the canonical signals and facts.
     Signals {
         /// Output format (table, json or markdown).
@@ -82,6 +88,19 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         Command::Signals { format } => signals::run(format),
         Command::Eval(args) => eval::run(args),
         Command::Postmortem(args) => postmortem::run(args),
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "llm-doctor",
+                &mut script,
+            );
+            Ok(Outcome {
+                stdout: String::from_utf8_lossy(&script).into_owned(),
+                code: 0,
+            })
+        }
         Command::Diff(args) => postmortem::run_diff(args),
     }
 }

@@ -85,3 +85,40 @@ fn every_flag_of_the_main_commands_is_in_the_readme() {
         "not documented in the README: {missing:?}"
     );
 }
+
+#[test]
+fn completions_cover_every_subcommand_and_load_in_bash() {
+    let (code, script, err) = outcome(&run(&["completions", "bash"]));
+    assert_eq!(code, 0, "{err}");
+    for sub in [
+        "diagnose",
+        "postmortem",
+        "diff",
+        "record",
+        "serve",
+        "rules",
+        "eval",
+        "signals",
+    ] {
+        assert!(script.contains(sub), "{sub} missing");
+    }
+    // The script is valid bash: sourcing it defines the completion function.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("llm-doctor.bash");
+    std::fs::write(&path, &script).unwrap();
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source {} && complete -p llm-doctor",
+            path.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, _, err) = outcome(&run(&["completions", "tcsh"]));
+    assert_eq!(code, 2, "{err}");
+}
