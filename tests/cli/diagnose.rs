@@ -220,6 +220,15 @@ fn bad_input_gets_a_clear_error_and_exit_2() {
             vec![FIXTURE.into(), "--window".into(), "5 minutes".into()],
             "--window",
         ),
+        // Two files that disagree about the same series: refused, in either order.
+        (
+            vec![FIXTURE.into(), "fixtures/healthy_idle.om.gz".into()],
+            "disagree on 9439 sample(s)",
+        ),
+        (
+            vec!["fixtures/healthy_idle.om.gz".into(), FIXTURE.into()],
+            "disagree on 9439 sample(s)",
+        ),
         // Files that are not metrics are named for what they are.
         (
             vec!["examples/doctor.yaml".into()],

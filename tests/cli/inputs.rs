@@ -231,11 +231,23 @@ fn disagreeing_duplicate_samples_are_reported() {
         let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{err}"));
         v["targets"][0]["notes"].to_string()
     };
-    let both = notes(&[&one, &two]);
+    // Across files, disagreement decides the verdict by order: refused, naming the series.
+    let (code, _, err) = outcome(&run(&["diagnose", "--format", "json", &one, &two]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("disagree on 2 sample(s)"), "{err}");
+    assert!(err.contains("vllm:num_requests_waiting"), "{err}");
+    // Within one file, a repeated sample is noted and the later kept.
+    let repeated = dir.path().join("repeated.prom");
+    std::fs::write(
+        &repeated,
+        std::fs::read_to_string(&one).unwrap() + &std::fs::read_to_string(&two).unwrap(),
+    )
+    .unwrap();
+    let noted = notes(&[repeated.to_str().unwrap()]);
     assert!(
-        both.contains("2 sample(s) had the same series and instant"),
-        "{both}"
+        noted.contains("2 sample(s) had the same series and instant"),
+        "{noted}"
     );
-    assert!(both.contains("vllm:num_requests_waiting"), "{both}");
+    assert!(noted.contains("vllm:num_requests_waiting"), "{noted}");
     assert!(!notes(&[&one, &same]).contains("same series and instant"));
 }

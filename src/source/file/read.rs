@@ -81,7 +81,29 @@ fn join_inputs(inputs: Vec<(String, SeriesSet)>, warnings: &mut Vec<String>) -> 
         }
         match &mut set {
             None => set = Some(parsed),
-            Some(s) => s.merge(parsed),
+            Some(s) => {
+                // Within one file a repeated sample is noted; across files it means the files
+                // describe different things under the same labels, and which one wins would
+                // decide the verdict: refused rather than an answer that depends on the order.
+                let before = s.conflicts.count + parsed.conflicts.count;
+                let first_before = s.conflicts.first.is_some();
+                s.merge(parsed);
+                let across = s.conflicts.count - before;
+                if across > 0 {
+                    let example = if first_before {
+                        String::new()
+                    } else {
+                        s.conflicts
+                            .first
+                            .as_ref()
+                            .map(|f| format!(" (first: {f})"))
+                            .unwrap_or_default()
+                    };
+                    bail!(
+                        "`{name}` and the file(s) before it disagree on {across} sample(s): the same series at the same instant with different values{example}. They look like recordings of different servers under the same labels; diagnose them one at a time, or give each its own `instance` label"
+                    );
+                }
+            }
         }
     }
     let set = set.context("no input files")?;
