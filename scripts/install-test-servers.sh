@@ -4,7 +4,8 @@
 # (prometheus-alertmanager, amtool), and `chromium` (the postmortem HTML report is rendered in it
 # headless). Idempotent: installs only
 # what is missing, and runs `apt-get update` only then. Needs root and the Debian package
-# registry; see shared/reference/real-servers.md for the facts behind each step.
+# registry. Facts behind each step: Debian starts a package's daemon on install unless
+# policy-rc.d forbids it (done below).
 set -euo pipefail
 
 # binary -> Debian package that provides it

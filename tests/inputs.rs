@@ -466,7 +466,7 @@ fn example_files_match_the_schema_and_broken_ones_do_not() {
 
 /// A structural JSON-Schema check covering the keywords the snapshot schema uses; any other
 /// keyword is an error, so the schema cannot grow a constraint this test silently ignores.
-fn validate(schema: &Value, doc: &Value) -> Result<(), String> {
+pub(crate) fn validate(schema: &Value, doc: &Value) -> Result<(), String> {
     check(schema, schema, doc, "$")
 }
 
@@ -503,6 +503,11 @@ fn check(root: &Value, schema: &Value, v: &Value, at: &str) -> Result<(), String
                 };
                 if !types.contains(&actual) {
                     return Err(format!("{at}: expected {types:?}, got {actual}"));
+                }
+            }
+            "enum" => {
+                if !rule.as_array().is_some_and(|options| options.contains(v)) {
+                    return Err(format!("{at}: {v} is not one of {rule}"));
                 }
             }
             "const" => {

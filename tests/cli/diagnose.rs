@@ -511,3 +511,39 @@ fn colour_follows_the_color_flag() {
         );
     }
 }
+
+#[test]
+fn json_output_follows_the_published_schema() {
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(crate::support::root().join("schema/diagnose.schema.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let fixtures: Vec<String> = std::fs::read_dir(crate::support::root().join("fixtures"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".om.gz"))
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(fixtures.len() > 40);
+    let mut outputs = Vec::new();
+    for f in fixtures.iter().map(String::as_str).chain([
+        "corpus/llamacpp/llamacpp-cpu-contention.om.gz",
+        "tests/data/postmortem/pm-drain.om.gz",
+    ]) {
+        let (_, out, err) =
+            crate::support::outcome(&crate::support::run(&["diagnose", f, "--format", "json"]));
+        let v: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{f}: {e}: {err}"));
+        crate::inputs::validate(&schema, &v).unwrap_or_else(|e| panic!("{f}: {e}"));
+        outputs.push(v);
+    }
+    // The schema has teeth: a field it does not know, or a status it does not list, fails.
+    let mut doctored = outputs[0].clone();
+    doctored["targets"][0]["surprise"] = serde_json::json!(1);
+    assert!(crate::inputs::validate(&schema, &doctored).is_err());
+    let mut doctored = outputs[0].clone();
+    doctored["targets"][0]["status"] = serde_json::json!("fine");
+    assert!(crate::inputs::validate(&schema, &doctored).is_err());
+}

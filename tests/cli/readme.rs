@@ -122,3 +122,63 @@ fn completions_cover_every_subcommand_and_load_in_bash() {
     let (code, _, err) = outcome(&run(&["completions", "tcsh"]));
     assert_eq!(code, 2, "{err}");
 }
+
+/// Every repository path the documents and scripts name (in backticks) exists: a newcomer
+/// following them never meets a file that is not in the repository. Generated paths under
+/// `target/` are left out; code paths may be given relative to `src/` or `engine/src/`.
+#[test]
+fn the_documents_name_only_files_that_exist() {
+    let root = root();
+    let mut docs: Vec<std::path::PathBuf> = [
+        "README.md",
+        "ARCHITECTURE.md",
+        "BENCHMARKS.md",
+        "ACCURACY.md",
+        "corpus/README.md",
+        "tests/data/postmortem/README.md",
+    ]
+    .iter()
+    .map(|d| root.join(d))
+    .collect();
+    docs.extend(
+        std::fs::read_dir(root.join("scripts"))
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "sh")),
+    );
+    let exts = [
+        "md", "yaml", "yml", "py", "sh", "rs", "json", "om", "gz", "png",
+    ];
+    let mut missing = Vec::new();
+    for doc in docs {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        for quoted in text.split('`').skip(1).step_by(2) {
+            let path_like = quoted.contains('/')
+                && !quoted.starts_with('/')
+                && !quoted.starts_with("target/")
+                && quoted
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_./-".contains(c))
+                && exts.iter().any(|e| quoted.ends_with(&format!(".{e}")));
+            if !path_like {
+                continue;
+            }
+            let here = doc.parent().unwrap();
+            let found = [
+                root.clone(),
+                here.to_path_buf(),
+                root.join("src"),
+                root.join("engine/src"),
+            ]
+            .iter()
+            .any(|base| base.join(quoted).exists());
+            if !found {
+                missing.push(format!("{}: `{quoted}`", doc.display()));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "named but not in the repository: {missing:#?}"
+    );
+}

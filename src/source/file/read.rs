@@ -206,7 +206,8 @@ mod tests {
         let sets: [Vec<PathBuf>; 3] = [
             vec![
                 root.join("tests/data/inputs/vllm_query_range.json"),
-                root.join("fixtures/kv_cache_exhaustion.om.gz"),
+                // Another server: files that disagree about one series are refused.
+                root.join("corpus/llamacpp/llamacpp-cpu-control.om.gz"),
             ],
             vec![scrape_a, scrape_b],
             vec![root.join("tests/data/inputs/vllm_query_range.om.gz")],
