@@ -547,3 +547,17 @@ fn json_output_follows_the_published_schema() {
     doctored["targets"][0]["status"] = serde_json::json!("fine");
     assert!(crate::inputs::validate(&schema, &doctored).is_err());
 }
+
+#[test]
+fn an_unreadable_api_answer_says_why_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = temp_file(
+        dir.path(),
+        "q.json",
+        r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":"x"},"values":[[1,"a"]]}]}}"#,
+    );
+    let (code, _, err) =
+        crate::support::outcome(&crate::support::run(&["diagnose", f.to_str().unwrap()]));
+    assert_eq!(code, 2);
+    assert_eq!(err.matches("invalid sample value `a`").count(), 1, "{err}");
+}

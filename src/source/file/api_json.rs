@@ -45,12 +45,14 @@ raw samples) and save that answer";
 #[derive(Debug, thiserror::Error)]
 pub enum ApiJsonError {
     /// Not JSON, or JSON of the wrong shape; serde_json's message has the line and column.
-    #[error("{file}: not a Prometheus API answer: {source}")]
+    /// Not marked as the error's source: the message already says it, and a chain would say
+    /// it twice.
+    #[error("{file}: not a Prometheus API answer: {cause}")]
     Json {
         /// The file.
         file: String,
         /// The parser's error, with line and column.
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     /// The server answered `"status": "error"`.
     #[error("{file}: the query failed on the server ({error_type}): {error}")]
@@ -137,9 +139,9 @@ pub fn parse(text: &str, file: &str) -> Result<SeriesSet, ApiJsonError> {
 /// Parses a saved API answer, returning the series and the server's warnings.
 pub fn parse_with_warnings(text: &str, file: &str) -> Result<Parsed, ApiJsonError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let answer: Answer = serde_json::from_str(text).map_err(|source| ApiJsonError::Json {
+    let answer: Answer = serde_json::from_str(text).map_err(|cause| ApiJsonError::Json {
         file: file.to_string(),
-        source,
+        cause,
     })?;
     check_status(&answer, file)?;
     let mut warnings = server_notes(&answer, file);
