@@ -22,6 +22,14 @@ pub enum CatalogError {
         /// The parser's error, with line and column.
         source: serde_yaml::Error,
     },
+    /// Nested deeper than any catalog needs (the YAML scanner is slow on such input).
+    #[error("{file}:{detail}")]
+    TooDeep {
+        /// Where the catalog came from.
+        file: String,
+        /// Where and how deep.
+        detail: String,
+    },
     /// A name was declared twice.
     #[error("{file}: {kind} `{name}` is declared twice")]
     Duplicate {
@@ -103,6 +111,10 @@ pub struct Catalog {
 impl Catalog {
     /// Parses a catalog from YAML text; `file` names it in errors.
     pub fn from_yaml(text: &str, file: &str) -> Result<Catalog, CatalogError> {
+        crate::yaml_guard::check_depth(text).map_err(|detail| CatalogError::TooDeep {
+            file: file.to_string(),
+            detail,
+        })?;
         let spec: CatalogSpec =
             serde_yaml::from_str(text).map_err(|source| CatalogError::Yaml {
                 file: file.to_string(),

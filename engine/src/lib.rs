@@ -13,6 +13,7 @@ pub mod playbook;
 pub mod report;
 pub mod snapshot;
 pub mod suggest;
+pub mod yaml_guard;
 
 pub use catalog::Catalog;
 pub use evaluate::diagnose;

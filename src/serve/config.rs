@@ -217,6 +217,7 @@ pub fn load(path: &Path, symptom_ids: &[&str]) -> Result<Settings> {
 
 /// Parses and validates configuration `text`; `file` names it in errors.
 pub fn parse(text: &str, file: &str, symptom_ids: &[&str]) -> Result<Settings> {
+    llm_doctor_engine::yaml_guard::check_depth(text).map_err(|e| anyhow::anyhow!("{file}:{e}"))?;
     let spec: ConfigFile =
         serde_yaml::from_str(text).map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
     validate(spec, file, symptom_ids)

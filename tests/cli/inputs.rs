@@ -251,3 +251,22 @@ fn disagreeing_duplicate_samples_are_reported() {
     assert!(noted.contains("vllm:num_requests_waiting"), "{noted}");
     assert!(!notes(&[&one, &same]).contains("same series and instant"));
 }
+
+/// Deep nesting is refused before the YAML scanner, which takes minutes on it.
+#[test]
+fn deeply_nested_yaml_is_refused_at_once_with_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let deep = "[".repeat(200_000);
+    let snapshot = dir.path().join("deep.yaml");
+    std::fs::write(&snapshot, format!("llm_doctor: 1\ntargets: {deep}\n")).unwrap();
+    let (code, _, err) = outcome(&run(&["diagnose", snapshot.to_str().unwrap()]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("2:74: nested deeper than 64 levels"), "{err}");
+
+    let rules = dir.path().join("rules");
+    std::fs::create_dir_all(&rules).unwrap();
+    std::fs::write(rules.join("deep.yaml"), format!("symptoms: {deep}\n")).unwrap();
+    let (code, _, err) = outcome(&run(&["rules", "check", rules.to_str().unwrap()]));
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("deep.yaml:1:75: nested deeper than 64 levels"), "{err}");
+}

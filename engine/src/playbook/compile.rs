@@ -245,6 +245,10 @@ fn parse_files<'s>(
 ) -> Vec<(Source<'s>, PlaybookFile)> {
     let mut files = Vec::new();
     for src in sources {
+        if let Err(e) = crate::yaml_guard::check_depth(src.text) {
+            loader.error(LoadErrorKind::Yaml, format!("error: {}:{e}", src.name));
+            continue;
+        }
         match serde_yaml::from_str::<Option<PlaybookFile>>(src.text) {
             Ok(f) => files.push((*src, f.unwrap_or_default())),
             Err(e) => loader.error(LoadErrorKind::Yaml, format!("error: {}: {e}", src.name)),

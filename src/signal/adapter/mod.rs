@@ -30,6 +30,10 @@ impl Adapters {
         let mut errors = Vec::new();
         let mut list: Vec<AdapterSpec> = Vec::new();
         for (name, text) in files {
+            if let Err(e) = llm_doctor_engine::yaml_guard::check_depth(text) {
+                errors.push(format!("{name}:{e}"));
+                continue;
+            }
             match serde_yaml::from_str::<AdapterSpec>(text) {
                 Ok(a) => {
                     validate(&a, name, catalog, &mut errors);

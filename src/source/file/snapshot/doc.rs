@@ -23,6 +23,7 @@ pub(super) fn from_text<T: de::DeserializeOwned>(text: &str, json: bool) -> Resu
     if json {
         serde_json::from_str(text).map_err(|e| e.to_string())
     } else {
+        llm_doctor_engine::yaml_guard::check_depth(text)?;
         serde_yaml::from_str(text).map_err(|e| e.to_string())
     }
 }
