@@ -1073,3 +1073,39 @@ fn cli_postmortem_from_prometheus_history_matches_the_recording() {
     assert_eq!(code, 2);
     assert!(err.contains("127.0.0.1:9"), "{err}");
 }
+
+#[test]
+fn an_answer_larger_than_the_limit_is_an_error_naming_the_limit() {
+    let prom = Prometheus::start_with(&fixture_text("fleet_mixed"));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.om");
+    let run = |limit: &str| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
+            .args([
+                "record",
+                "--prometheus",
+                &prom.url,
+                "--from",
+                "1796083200",
+                "--to",
+                "1796083807",
+            ])
+            .arg("--out")
+            .arg(&out)
+            .env("LLM_DOCTOR_MAX_ANSWER_MB", limit)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run("0.01");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("larger than 0.01 MiB") && err.contains("LLM_DOCTOR_MAX_ANSWER_MB"),
+        "{err}"
+    );
+    let (code, err) = run("1024");
+    assert_eq!(code, Some(0), "{err}");
+}

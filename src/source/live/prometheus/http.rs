@@ -100,9 +100,9 @@ impl Http {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_string();
-        let body = response.bytes().await.map_err(|e| Failure {
-            unreachable: true,
-            message: format!("reading the answer: {}", error_chain(&e)),
+        let body = read_capped(response).await.map_err(|message| Failure {
+            unreachable: false,
+            message,
         })?;
         parse_answer(status.as_u16(), &content_type, &body)
     }
@@ -307,5 +307,36 @@ mod credential_tests {
             split_credentials("http://u:p@prom:9090").0,
             "http://prom:9090"
         );
+    }
+}
+
+/// The largest answer read from a Prometheus API: `LLM_DOCTOR_MAX_ANSWER_MB` MiB, else 1024.
+/// A larger answer is an error, not a process killed for memory. Returns bytes and MiB.
+pub fn max_answer() -> (usize, f64) {
+    let mib = std::env::var("LLM_DOCTOR_MAX_ANSWER_MB")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .unwrap_or(1024.0);
+    ((mib * f64::from(1u32 << 20)) as usize, mib)
+}
+
+/// An answer's body, read in chunks up to [`max_answer`].
+pub(super) async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
+    let (max, mib) = max_answer();
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > max {
+                    return Err(format!(
+                        "the answer is larger than {mib} MiB (LLM_DOCTOR_MAX_ANSWER_MB raises the limit; a narrower --selector or a shorter range makes it smaller)"
+                    ));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => return Ok(body),
+            Err(e) => return Err(format!("reading the answer: {}", error_chain(&e))),
+        }
     }
 }

@@ -206,9 +206,9 @@ impl<'a> RangeQueries<'a> {
                 set.spawn(async move {
                     let started = std::time::Instant::now();
                     let answer = async {
-                        let response = request.send().await?;
+                        let response = request.send().await.map_err(|e| error_chain(&e))?;
                         let status = response.status();
-                        Ok::<_, reqwest::Error>((status, response.bytes().await?))
+                        Ok::<_, String>((status, super::http::read_capped(response).await?))
                     }
                     .await;
                     (i, answer, started.elapsed())
@@ -237,7 +237,7 @@ impl<'a> RangeQueries<'a> {
                     );
                 };
                 let result = answer
-                    .map_err(|e| anyhow::anyhow!("{}: {}", live.url, error_chain(&e)))
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", live.url))
                     .and_then(|(status, bytes)| {
                         let text = String::from_utf8_lossy(&bytes).into_owned();
                         if !status.is_success() {
