@@ -268,5 +268,8 @@ fn deeply_nested_yaml_is_refused_at_once_with_its_place() {
     std::fs::write(rules.join("deep.yaml"), format!("symptoms: {deep}\n")).unwrap();
     let (code, _, err) = outcome(&run(&["rules", "check", rules.to_str().unwrap()]));
     assert_ne!(code, 0, "{err}");
-    assert!(err.contains("deep.yaml:1:75: nested deeper than 64 levels"), "{err}");
+    assert!(
+        err.contains("deep.yaml:1:75: nested deeper than 64 levels"),
+        "{err}"
+    );
 }
