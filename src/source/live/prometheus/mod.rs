@@ -10,8 +10,10 @@
 //! One triage is:
 //!
 //! 1. **Discovery**, one instant query per adapter at the evaluation time:
-//!    `count by (instance, pod, …) ({__name__=~"vllm:.*"})` says which replicas exist and their
-//!    identity labels; exporters (dcgm, node) likewise by their join labels. Alongside, one query
+//!    `count by (instance, pod, …) ({__name__=~"vllm:num_requests_running|…"})` over the metrics
+//!    the adapter's signals read (not every name under its prefix: node_exporter alone has
+//!    hundreds per host) says which replicas exist and their identity labels; exporters (dcgm,
+//!    node) likewise by their join labels. Alongside, one query
 //!    for the version-revealing metric names and one per info metric (`vllm:cache_config_info`).
 //! 2. **Signals**: as soon as an adapter's discovery says it is present, every signal it defines
 //!    is queried, plus its gauge facts. A gauge's last value and window mean, maximum and

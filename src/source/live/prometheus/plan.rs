@@ -240,16 +240,30 @@ fn discovery_labels(a: &AdapterSpec) -> Vec<&str> {
     labels
 }
 
+/// The adapter's discovery: its series grouped by the labels that identify a target. Only the
+/// metrics its signals read are counted (a histogram by its `_count`), not every name under its
+/// prefix: node_exporter alone exports hundreds of metrics per host that no signal reads, and
+/// the discovery query was the slowest of a triage, which every signal query waits for.
 fn discovery_query(a: &AdapterSpec) -> String {
-    let names: Vec<String> = a
-        .detect
-        .iter()
-        .map(|p| format!("{}.*", regex_quote(p)))
-        .collect();
+    let mut names: BTreeSet<String> = BTreeSet::new();
+    for expr in a.signals.values() {
+        for n in expr.metric_names() {
+            names.insert(regex_quote(n));
+            names.insert(regex_quote(&format!("{n}_count")));
+        }
+    }
+    let alternatives: Vec<String> = if names.is_empty() {
+        a.detect
+            .iter()
+            .map(|p| format!("{}.*", regex_quote(p)))
+            .collect()
+    } else {
+        names.into_iter().collect()
+    };
     format!(
         "count by ({}) ({{__name__=~\"{}\"}})",
         discovery_labels(a).join(", "),
-        escape(&names.join("|"))
+        escape(&alternatives.join("|"))
     )
 }
 
@@ -320,14 +334,26 @@ mod tests {
     fn discovery_groups_by_identity_and_join_labels() {
         let rules = crate::rules::RuleFiles::shipped().load().unwrap();
         let vllm = rules.adapters.get("vllm").unwrap();
-        assert_eq!(
-            discovery_query(vllm),
-            r#"count by (Hostname, hostname, instance, job, model, model_name, namespace, pod) ({__name__=~"vllm:.*"})"#
+        let q = discovery_query(vllm);
+        assert!(
+            q.starts_with(
+                r#"count by (Hostname, hostname, instance, job, model, model_name, namespace, pod) ({__name__=~""#
+            ),
+            "{q}"
         );
-        let dcgm = rules.adapters.get("dcgm").unwrap();
-        assert_eq!(
-            discovery_query(dcgm),
-            r#"count by (Hostname, hostname, instance, pod) ({__name__=~"DCGM_.*"})"#
+        // The metrics signals read, a histogram by its _count; not every name under the prefix.
+        assert!(q.contains("vllm:num_requests_running|"), "{q}");
+        assert!(q.contains("vllm:time_to_first_token_seconds_count"), "{q}");
+        assert!(!q.contains("vllm:.*"), "{q}");
+        let node = discovery_query(rules.adapters.get("node").unwrap());
+        assert!(
+            node.contains("node_cpu_seconds_total") && !node.contains("node_.*"),
+            "{node}"
+        );
+        let dcgm = discovery_query(rules.adapters.get("dcgm").unwrap());
+        assert!(
+            dcgm.starts_with(r#"count by (Hostname, hostname, instance, pod) ({__name__=~""#),
+            "{dcgm}"
         );
     }
 }
