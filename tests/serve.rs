@@ -513,3 +513,43 @@ fn the_example_payload_is_what_the_receiver_reads() {
     assert!(n.alerts[0].is_firing());
     assert_eq!(n.alerts[0].labels["alertname"], "HighTTFT");
 }
+
+/// Clients that send headers and then trickle the body hold no slot: others are served, and
+/// the slow ones get 408 at the deadline.
+#[test]
+fn slow_bodies_take_no_slot_and_get_408() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    runtime().block_on(async {
+        let (sink, sink_url) = Sink::start(0).await;
+        let yaml = minimal(
+            "receiver:\n  max_in_flight: 2\n  timeout: 1s\n",
+            &closed_url(),
+            &format!("  - type: webhook\n    url: {sink_url}/hook\n"),
+        );
+        let url = spawn_server(serve::router(app(&yaml))).await;
+        let addr = url.trim_start_matches("http://").to_string();
+        let mut slow = Vec::new();
+        for _ in 0..4 {
+            let mut c = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            c.write_all(
+                b"POST /alertmanager HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{",
+            )
+            .await
+            .unwrap();
+            slow.push(c);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Four slow clients, two slots: a resolved alert (no triage) is still answered.
+        let (code, body) = send(&url, &resolved()).await;
+        assert_eq!(code, 200, "{body}");
+        assert_eq!(sink.received().len(), 1);
+        for mut c in slow {
+            let mut answer = String::new();
+            tokio::time::timeout(Duration::from_secs(5), c.read_to_string(&mut answer))
+                .await
+                .expect("answered before 5 s")
+                .unwrap();
+            assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        }
+    });
+}

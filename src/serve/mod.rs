@@ -257,12 +257,6 @@ async fn handle(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Response {
         );
         return r;
     }
-    let Ok(_permit) = app.in_flight.clone().try_acquire_owned() else {
-        return answer(
-            StatusCode::SERVICE_UNAVAILABLE,
-            json!({"error": format!("busy: {} requests in flight", app.settings.max_in_flight)}),
-        );
-    };
     let limit = app.settings.max_body_bytes;
     let too_large = || {
         answer(
@@ -277,10 +271,26 @@ async fn handle(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Response {
     if declared.is_some_and(|n| n > limit as u64) {
         return too_large();
     }
-    let bytes = match axum::body::to_bytes(body, limit).await {
-        Ok(b) => b,
+    // The body is read before a slot is taken, and within the request's deadline: a client
+    // that sends its headers and then trickles (or never sends) the body holds no slot and is
+    // answered 408 when the deadline passes.
+    let deadline = app.settings.request_timeout;
+    let bytes = match tokio::time::timeout(deadline, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(b)) => b,
         // Over the limit (a chunked body has no length to check first), or the client left.
-        Err(_) => return too_large(),
+        Ok(Err(_)) => return too_large(),
+        Err(_) => {
+            return answer(
+                StatusCode::REQUEST_TIMEOUT,
+                json!({"error": format!("the body did not arrive within {} ms", deadline.as_millis())}),
+            )
+        }
+    };
+    let Ok(_permit) = app.in_flight.clone().try_acquire_owned() else {
+        return answer(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"error": format!("busy: {} requests in flight", app.settings.max_in_flight)}),
+        );
     };
     let (raw, group) = match payload::parse(&bytes) {
         Ok(p) => p,
