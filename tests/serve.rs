@@ -553,3 +553,59 @@ fn slow_bodies_take_no_slot_and_get_408() {
         }
     });
 }
+
+/// A client that never finishes its request headers cannot hold up a shutdown beyond
+/// `receiver.shutdown_timeout`.
+#[test]
+fn sigterm_finishes_within_the_shutdown_timeout_despite_a_half_sent_request() {
+    use std::io::{BufRead, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let port = StdListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = dir.path().join("doctor.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "listen: 127.0.0.1:{port}\nprometheus:\n  url: {}\nreceiver:\n  shutdown_timeout: 1s\nsinks:\n  - type: webhook\n    url: {}/hook\n",
+            closed_url(),
+            closed_url()
+        ),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.contains("is listening"), "{first}");
+    let mut half = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    half.write_all(b"POST /alertmanager HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let started = std::time::Instant::now();
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let exit = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if started.elapsed() > Duration::from_secs(15) {
+            let _ = child.kill();
+            panic!("serve still running 15 s after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(exit.success(), "{exit:?}");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(rest.iter().any(|l| l.contains("were dropped")), "{rest:?}");
+    drop(half);
+}

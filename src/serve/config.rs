@@ -87,6 +87,8 @@ pub struct ReceiverSpec {
     pub timeout: Option<String>,
     /// Most webhook requests handled at once (default 64); more are answered 503.
     pub max_in_flight: Option<usize>,
+    /// How long a shutdown waits for open connections before it exits anyway (default 10s).
+    pub shutdown_timeout: Option<String>,
 }
 
 /// One sink.
@@ -184,6 +186,8 @@ pub struct Settings {
     pub max_body_bytes: usize,
     /// Per-request limit.
     pub request_timeout: Duration,
+    /// How long a shutdown waits for open connections.
+    pub shutdown_timeout: Duration,
     /// Most requests at once.
     pub max_in_flight: usize,
     /// Diagnosis window.
@@ -242,6 +246,11 @@ fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settin
     };
     let prometheus_timeout = p.duration("prometheus.timeout", &spec.prometheus.timeout, 10_000);
     let request_timeout = p.duration("receiver.timeout", &spec.receiver.timeout, 30_000);
+    let shutdown_timeout = p.duration(
+        "receiver.shutdown_timeout",
+        &spec.receiver.shutdown_timeout,
+        10_000,
+    );
     let window = p.duration("window", &spec.window, 300_000);
     let retry_deadline = p.duration("retry.deadline", &spec.retry.deadline, 30_000);
     let initial_backoff = p.duration("retry.initial_backoff", &spec.retry.initial_backoff, 200);
@@ -310,6 +319,7 @@ fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settin
         auth: ReceiverAuth { accepted },
         max_body_bytes,
         request_timeout,
+        shutdown_timeout,
         max_in_flight,
         window,
         symptoms: spec.symptoms,

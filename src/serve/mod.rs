@@ -164,11 +164,30 @@ pub fn run(config: &Path, rules_dir: Option<&Path>) -> Result<()> {
             app.settings.prometheus_url,
             app.settings.sinks.len()
         );
-        axum::serve(listener, router(app))
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .context("serving")?;
-        eprintln!("llm-doctor serve stopped after finishing the requests in flight");
+        // A signal starts a graceful shutdown; connections that do not finish within
+        // receiver.shutdown_timeout (a client that never completes its request) are dropped.
+        let grace = app.settings.shutdown_timeout;
+        let signalled = Arc::new(tokio::sync::Notify::new());
+        let notify = signalled.clone();
+        let server = axum::serve(listener, router(app)).with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            notify.notify_one();
+        });
+        tokio::select! {
+            served = server => {
+                served.context("serving")?;
+                eprintln!("llm-doctor serve stopped after finishing the requests in flight");
+            }
+            () = async {
+                signalled.notified().await;
+                tokio::time::sleep(grace).await;
+            } => {
+                eprintln!(
+                    "llm-doctor serve stopped: connections still open after {} ms were dropped",
+                    grace.as_millis()
+                );
+            }
+        }
         Ok(())
     })
 }
