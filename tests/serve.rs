@@ -609,3 +609,57 @@ fn sigterm_finishes_within_the_shutdown_timeout_despite_a_half_sent_request() {
     assert!(rest.iter().any(|l| l.contains("were dropped")), "{rest:?}");
     drop(half);
 }
+
+/// Triage threads stay bounded when Prometheus accepts and never answers: a request that times
+/// out gives up its answer, not its triage slot, so new requests wait instead of starting
+/// more threads.
+#[test]
+fn triage_threads_stay_bounded_when_prometheus_never_answers() {
+    // A Prometheus that accepts connections and says nothing.
+    let hole = StdListener::bind("127.0.0.1:0").unwrap();
+    let hole_url = format!("http://{}", hole.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in hole.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    let triage_threads = || {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|t| t.ok())
+            .filter(|t| {
+                std::fs::read_to_string(t.path().join("comm"))
+                    .is_ok_and(|c| c.starts_with("llm-doctor-tria"))
+            })
+            .count()
+    };
+    let before = triage_threads();
+    runtime().block_on(async {
+        let (_sink, sink_url) = Sink::start(0).await;
+        let yaml = minimal(
+            "receiver:\n  timeout: 1s\n",
+            &hole_url,
+            &format!("  - type: webhook\n    url: {sink_url}/hook\n"),
+        )
+        .replace("  timeout: 5s\n", "  timeout: 4s\n");
+        let url = spawn_server(serve::router(app(&yaml))).await;
+        let mut requests = tokio::task::JoinSet::new();
+        for i in 0..20 {
+            let body = FIRING
+                .replace("gpu-node-1:8000", &format!("gpu-node-{i}:8000"))
+                .replace("6c3ca8b93f573832", &format!("fp{i}"));
+            let url = url.clone();
+            requests.spawn(async move { send(&url, &body).await });
+        }
+        while let Some(r) = requests.join_next().await {
+            let (code, body) = r.unwrap();
+            assert_eq!(code, 503, "{body}");
+        }
+        let running = triage_threads() - before;
+        assert!(
+            running <= serve::TRIAGE_SLOTS,
+            "{running} triage threads for 20 timed-out requests"
+        );
+    });
+}

@@ -476,7 +476,7 @@ async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Outc
         }
         let (app, alert) = (app.clone(), alert.clone());
         pending.spawn(async move {
-            let Ok(_slot) = app.triage_slots.clone().acquire_owned().await else {
+            let Ok(slot) = app.triage_slots.clone().acquire_owned().await else {
                 return (
                     i,
                     alert,
@@ -491,6 +491,9 @@ async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Outc
             let spawned = std::thread::Builder::new()
                 .name("llm-doctor-triage".to_string())
                 .spawn(move || {
+                    // The thread holds its slot: a request that times out drops its task, not
+                    // the thread, and must not free a slot the thread still uses.
+                    let _slot = slot;
                     let _ = tx.send(triage.diagnose(&a));
                 });
             let outcome = match spawned {
