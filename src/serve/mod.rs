@@ -12,6 +12,7 @@
 //! The triage itself ([`crate::source::live::prometheus`]) is blocking and builds its own runtime, so it runs on a
 //! plain thread of its own, at most [`TRIAGE_SLOTS`] at once.
 
+pub mod bounded;
 pub mod config;
 pub mod metrics;
 pub mod payload;
@@ -359,8 +360,11 @@ fn delivery_entry(
     ttl: Duration,
 ) -> Arc<tokio::sync::Mutex<Delivery>> {
     let mut map = app.deliveries.lock().unwrap_or_else(|e| e.into_inner());
-    // Forget deliveries older than the TTL; one whose lock is held is in use and stays.
-    map.retain(|_, d| d.try_lock().map_or(true, |d| d.first_seen.elapsed() < ttl));
+    // Forget deliveries older than the TTL when the map is full; one whose lock is held is in
+    // use and stays.
+    bounded::make_room(&mut map, bounded::MAX_DELIVERIES, ttl, |d| {
+        d.try_lock().ok().map(|d| d.first_seen.elapsed())
+    });
     map.entry(delivery_key(group))
         .or_insert_with(|| {
             Arc::new(tokio::sync::Mutex::new(Delivery {
@@ -527,7 +531,9 @@ async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Outc
         if outcome.unavailable.is_none() {
             let mut map = app.diagnoses.lock().unwrap_or_else(|e| e.into_inner());
             let ttl = app.settings.dedupe_ttl;
-            map.retain(|_, (_, at)| at.elapsed() < ttl);
+            bounded::make_room(&mut map, bounded::MAX_DIAGNOSES, ttl, |(_, at)| {
+                Some(at.elapsed())
+            });
             map.insert(alert.key(), (outcome.clone(), Instant::now()));
         }
         out[i] = Some(outcome);

@@ -64,7 +64,20 @@ impl TriageCache {
     fn get_or_run(&self, key: (String, i64), run: impl FnOnce() -> TriageResult) -> TriageResult {
         let cell = {
             let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-            map.retain(|_, (_, at)| at.elapsed() < self.ttl);
+            // Expired results are never used; they are swept when the map is full. A result
+            // still being computed (others may wait on it) stays.
+            if map
+                .get(&key)
+                .is_some_and(|(_, at)| at.elapsed() >= self.ttl)
+            {
+                map.remove(&key);
+            }
+            super::bounded::make_room(
+                &mut map,
+                super::bounded::MAX_TRIAGES,
+                self.ttl,
+                |(cell, at)| cell.get().map(|_| at.elapsed()),
+            );
             map.entry(key.clone())
                 .or_insert_with(|| (Arc::new(OnceLock::new()), Instant::now()))
                 .0
