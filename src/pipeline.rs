@@ -272,7 +272,25 @@ fn split_targets<'a>(
             bail!("--selector matches none of the {before} targets in the input");
         }
     }
+    let max = max_targets();
+    if targets.len() > max {
+        bail!(
+            "{} targets in the input, more than the {max} diagnosed at once (LLM_DOCTOR_MAX_TARGETS raises the limit; --selector narrows the input)",
+            targets.len()
+        );
+    }
     Ok(targets)
+}
+
+/// The most targets one run diagnoses: `LLM_DOCTOR_MAX_TARGETS`, else 10,000. Each costs tens of
+/// kilobytes of report; a million one-sample pods must be an error, not a process killed for
+/// memory.
+pub fn max_targets() -> usize {
+    std::env::var("LLM_DOCTOR_MAX_TARGETS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(10_000)
 }
 
 fn prepare_target(

@@ -273,3 +273,38 @@ fn deeply_nested_yaml_is_refused_at_once_with_its_place() {
         "{err}"
     );
 }
+
+/// More targets than one run diagnoses is an error naming the limit, not a process killed for
+/// memory.
+#[test]
+fn too_many_targets_is_an_error_naming_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::from("# TYPE vllm:num_requests_running gauge\n");
+    for i in 0..50 {
+        text.push_str(&format!(
+            "vllm:num_requests_running{{pod=\"p{i}\"}} 1 1796083200000\nvllm:num_requests_running{{pod=\"p{i}\"}} 1 1796083215000\n"
+        ));
+    }
+    let path = dir.path().join("many.prom");
+    std::fs::write(&path, text).unwrap();
+    let run_with = |limit: &str| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
+            .args(["diagnose", path.to_str().unwrap(), "--format", "json"])
+            .env("LLM_DOCTOR_MAX_TARGETS", limit)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run_with("10");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("50 targets in the input, more than the 10")
+            && err.contains("LLM_DOCTOR_MAX_TARGETS"),
+        "{err}"
+    );
+    let (code, err) = run_with("100");
+    assert_ne!(code, Some(2), "{err}");
+}
