@@ -9,6 +9,7 @@
 
 pub mod cli;
 pub mod export;
+pub mod fuzzing;
 pub mod pipeline;
 pub mod postmortem;
 pub mod report;

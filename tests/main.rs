@@ -3,6 +3,7 @@
 mod cli;
 mod export;
 mod fixtures;
+mod fuzz_replay;
 mod inputs;
 mod layout;
 mod live;

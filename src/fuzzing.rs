@@ -1,0 +1,83 @@
+//! The entry points fuzzing drives: each takes arbitrary bytes and must return without
+//! panicking or hanging, whatever they are. `fuzz/` (cargo-fuzz, nightly) calls them with
+//! generated inputs; `tests/fuzz_replay.rs` (stable, in CI) calls them with every file of the
+//! seed corpus and every input that once failed, so what fuzzing found stays fixed.
+
+use std::sync::OnceLock;
+
+use crate::rules::{RuleFiles, Rules};
+
+/// A fuzz target: arbitrary bytes in, nothing out, never a panic.
+pub type Target = fn(&[u8]);
+
+/// Every target, by the name of its corpus folder.
+pub const TARGETS: &[(&str, Target)] = &[
+    ("exposition", exposition),
+    ("api_json", api_json),
+    ("snapshot", snapshot),
+    ("payload", payload),
+    ("selector", selector),
+    ("serve_config", serve_config),
+    ("engine_args", engine_args),
+    ("playbook", playbook),
+];
+
+fn text(data: &[u8]) -> &str {
+    std::str::from_utf8(data).unwrap_or("")
+}
+
+fn rules() -> &'static Rules {
+    static RULES: OnceLock<Rules> = OnceLock::new();
+    RULES.get_or_init(|| RuleFiles::shipped().load().expect("the shipped rules load"))
+}
+
+/// Prometheus text and OpenMetrics.
+pub fn exposition(data: &[u8]) {
+    let _ = crate::source::file::exposition::parse(text(data), "fuzz");
+}
+
+/// Saved Prometheus API answers.
+pub fn api_json(data: &[u8]) {
+    let _ = crate::source::file::api_json::parse_with_warnings(text(data), "fuzz");
+}
+
+/// llm-doctor snapshot and timeline files.
+pub fn snapshot(data: &[u8]) {
+    let _ = crate::source::file::snapshot::parse(text(data), "fuzz", &rules().catalog, None);
+}
+
+/// Alertmanager webhook bodies.
+pub fn payload(data: &[u8]) {
+    let _ = crate::serve::payload::parse(data);
+}
+
+/// `--selector` matchers.
+pub fn selector(data: &[u8]) {
+    let _ = crate::signal::selector::Selector::parse(text(data));
+}
+
+/// `serve` configuration files.
+pub fn serve_config(data: &[u8]) {
+    let ids: Vec<&str> = rules()
+        .playbook
+        .symptoms
+        .iter()
+        .map(|s| s.id.as_str())
+        .collect();
+    let _ = crate::serve::config::parse(text(data), "fuzz.yaml", &ids);
+}
+
+/// `--engine-args` command lines and model configuration files.
+pub fn engine_args(data: &[u8]) {
+    let r = rules();
+    let _ = crate::signal::engine_args::parse(text(data), &r.adapters, &r.catalog);
+}
+
+/// A user playbook beside the shipped rules (conditions, graph, references).
+pub fn playbook(data: &[u8]) {
+    let mut files = RuleFiles::shipped();
+    files
+        .playbooks
+        .push(("fuzz.yaml".to_string(), text(data).to_string()));
+    let _ = files.load();
+}
