@@ -187,6 +187,11 @@ impl<'a> Split<'a> {
         self.inputs.len()
     }
 
+    /// Target `i`'s identity.
+    pub fn target(&self, i: usize) -> &llm_doctor_engine::Target {
+        &self.inputs[i].target
+    }
+
     /// Whether there are none (never, after [`Split::new`] succeeded).
     pub fn is_empty(&self) -> bool {
         self.inputs.is_empty()

@@ -20,7 +20,7 @@ use crate::report::{self, Report, TargetReport};
 use crate::rules::{load_rules, Rules};
 use crate::signal::selector::Selector;
 use crate::signal::series::SeriesSet;
-use crate::source::file::{read_text, snapshot, stream, ReadOptions, Retention};
+use crate::source::file::{read_text, snapshot, ReadOptions, Retention};
 use crate::source::live::{nvml, scrape};
 
 /// Arguments of `diagnose`.
@@ -133,7 +133,7 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
         bail!("--prometheus cannot be combined with files, --scrape or --nvml");
     }
     let rules = load_rules(args.rules.as_deref())?;
-    let engine_args = read_engine_args(args.engine_args.as_deref())?;
+    let engine_args = super::input::engine_args(args.engine_args.as_deref())?;
     let slos: BTreeMap<String, f64> = args.slos.iter().cloned().collect();
     let slo_values = rules
         .playbook
@@ -209,17 +209,6 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
     )
 }
 
-/// `--engine-args`, or the file it names after `@`.
-fn read_engine_args(arg: Option<&str>) -> Result<Option<String>> {
-    Ok(match arg {
-        Some(a) if a.starts_with('@') => Some(
-            std::fs::read_to_string(&a[1..])
-                .with_context(|| format!("reading --engine-args file `{}`", &a[1..]))?,
-        ),
-        other => other.map(str::to_string),
-    })
-}
-
 /// `--window`, or a default that holds what will be read.
 fn window_ms(args: &DiagnoseArgs, sampling: Option<nvml::Sampling>) -> i64 {
     let nvml_span_ms = sampling.map_or(0, |s| s.interval.as_millis() as i64);
@@ -247,8 +236,7 @@ fn read_files(
 ) -> Result<()> {
     let mut series_files = Vec::new();
     for f in files {
-        super::input::check_kind(f, &f.display().to_string())?;
-        if snapshot::looks_like(&stream::peek_text(f, 64 << 10)?) {
+        if super::input::is_snapshot(f)? {
             let text = read_text(f)?;
             let name = f.display().to_string();
             got.prepared.extend(

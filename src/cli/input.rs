@@ -68,14 +68,26 @@ pub fn inputs(files: &[PathBuf]) -> Result<Inputs> {
     Ok(Inputs { paths, stdin_copy })
 }
 
-/// Refuses a file that is not a snapshot and plainly not metrics either.
-pub fn check_kind(path: &Path, shown: &str) -> Result<()> {
+/// `--engine-args`, or the file it names after `@`.
+pub fn engine_args(arg: Option<&str>) -> Result<Option<String>> {
+    Ok(match arg {
+        Some(a) if a.starts_with('@') => Some(
+            std::fs::read_to_string(&a[1..])
+                .with_context(|| format!("reading --engine-args file `{}`", &a[1..]))?,
+        ),
+        other => other.map(str::to_string),
+    })
+}
+
+/// Whether `path` is an llm-doctor snapshot (true) or may be metrics (false), from one look
+/// at its first bytes; a file that is plainly neither is refused.
+pub fn is_snapshot(path: &Path) -> Result<bool> {
     let head = stream::peek_text(path, 64 << 10)?;
     if snapshot::looks_like(&head) {
-        return Ok(());
+        return Ok(true);
     }
-    match not_metrics(shown, &head) {
+    match not_metrics(&path.display().to_string(), &head) {
         Some(msg) => bail!("{msg}"),
-        None => Ok(()),
+        None => Ok(false),
     }
 }

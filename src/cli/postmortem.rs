@@ -17,7 +17,7 @@ use crate::report::postmortem as render;
 use crate::rules::{load_rules, Rules};
 use crate::signal::selector::Selector;
 use crate::signal::series::SeriesSet;
-use crate::source::file::{stream, ReadOptions, Retention};
+use crate::source::file::{ReadOptions, Retention};
 
 /// Report formats of `postmortem`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -142,8 +142,8 @@ pub fn run(args: PostmortemArgs) -> Result<Outcome> {
     };
     let range = range_of(&set, span, args.from, args.to, args.step, window_ms)?;
     let options = options(&args.input)?;
-    let progress = Progress::new(args.quiet, &set, &rules, &options, &range);
-    let mut pm = postmortem::analyse(&set, &rules, &options, &slos, range, &|| progress.tick())?;
+    let progress = Progress::new(args.quiet);
+    let mut pm = postmortem::analyse(&set, &rules, &options, &slos, range, &progress)?;
     progress.finish();
     pm.notes.extend(notes);
 
@@ -228,13 +228,7 @@ fn slo_values(rules: &Rules, slos: &[(String, f64)]) -> Result<Vec<f64>> {
 
 fn options(input: &RangeInputArgs) -> Result<Options> {
     Ok(Options {
-        engine_args: match input.engine_args.as_deref() {
-            Some(a) if a.starts_with('@') => Some(
-                std::fs::read_to_string(&a[1..])
-                    .with_context(|| format!("reading --engine-args file `{}`", &a[1..]))?,
-            ),
-            other => other.map(str::to_string),
-        },
+        engine_args: super::input::engine_args(input.engine_args.as_deref())?,
         facts: input.facts.clone(),
         signals: Vec::new(),
         at_ms: None,
@@ -258,8 +252,7 @@ fn read_files(
     window_ms: i64,
 ) -> Result<Recording> {
     for f in files {
-        super::input::check_kind(f, &f.display().to_string())?;
-        if crate::source::file::snapshot::looks_like(&stream::peek_text(f, 64 << 10)?) {
+        if super::input::is_snapshot(f)? {
             bail!(
                 "`{}` is an llm-doctor snapshot: it holds one window, not a range; give the recording it was made from",
                 f.display()
@@ -305,7 +298,7 @@ fn range_of(
     };
     let step_ms = match step {
         Some(s) => s.as_millis() as i64,
-        None => postmortem::recording_step(set).unwrap_or(15_000),
+        None => set.scrape_interval_ms().unwrap_or(15_000),
     };
     let settled = oldest + window_ms.min((newest - oldest) / 2).max(step_ms);
     let from_ms = from.unwrap_or(settled).max(oldest);
@@ -347,13 +340,11 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(quiet: bool, set: &SeriesSet, rules: &Rules, opts: &Options, range: &Range) -> Self {
+    fn new(quiet: bool) -> Self {
         if quiet || !std::io::stderr().is_terminal() {
             return Progress { bar: None };
         }
-        let targets = crate::pipeline::Split::new(set, rules, opts).map_or(0, |s| s.len());
-        let total = (targets * range.times().len()) as u64;
-        let bar = indicatif::ProgressBar::new(total);
+        let bar = indicatif::ProgressBar::new(0);
         bar.set_style(
             indicatif::ProgressStyle::with_template(
                 "{spinner} judging {pos}/{len} target-steps [{bar:30}] {eta}",
@@ -364,15 +355,23 @@ impl Progress {
         Progress { bar: Some(bar) }
     }
 
-    fn tick(&self) {
-        if let Some(b) = &self.bar {
-            b.inc(1);
-        }
-    }
-
     fn finish(&self) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
+        }
+    }
+}
+
+impl postmortem::Progress for Progress {
+    fn start(&self, total: u64) {
+        if let Some(b) = &self.bar {
+            b.set_length(total);
+        }
+    }
+
+    fn tick(&self) {
+        if let Some(b) = &self.bar {
+            b.inc(1);
         }
     }
 }

@@ -1,8 +1,6 @@
 //! "What changed?": a good window against a bad one, signal by signal, each movement measured
 //! against the signal's own spread inside the two windows, with the causes it supports.
 
-use std::collections::BTreeMap;
-
 use llm_doctor_engine::report::Diagnosis;
 use serde::Serialize;
 
@@ -130,15 +128,11 @@ pub fn diff(good: Side<'_>, bad: Side<'_>) -> Diff {
             });
         }
     }
-    let ids = |d: &Diagnosis| -> BTreeMap<String, ()> {
-        d.causes.iter().map(|c| (c.id.clone(), ())).collect()
-    };
-    let good_causes = ids(good.diagnosis);
     let new_causes = bad
         .diagnosis
         .causes
         .iter()
-        .filter(|c| !good_causes.contains_key(&c.id))
+        .filter(|c| !good.diagnosis.causes.iter().any(|g| g.id == c.id))
         .map(|c| c.id.clone())
         .collect();
     let new_symptoms = bad
@@ -211,18 +205,7 @@ pub fn window_side(
     let split = crate::pipeline::Split::new(set, rules, opts)?;
     if split.len() != 1 {
         let names: Vec<String> = (0..split.len())
-            .filter_map(|i| {
-                split
-                    .prepare_at(
-                        i,
-                        crate::signal::adapter::eval::Frame {
-                            end_ms: set.newest_ms(),
-                            window_ms,
-                        },
-                    )
-                    .ok()
-                    .map(|p| super::model::target_name(&p.snapshot.target))
-            })
+            .map(|i| super::model::target_name(split.target(i)))
             .collect();
         anyhow::bail!(
             "{} targets ({}): pick one with --selector (or --good-selector/--bad-selector)",
@@ -234,7 +217,7 @@ pub fn window_side(
         Some(t) => t,
         None => anyhow::bail!("the input has no samples"),
     };
-    let step = super::recording_step(set).unwrap_or(15_000);
+    let step = set.scrape_interval_ms().unwrap_or(15_000);
     let sub = (window_ms / 5).max(2 * step);
     let range = super::Range {
         from_ms: at - window_ms + sub.min(window_ms),

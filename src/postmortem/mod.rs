@@ -42,18 +42,30 @@ fn status_runs(timeline: &Timeline) -> Vec<StatusRun> {
     out
 }
 
+/// Told how much a postmortem has to judge, then of each target-step judged (from worker
+/// threads): what a progress bar needs. `()` ignores both.
+pub trait Progress: Sync {
+    /// The number of target-steps, once the targets are known.
+    fn start(&self, _total: u64) {}
+    /// One target-step judged.
+    fn tick(&self) {}
+}
+
+impl Progress for () {}
+
 /// Analyses `range` of `set`: every target slid over every step, then cut into episodes and
-/// incidents. `tick` is called once per target and step, from worker threads.
+/// incidents.
 pub fn analyse(
     set: &SeriesSet,
     rules: &Rules,
     opts: &Options,
     slos: &[f64],
     range: Range,
-    tick: &(dyn Fn() + Sync),
+    progress: &dyn Progress,
 ) -> Result<Postmortem> {
     let split = Split::new(set, rules, opts)?;
-    let timelines = slide_all(&split, rules, slos, &range, tick)?;
+    progress.start((split.len() * range.times().len()) as u64);
+    let timelines = slide_all(&split, rules, slos, &range, &|| progress.tick())?;
     let mut targets: Vec<TargetPostmortem> = timelines
         .into_iter()
         .enumerate()
@@ -173,11 +185,6 @@ fn explain(
     }
 }
 
-/// The recording's scrape interval ([`SeriesSet::scrape_interval_ms`]).
-pub fn recording_step(set: &SeriesSet) -> Option<i64> {
-    set.scrape_interval_ms()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,7 +231,7 @@ mod tests {
                 window_ms: 120_000,
             };
             let json = |set: &SeriesSet| {
-                serde_json::to_string(&analyse(set, &rules, &opts, &slos, range, &|| {}).unwrap())
+                serde_json::to_string(&analyse(set, &rules, &opts, &slos, range, &()).unwrap())
                     .unwrap()
             };
             assert_eq!(json(&kept), json(&full), "{f}");

@@ -195,24 +195,7 @@ pub fn run(config: &Path, rules_dir: Option<&Path>) -> Result<()> {
 
 /// Resolves on ctrl-c or SIGTERM.
 pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
-    }
+    crate::source::live::scrape::stop_signal().await;
     eprintln!("shutting down: finishing the requests in flight");
 }
 

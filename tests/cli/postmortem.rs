@@ -322,7 +322,6 @@ fn bad_input_gets_a_clear_error() {
     let (code, _, err) = outcome(&run(&["diff", "fixtures/healthy_busy.om.gz"]));
     assert_eq!(code, 2);
     assert!(err.contains("--good-at"), "{err}");
-    let _ = root();
 }
 
 /// 2026-12-01T00:00:00Z, where the recordings of `tests/data/postmortem/` start.

@@ -85,6 +85,11 @@ fn groups(t: &TargetPostmortem) -> Vec<Vec<String>> {
     out
 }
 
+/// Indices of the targets that get charts (what every report format draws or links).
+pub fn charted_indices(pm: &Postmortem) -> Vec<usize> {
+    charted(pm).map(|(i, _)| i).collect()
+}
+
 /// The targets that get charts: those hit, or the first one when none was.
 fn charted(pm: &Postmortem) -> impl Iterator<Item = (usize, &TargetPostmortem)> {
     let any_hit = pm.targets.iter().any(|t| !t.incidents.is_empty());

@@ -61,7 +61,7 @@ pub fn html(pm: &Postmortem, rules: &Rules, slos: &[f64]) -> String {
     for n in &pm.notes {
         let _ = writeln!(out, "<p class=\"muted\">note: {}</p>", esc(n));
     }
-    let any_hit = pm.targets.iter().any(|t| !t.incidents.is_empty());
+    let charted = super::chart::charted_indices(pm);
     for (ti, t) in pm.targets.iter().enumerate() {
         let engine = t.target.engine.as_deref().unwrap_or("no engine");
         let _ = writeln!(
@@ -72,12 +72,7 @@ pub fn html(pm: &Postmortem, rules: &Rules, slos: &[f64]) -> String {
         );
         let _ = writeln!(out, "<p>{}</p>", esc(&steps_line(t)));
         out.push_str(&strip_svg(&t.timeline.status, &t.timeline.times));
-        let charted = if any_hit {
-            !t.incidents.is_empty()
-        } else {
-            ti == 0
-        };
-        if charted && ti < 8 {
+        if charted.contains(&ti) {
             for svg in target_charts(t, rules, slos) {
                 let _ = writeln!(out, "<div class=\"chart\">{svg}</div>");
             }

@@ -225,6 +225,7 @@ pub fn markdown(pm: &Postmortem, _rules: &Rules, charts: Option<&str>) -> String
     for n in &pm.notes {
         let _ = writeln!(out, "> note: {n}\n");
     }
+    let charted = chart::charted_indices(pm);
     for (ti, t) in pm.targets.iter().enumerate() {
         let engine = t.target.engine.as_deref().unwrap_or("no engine");
         let _ = writeln!(out, "## {} ({engine})\n", t.name());
@@ -234,13 +235,11 @@ pub fn markdown(pm: &Postmortem, _rules: &Rules, charts: Option<&str>) -> String
             steps_line(t),
             strip(&t.timeline.status, 72)
         );
-        if let Some(dir) = charts {
-            if !t.incidents.is_empty() {
-                for name in chart::chart_names(ti, t) {
-                    let _ = writeln!(out, "![{name}]({dir}/{name})");
-                }
-                out.push('\n');
+        if let Some(dir) = charts.filter(|_| charted.contains(&ti)) {
+            for name in chart::chart_names(ti, t) {
+                let _ = writeln!(out, "![{name}]({dir}/{name})");
             }
+            out.push('\n');
         }
         if t.incidents.is_empty() {
             let _ = writeln!(out, "No incident: never degraded in the range.\n");

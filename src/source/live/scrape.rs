@@ -529,8 +529,8 @@ impl Plan {
     }
 }
 
-/// SIGINT (Ctrl-C) or, on Unix, SIGTERM.
-async fn stop_signal() {
+/// SIGINT (Ctrl-C) or, on Unix, SIGTERM: what stops a recording, and `serve`.
+pub async fn stop_signal() {
     let interrupt = async {
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
