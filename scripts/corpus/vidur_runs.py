@@ -165,6 +165,38 @@ RUNS = [
     run("vidur-fresh-codellama34b-h100-tp2-small-batch-nearmiss", CL34, "h100", "conv", 1.0,
         "near_miss:small_batch_limit", tp=2, cap=12, seed=22,
         present="--max-num-seqs 12 (low), but at 1 req/s the batch stays below it"),
+    # A third batch (`vidur-fresh2-*`), defined and run before a later round of rule changes was
+    # scored on it, and scored once: new seeds, rates and pairings. Runs that met no predicate
+    # were deleted and are listed in corpus/README.md.
+    run("vidur-fresh2-llama3-8b-a100-healthy-code", L3, "a100", "code", 3.0, "healthy", seed=41),
+    run("vidur-fresh2-phi2-a40-healthy-code", PHI, "a40", "code", 1.5, "healthy", seed=42),
+    run("vidur-fresh2-codellama34b-h100-tp2-healthy-conv-v0", CL34, "h100", "conv", 3.0, "healthy", tp=2,
+        v0=True, seed=43),
+    run("vidur-fresh2-llama2-7b-h100-healthy-conv", L27, "h100", "conv", 6.0, "healthy", seed=44),
+    run("vidur-fresh2-llama2-7b-a100-small-kv-nearmiss", L27, "a100", "conv", 0.8, "near_miss:kv_cache_exhaustion",
+        num_blocks=1000, seed=45, present="only 1000 KV blocks, but at 0.8 req/s nothing is preempted"),
+    run("vidur-fresh2-phi2-a100-small-batch-nearmiss", PHI, "a100", "conv", 1.0, "near_miss:small_batch_limit",
+        cap=8, seed=46, present="--max-num-seqs 8 (low), but at 1 req/s the batch stays below it"),
+    run("vidur-fresh2-llama2-7b-h100-burst-nearmiss", L27, "h100", "conv", 3.0, "near_miss:concurrency_burst",
+        arrival="gamma", cv=2.0, seed=47, present="gamma arrivals (CV 2) that the replica absorbs"),
+    run("vidur-fresh2-phi2-a40-small-batch-cap4", PHI, "a40", "conv", 2.5, "small_batch_limit", cap=4, seed=48),
+    run("vidur-fresh2-llama3-8b-a100-small-kv-5rps", L3, "a100", "conv", 5.0, "kv_cache_exhaustion",
+        num_blocks=1000, seed=49),
+    run("vidur-fresh2-codellama34b-a100-tp2-overload-sarathi", CL34, "a100", "conv", 8.0, "queue_backlog", tp=2,
+        cap=256, seed=50),
+    run("vidur-fresh2-llama3-8b-a100-no-chunk-arxiv-1p2", L3, "a100", "arxiv", 1.2, "prefill_decode_interference",
+        sched="vllm", seed=51),
+    run("vidur-fresh2-codellama34b-h100-tp2-no-chunk-arxiv", CL34, "h100", "arxiv", 0.8,
+        "prefill_decode_interference", tp=2, v0=True, seed=52),
+    run("vidur-fresh2-llama2-7b-h100-burst-cv6", L27, "h100", "conv", 5.0, "concurrency_burst", arrival="gamma",
+        cv=6.0, seed=53),
+    run("vidur-fresh2-phi2-a100-tiny-chunk", PHI, "a100", "code", 3.0, "small_batch_limit", sched="sarathi",
+        chunk=64, seed=54),
+    run("vidur-fresh2-llama3-8b-a100-no-chunk-arxiv-2p0", L3, "a100", "arxiv", 2.0, "prefill_decode_interference",
+        sched="vllm", seed=55),
+    run("vidur-fresh2-llama3-8b-a100-small-batch-cap4-code", L3, "a100", "code", 3.0, "small_batch_limit", cap=4,
+        seed=56),
+    run("vidur-fresh2-llama3-8b-a100-overload-conv", L3, "a100", "conv", 9.0, "queue_backlog", seed=57),
 ]
 
 
