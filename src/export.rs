@@ -47,6 +47,9 @@ impl PromqlScope for Scope<'_> {
         let (adapter, expr) = std::iter::once(self.engine)
             .chain(exporters)
             .find_map(|a| a.signals.get(name).map(|e| (a, e)))?;
+        if !promql::expressible(expr) {
+            return None;
+        }
         let by = if adapter.kind == AdapterKind::Engine {
             ENGINE_BY
         } else {

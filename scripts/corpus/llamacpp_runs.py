@@ -117,6 +117,23 @@ RUNS = [
     {"id": "llamacpp-healthy-np2-60pct", "design": "healthy",
      "server": {"np": 2, "c": 4096, "t": 1},
      "load": {"rate": "0.6cap", "duration": 100, "prompt": "100-200", "n_predict": 48}},
+    # A fresh batch (`llamacpp-fresh-*`), defined and run while the batch-scaling rule was
+    # settled on train, and scored once after: new seeds, slot counts and rates. The two healthy
+    # runs missed their predicate under a loaded host and were left out (corpus/README.md).
+    {"id": "llamacpp-fresh-overload-np3", "design": "overload",
+     "server": {"np": 3, "c": 6144, "t": 1},
+     "load": {"rate": "2.0cap", "duration": 90, "prompt": "150-250", "n_predict": 64,
+              "drain": 20, "seed": 501}},
+    {"id": "llamacpp-fresh-overload-np2-2x", "design": "overload",
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "2.0cap", "duration": 90, "prompt": "150-250", "n_predict": 64,
+              "drain": 20, "seed": 502}},
+    {"id": "llamacpp-fresh-healthy-np3-40pct", "design": "healthy",
+     "server": {"np": 3, "c": 6144, "t": 1},
+     "load": {"rate": "0.4cap", "duration": 100, "prompt": "150-250", "n_predict": 64, "seed": 503}},
+    {"id": "llamacpp-fresh-healthy-np2-50pct", "design": "healthy",
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.5cap", "duration": 100, "prompt": "100-250", "n_predict": 48, "seed": 504}},
 ]
 
 

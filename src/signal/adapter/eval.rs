@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use crate::signal::series::{Sample, Series};
 use crate::signal::window;
 
-use super::spec::{Expr, Matchers, PickSpec, Selector};
+use super::spec::{Expr, Matchers, PickSpec, Scaling, Selector};
 
 /// Which gauge statistic a leaf reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,9 +185,14 @@ pub fn combined_window_stats(
     Some((min, mean, max))
 }
 
-/// True when the expression reads a gauge, so window statistics are meaningful.
+/// True when the expression reads a gauge, so window statistics are meaningful. A batch
+/// scaling is a statistic of the window already.
 pub fn reads_gauge(expr: &Expr) -> bool {
-    expr.any(&|e| matches!(e, Expr::Gauge(_)))
+    match expr {
+        Expr::Gauge(_) => true,
+        Expr::Scaling(_) => false,
+        e => e.children().into_iter().any(reads_gauge),
+    }
 }
 
 /// The value of `pick.label` whose series of `pick.largest_rate` grow fastest over the window
@@ -420,6 +425,10 @@ fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<
             }
             Ok(o) => Ok(o),
         },
+        Expr::Scaling(s) => scaling(s, ts, frame).map(|v| Out {
+            values: vec![(String::new(), v)],
+            totals: false,
+        }),
         Expr::First(alternatives) => {
             let mut reasons = Vec::new();
             for a in alternatives {
@@ -432,6 +441,81 @@ fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<
             Err(reasons.join(", or "))
         }
     }
+}
+
+/// Fewest intervals at each batch level for a [`Scaling`] to be read.
+const SCALING_MIN_INTERVALS: usize = 3;
+
+/// Evaluates a [`Scaling`] over the window (see its docs).
+fn scaling(s: &Scaling, ts: &TargetSeries<'_>, frame: Frame) -> Result<f64, Absent> {
+    let end = frame
+        .end_ms
+        .ok_or("batch scaling needs samples with timestamps (record a range)")?;
+    let start = end.saturating_sub(frame.window_ms);
+    let mut times: Vec<i64> = s
+        .batch
+        .metric_names()
+        .iter()
+        .flat_map(|n| ts.named(n))
+        .flat_map(|x| x.samples.iter().filter_map(|x| x.t_ms))
+        .filter(|&t| t > start && t <= end)
+        .collect();
+    times.sort_unstable();
+    times.dedup();
+    // Each instant reads the newest sample since the one before, so series scraped a moment
+    // apart still pair up.
+    let at = |e: &Expr, t: i64, since: i64| {
+        let frame = Frame {
+            end_ms: Some(t),
+            window_ms: t - since,
+        };
+        eval_signal(e, ts, frame, Stat::Last).ok()
+    };
+    // (batch, speed of one sequence) per interval with sequences running at both ends.
+    let mut intervals: Vec<(f64, f64)> = Vec::new();
+    let mut prev: Option<(i64, f64, f64)> = None;
+    for (i, &t) in times.iter().enumerate() {
+        let since = if i == 0 { start } else { times[i - 1] };
+        let (Some(work), Some(batch)) = (at(&s.work, t, since), at(&s.batch, t, since)) else {
+            prev = None;
+            continue;
+        };
+        if let Some((t0, w0, b0)) = prev {
+            let (dt, dw) = ((t - t0) as f64 / 1000.0, work - w0);
+            // A counter reset, or an interval with an idle end, says nothing of batching.
+            if dt > 0.0 && dw >= 0.0 && b0 > 0.0 && batch > 0.0 {
+                let b = (b0 + batch) / 2.0;
+                let speed = if s.per_step { dw / dt } else { dw / dt / b };
+                intervals.push((b, speed));
+            }
+        }
+        prev = Some((t, work, batch));
+    }
+    let full = intervals.iter().map(|(b, _)| *b).fold(0.0, f64::max);
+    if full < 2.0 {
+        return Err("the running batch never held two sequences in the window".into());
+    }
+    let mean = |pick: &dyn Fn(f64) -> bool| {
+        let group: Vec<&(f64, f64)> = intervals.iter().filter(|(b, _)| pick(*b)).collect();
+        let n = group.len() as f64;
+        (group.len() >= SCALING_MIN_INTERVALS).then(|| {
+            (
+                group.iter().map(|(b, _)| b).sum::<f64>() / n,
+                group.iter().map(|(_, v)| v).sum::<f64>() / n,
+            )
+        })
+    };
+    let (Some((b_hi, v_hi)), Some((b_lo, v_lo))) =
+        (mean(&|b| b >= 0.9 * full), mean(&|b| b <= 0.5 * full))
+    else {
+        return Err(format!(
+            "the running batch did not vary enough in the window to compare (at least {SCALING_MIN_INTERVALS} intervals near its peak of {full:.0} and at half or less)"
+        ));
+    };
+    if v_lo <= 0.0 || b_hi <= b_lo {
+        return Err("no sequence advanced at the smaller batch".into());
+    }
+    Ok((b_hi * v_hi - b_lo * v_lo) / ((b_hi - b_lo) * v_lo))
 }
 
 fn single(out: &Out) -> Option<f64> {
@@ -610,4 +694,102 @@ fn bit_share(samples: &[Sample], mask: u64, frame: Frame) -> Option<f64> {
         .filter(|v| (**v as u64) & mask != 0)
         .count();
     Some(hits as f64 / in_window.len() as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signal::series::Sample;
+
+    fn series(name: &str, values: &[f64]) -> Series {
+        Series {
+            name: name.to_string(),
+            labels: Default::default(),
+            samples: values
+                .iter()
+                .enumerate()
+                .map(|(i, &value)| Sample {
+                    t_ms: Some(i as i64 * 1000),
+                    value,
+                })
+                .collect(),
+        }
+    }
+
+    fn expr(yaml: &str) -> Expr {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    /// Steps counted at one per second per `speed(batch)`, the batch running 1 for ten seconds,
+    /// then 4 for ten: the efficiency of that replica.
+    fn efficiency(step_rate: impl Fn(f64) -> f64) -> Result<f64, Absent> {
+        let batch: Vec<f64> = (0..21).map(|i| if i <= 10 { 1.0 } else { 4.0 }).collect();
+        let mut steps = vec![0.0];
+        for i in 1..21 {
+            let b = (batch[i - 1] + batch[i]) / 2.0;
+            steps.push(steps[i - 1] + step_rate(b));
+        }
+        let all = [series("steps", &steps), series("busy", &batch)];
+        let ts = TargetSeries::new(all.iter());
+        let e = expr(
+            "scaling: {work: {gauge: {metric: steps}}, batch: {gauge: {metric: busy}}, per_step: true}",
+        );
+        let frame = Frame {
+            end_ms: Some(20_000),
+            window_ms: 60_000,
+        };
+        eval_signal(&e, &ts, frame, Stat::Last)
+    }
+
+    #[test]
+    fn a_batch_that_keeps_each_sequence_pace_scales_fully() {
+        // Memory-bound decode: a step takes as long at batch 4 as at batch 1.
+        let e = efficiency(|_| 30.0).unwrap();
+        assert!((e - 1.0).abs() < 1e-9, "{e}");
+    }
+
+    #[test]
+    fn a_saturated_replica_gains_nothing_from_a_fuller_batch() {
+        // Compute-bound: a step's time grows with the batch, so tokens per second stay flat.
+        let e = efficiency(|b| 30.0 / b).unwrap();
+        assert!(e.abs() < 1e-9, "{e}");
+    }
+
+    #[test]
+    fn a_batch_that_never_varies_or_timestampless_input_is_unknown() {
+        let all = [
+            series("steps", &[0.0, 10.0, 20.0, 30.0, 40.0]),
+            series("busy", &[4.0; 5]),
+        ];
+        let ts = TargetSeries::new(all.iter());
+        let e = expr(
+            "scaling: {work: {gauge: {metric: steps}}, batch: {gauge: {metric: busy}}, per_step: true}",
+        );
+        let frame = Frame {
+            end_ms: Some(4_000),
+            window_ms: 60_000,
+        };
+        let why = eval_signal(&e, &ts, frame, Stat::Last).unwrap_err();
+        assert!(why.contains("did not vary enough"), "{why}");
+        let lifetime = Frame {
+            end_ms: None,
+            window_ms: 60_000,
+        };
+        let why = eval_signal(&e, &ts, lifetime, Stat::Last).unwrap_err();
+        assert!(why.contains("timestamps"), "{why}");
+    }
+
+    #[test]
+    fn a_scaling_is_not_a_gauge_and_has_no_promql() {
+        let e = expr("scaling: {work: {gauge: {metric: w}}, batch: {gauge: {metric: b}}}");
+        assert!(!reads_gauge(&e));
+        assert!(!crate::signal::promql::expressible(&e));
+        assert!(crate::signal::promql::expressible(&expr(
+            "gauge: {metric: b}"
+        )));
+        let err = serde_yaml::from_str::<Expr>("scaling: {work: {gauge: {metric: w}}, size: 1}")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown key `size`"), "{err}");
+    }
 }

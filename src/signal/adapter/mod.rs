@@ -420,6 +420,10 @@ fn describe(expr: &spec::Expr) -> String {
                 names(b, out);
             }
             Add(v) | First(v) => v.iter().for_each(|e| names(e, out)),
+            Scaling(s) => {
+                names(&s.work, out);
+                names(&s.batch, out);
+            }
             Const(_) => {}
         }
     }

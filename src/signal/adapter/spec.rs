@@ -262,6 +262,26 @@ pub enum Expr {
     /// second) has: Triton creates `nv_inference_request_failure` only at the first failure, so
     /// a replica that never failed has successes and no failure series at all.
     ZeroWhenAbsent(Box<Expr>, Box<Expr>),
+    /// How throughput grew with the running batch inside the window (see [`Scaling`]). Needs
+    /// the window's samples: it has no PromQL form.
+    Scaling(Box<Scaling>),
+}
+
+/// Batch scaling: between consecutive samples of `batch`, each sequence's speed (the growth of
+/// the cumulative `work` per second, divided by the batch unless `per_step`) is compared at the
+/// window's fullest batch and at half of it or less. The value is the throughput one more
+/// sequence added, as a share of one sequence's throughput at the small batch: about 1 when
+/// sequences decode as fast in a full batch (a larger batch would add throughput), about 0 when
+/// a fuller batch only slows each one (the hardware is saturated).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scaling {
+    /// A cumulative count read at each instant (a counter's value, e.g. generated tokens).
+    pub work: Expr,
+    /// The running batch at each instant (a gauge).
+    pub batch: Expr,
+    /// `work` counts engine steps, each advancing every running sequence by one token (so a
+    /// sequence's speed is the step rate itself).
+    pub per_step: bool,
 }
 
 impl Expr {
@@ -277,6 +297,7 @@ impl Expr {
             | Expr::PercentToRatio(e) => vec![e],
             Expr::Div(a, b) | Expr::Sub(a, b) | Expr::ZeroWhenAbsent(a, b) => vec![a, b],
             Expr::Add(v) | Expr::First(v) => v.iter().collect(),
+            Expr::Scaling(s) => vec![&s.work, &s.batch],
             Expr::Gauge(_)
             | Expr::Rate(_)
             | Expr::Increase(_)
@@ -360,6 +381,11 @@ impl Expr {
                     .collect::<Result<_, _>>()?,
             ),
             Expr::Const(c) => Expr::Const(*c),
+            Expr::Scaling(s) => Expr::Scaling(Box::new(Scaling {
+                work: s.work.map_selectors(f)?,
+                batch: s.batch.map_selectors(f)?,
+                per_step: s.per_step,
+            })),
         })
     }
 
@@ -406,7 +432,7 @@ impl TryFrom<serde_yaml::Value> for Expr {
             Value::Mapping(m) if m.len() == 1 => m,
             other => {
                 return Err(format!(
-                    "an expression is a map with one key (gauge, rate, increase, bit_share, quantile, hist_mean, sum, max, min, avg, count, div, sub, add, scale, const, percent_to_ratio, first, zero_when_absent), got {}",
+                    "an expression is a map with one key (gauge, rate, increase, bit_share, quantile, hist_mean, sum, max, min, avg, count, div, sub, add, scale, const, percent_to_ratio, first, zero_when_absent, scaling), got {}",
                     serde_yaml::to_string(&other).unwrap_or_default().trim()
                 ))
             }
@@ -471,7 +497,38 @@ impl TryFrom<serde_yaml::Value> for Expr {
             "const" => Expr::Const(inner.as_f64().ok_or("const takes a number")?),
             "add" => Expr::Add(list(inner)?),
             "first" => Expr::First(list(inner)?),
+            "scaling" => Expr::Scaling(Box::new(scaling(inner)?)),
             other => return Err(format!("unknown expression `{other}`")),
         })
     }
+}
+
+/// Reads `scaling: {work: EXPR, batch: EXPR, per_step: BOOL}`.
+fn scaling(v: serde_yaml::Value) -> Result<Scaling, String> {
+    let serde_yaml::Value::Mapping(m) = v else {
+        return Err(
+            "scaling takes a map: {work: expression, batch: expression, per_step: bool}".into(),
+        );
+    };
+    let (mut work, mut batch, mut per_step) = (None, None, false);
+    for (k, v) in m {
+        match k.as_str() {
+            Some("work") => work = Some(Expr::try_from(v)?),
+            Some("batch") => batch = Some(Expr::try_from(v)?),
+            Some("per_step") => {
+                per_step = v.as_bool().ok_or("scaling: per_step is true or false")?
+            }
+            _ => {
+                return Err(format!(
+                    "scaling: unknown key `{}` (work, batch, per_step)",
+                    k.as_str().unwrap_or("?")
+                ))
+            }
+        }
+    }
+    Ok(Scaling {
+        work: work.ok_or("scaling needs `work`")?,
+        batch: batch.ok_or("scaling needs `batch`")?,
+        per_step,
+    })
 }

@@ -50,7 +50,8 @@ pub(super) fn aggregates(e: &Expr) -> bool {
         | Expr::Avg(_)
         | Expr::Count(_)
         | Expr::Quantile(_)
-        | Expr::HistMean(_) => true,
+        | Expr::HistMean(_)
+        | Expr::Scaling(_) => true,
         Expr::Gauge(_) | Expr::Rate(_) | Expr::Increase(_) | Expr::BitShare(_) | Expr::Const(_) => {
             false
         }
@@ -386,6 +387,15 @@ impl Lookup<'_> {
     ) -> (Value, String) {
         if let Expr::Const(c) = expr {
             return (Value::Known(*c), promql::compile(expr, &Default::default()));
+        }
+        if !promql::expressible(expr) {
+            return (
+                Value::Missing(format!(
+                    "{}: `{name}` pairs the window's samples interval by interval, which one PromQL query cannot; `llm-doctor record` the replica for a few minutes and diagnose the file (or run `postmortem --prometheus`)",
+                    a.name
+                )),
+                String::new(),
+            );
         }
         let purpose = Purpose::Signal(i, name.to_string());
         let Some((query, outcome)) = self.answers.by_purpose.get(&purpose) else {

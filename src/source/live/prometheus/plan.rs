@@ -183,7 +183,8 @@ impl Plan<'_> {
             .collect();
         let mut out = Vec::new();
         for (name, written) in &a.signals {
-            if matches!(written, Expr::Const(_)) {
+            // Constants need no query; a batch scaling has no PromQL form (its hint says so).
+            if matches!(written, Expr::Const(_)) || !promql::expressible(written) {
                 continue;
             }
             let Ok(expr) = written.with_picks(&named) else {
