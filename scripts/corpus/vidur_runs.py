@@ -197,6 +197,30 @@ RUNS = [
     run("vidur-fresh2-llama3-8b-a100-small-batch-cap4-code", L3, "a100", "code", 3.0, "small_batch_limit", cap=4,
         seed=56),
     run("vidur-fresh2-llama3-8b-a100-overload-conv", L3, "a100", "conv", 9.0, "queue_backlog", seed=57),
+    # A third batch (`vidur-fresh3-*`), defined before the batch-scaling and step-budget rules
+    # were scored on anything but train, and scored once.
+    run("vidur-fresh3-llama2-7b-a100-healthy-code", L27, "a100", "code", 2.0, "healthy", seed=61),
+    run("vidur-fresh3-phi2-a100-healthy-conv", PHI, "a100", "conv", 3.0, "healthy", seed=62),
+    run("vidur-fresh3-codellama34b-a100-tp2-healthy-conv", CL34, "a100", "conv", 2.0, "healthy", tp=2,
+        seed=63),
+    run("vidur-fresh3-llama3-8b-a100-healthy-arxiv-chunk512", L3, "a100", "arxiv", 1.0, "healthy",
+        sched="sarathi", chunk=512, seed=64),
+    run("vidur-fresh3-llama2-7b-h100-small-batch-cap6", L27, "h100", "conv", 5.0, "small_batch_limit", cap=6,
+        seed=65),
+    run("vidur-fresh3-llama3-8b-a100-tiny-chunk-96", L3, "a100", "code", 2.5, "small_batch_limit",
+        sched="sarathi", chunk=96, seed=66),
+    run("vidur-fresh3-phi2-a40-small-kv", PHI, "a40", "conv", 2.5, "kv_cache_exhaustion", num_blocks=400,
+        seed=67),
+    run("vidur-fresh3-llama2-7b-a40-overload", L27, "a40", "conv", 4.0, "queue_backlog", cap=256, seed=68),
+    run("vidur-fresh3-llama3-8b-a100-burst-cv7", L3, "a100", "conv", 3.5, "concurrency_burst", arrival="gamma",
+        cv=7.0, seed=69),
+    run("vidur-fresh3-codellama34b-a100-tp2-no-chunk-arxiv-1p0", CL34, "a100", "arxiv", 1.0,
+        "prefill_decode_interference", tp=2, v0=True, seed=70),
+    run("vidur-fresh3-llama2-7b-h100-small-kv-nearmiss", L27, "h100", "conv", 1.0, "near_miss:kv_cache_exhaustion",
+        num_blocks=900, seed=71, present="900 KV blocks (the fresh small-KV run's), at 1 req/s"),
+    run("vidur-fresh3-llama3-8b-a100-small-batch-nearmiss-cap12", L3, "a100", "conv", 1.5,
+        "near_miss:small_batch_limit", cap=12, seed=72,
+        present="--max-num-seqs 12 (low), at 1.5 req/s"),
 ]
 
 
