@@ -135,13 +135,19 @@ fn frame_of(set: &SeriesSet, opts: &Options) -> Result<Frame> {
     })
 }
 
+/// Fewest targets worth a thread of their own (one takes tens of microseconds).
+pub const TARGETS_PER_THREAD: usize = 16;
+
 /// Builds one snapshot per target found in `set`.
 pub fn prepare(set: &SeriesSet, rules: &Rules, opts: &Options) -> Result<Vec<Prepared>> {
     let split = Split::new(set, rules, opts)?;
     let frame = frame_of(set, opts)?;
-    (0..split.len())
-        .map(|i| split.prepare_at(i, frame))
-        .collect()
+    // Targets are independent: a fleet is prepared on every core.
+    crate::parallel::map_indexed(split.len(), TARGETS_PER_THREAD, |i| {
+        split.prepare_at(i, frame)
+    })
+    .into_iter()
+    .collect()
 }
 
 /// The targets of a series set, found once, so that each can be prepared over any window: a

@@ -184,14 +184,13 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
         std::fs::write(path, snapshot::write(&prepared, &rules.catalog, json))
             .with_context(|| format!("writing `{}`", path.display()))?;
     }
-    let mut targets: Vec<TargetReport> = prepared
-        .into_iter()
-        .map(|p| {
+    // Targets are independent: a fleet is diagnosed on every core.
+    let mut targets: Vec<TargetReport> =
+        crate::parallel::map_owned(prepared, pipeline::TARGETS_PER_THREAD, |p| {
             let mut t = TargetReport::diagnose(&rules.playbook, p, &slo_values);
             t.notes.extend(got.warnings.iter().cloned());
             t
-        })
-        .collect();
+        });
     // Worst first, so a fleet's problems lead.
     targets.sort_by(|a, b| {
         b.diagnosis

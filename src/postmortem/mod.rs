@@ -12,8 +12,6 @@ pub mod incident;
 pub mod model;
 pub mod timeline;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use anyhow::Result;
 use llm_doctor_engine::report::Status;
 
@@ -110,31 +108,11 @@ fn slide_all(
     range: &Range,
     tick: &(dyn Fn() + Sync),
 ) -> Result<Vec<Timeline>> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(split.len())
-        .max(1);
-    let next = AtomicUsize::new(0);
-    let mut results: Vec<Option<Result<Timeline>>> = (0..split.len()).map(|_| None).collect();
-    let slots: Vec<std::sync::Mutex<&mut Option<Result<Timeline>>>> =
-        results.iter_mut().map(std::sync::Mutex::new).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= split.len() {
-                    break;
-                }
-                let t = timeline::slide(split, i, rules, slos, range, tick);
-                **slots[i].lock().expect("a worker panicked") = Some(t);
-            });
-        }
-    });
-    drop(slots);
-    results
-        .into_iter()
-        .map(|r| r.expect("every target is slid"))
-        .collect()
+    crate::parallel::map_indexed(split.len(), 1, |i| {
+        timeline::slide(split, i, rules, slos, range, tick)
+    })
+    .into_iter()
+    .collect()
 }
 
 /// Episodes and incidents of one timeline.
