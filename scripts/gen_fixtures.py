@@ -61,6 +61,8 @@ Scenario file
                               #   (request_params_*, inference time, TPOT, prompt_tokens_by_source,
                               #   sleep state, http_requests, python/process gauges, node_load*,
                               #   DCGM MEM_COPY/ENC/DEC util, remapped rows). Bigger files.
+      restarts: []            # seconds into the recording at which the API server restarted
+                              #   (its process_start_time_seconds moves there)
       labels: {}              # extra labels put on every series (e.g. {cluster: eu-1})
       omit: []                # families to leave out, see below
       engine: vllm            # vllm | sglang | tgi | triton | trtllm_serve | llamacpp
@@ -347,7 +349,7 @@ BUILTIN = {
     "model": "Qwen/Qwen2.5-7B-Instruct", "host": "gpu-node-1", "max_model_len": 32768,
     "num_gpu_blocks": 64782, "uptime_s": 10800,
     "scrape_offsets_s": {"vllm": 0, "dcgm": 3, "node": 7},
-    "noise": 1.0, "extras": False, "labels": {}, "omit": [], "vllm_names": "current",
+    "noise": 1.0, "extras": False, "labels": {}, "omit": [], "vllm_names": "current", "restarts": [],
     # engine profiles (see ENGINES) and their options; fleets
     "engine": "vllm", "tgi_summaries": False, "triton_histograms": False, "triton_summaries": False,
     "max_batch_size": 256, "max_batch_total_tokens": None, "llamacpp_kv_metrics": False,
@@ -1788,10 +1790,17 @@ class Builder:
         self.model["frontend_cpu_cores"] = self.window_rate(g, cpu_f)
         f = self.fam("process_cpu_seconds", "counter", "Total user and system CPU time spent in seconds.")
         f.add("process_cpu_seconds_total", proc, g.times, cpu_vals)
+        # `restarts`: seconds into the recording at which the API server came back up (a crash
+        # loop); its start time moves to each.
+        restarts = sorted(sc.cfg.get("restarts") or [])
+        start_time = sc.start - uptime + 0.37
+        starts = [max([start_time] + [sc.start + r for r in restarts if t >= sc.start + r]) for t in g.times]
+        if restarts and not extras:
+            self.gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", proc,
+                       g.times, starts)
         if extras:
-            start_time = sc.start - uptime + 0.37
             for name, help_text, val in (
-                ("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", [start_time] * g.n),
+                ("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", starts),
                 ("process_resident_memory_bytes", "Resident memory size in bytes.",
                  [6.41e9 + 1.2e6 * (k % 7) for k in range(g.n)]),
                 ("process_virtual_memory_bytes", "Virtual memory size in bytes.", [1.0317e11] * g.n),

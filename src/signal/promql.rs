@@ -88,6 +88,12 @@ pub fn compile(expr: &Expr, opts: &Options<'_>) -> String {
             |s| picked(format!("increase({s}[{}])", opts.window), sel, opts),
             opts,
         ),
+        Expr::Changes(sel) => alternatives(
+            sel,
+            "",
+            |s| picked(format!("changes({s}[{}])", opts.window), sel, opts),
+            opts,
+        ),
         Expr::BitShare(sel) => {
             let mask = sel.mask.unwrap_or(0);
             alternatives(

@@ -101,6 +101,18 @@ pub fn increase(samples: &[Sample], end_ms: i64, window_ms: i64) -> Option<f64> 
     extrapolated(samples, end_ms, window_ms, false)
 }
 
+/// How many times the value changed between consecutive samples in the window, like PromQL
+/// `changes` (NaN to NaN is no change). None without samples in the window.
+pub fn changes(samples: &[Sample], end_ms: i64, window_ms: i64) -> Option<f64> {
+    let w = in_window(samples, end_ms, window_ms);
+    w.first()?;
+    let changed = w
+        .windows(2)
+        .filter(|p| p[0].value != p[1].value && !(p[0].value.is_nan() && p[1].value.is_nan()))
+        .count();
+    Some(changed as f64)
+}
+
 /// The q-quantile of a classic histogram, like PromQL `histogram_quantile` over one series'
 /// buckets given as `(le, cumulative count)` pairs in any order (the vector is sorted and
 /// compacted in place).
@@ -408,6 +420,15 @@ mod tests {
         assert_eq!(hq(-0.5, &[(0.1, 1.0), (INF, 2.0)]), Some(f64::NEG_INFINITY));
         // The Inf answers come before any bucket checks, as in Prometheus.
         assert_eq!(hq(2.0, &[]), Some(INF));
+    }
+
+    #[test]
+    fn changes_count_value_changes_inside_the_window() {
+        let g = s(&[(10, 1.0), (20, 1.0), (30, 2.0), (40, 2.0), (50, 3.0)]);
+        // (10, 50]: 1 -> 2 -> 2 -> 3.
+        assert_eq!(changes(&g, 50_000, 40_000), Some(2.0));
+        assert_eq!(changes(&g, 50_000, 5_000), Some(0.0));
+        assert_eq!(changes(&g, 500_000, 5_000), None);
     }
 
     #[test]

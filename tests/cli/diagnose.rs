@@ -561,3 +561,73 @@ fn an_unreadable_api_answer_says_why_once() {
     assert_eq!(code, 2);
     assert_eq!(err.matches("invalid sample value `a`").count(), 1, "{err}");
 }
+
+/// A vLLM replica scraped every 15 s for five minutes whose process start time changes at the
+/// given scrapes (each change a restart); its counters start over at each restart.
+fn restarting_replica(restart_at: &[usize]) -> String {
+    let mut out = String::new();
+    let mut start = 1_796_000_000.0_f64;
+    let mut done = 0.0_f64;
+    let mut lines: Vec<(String, Vec<String>)> = vec![
+        ("process_start_time_seconds gauge".into(), vec![]),
+        ("vllm:request_success counter".into(), vec![]),
+        ("vllm:num_requests_running gauge".into(), vec![]),
+        ("vllm:num_requests_waiting gauge".into(), vec![]),
+    ];
+    for i in 0..21 {
+        let t = 1_796_000_300.0 + 15.0 * i as f64;
+        if restart_at.contains(&i) {
+            start = t - 5.0;
+            done = 0.0;
+        }
+        done += 12.0;
+        let l = "{instance=\"gpu-node-1:8000\",job=\"vllm\",model_name=\"m\"}";
+        lines[0].1.push(format!(
+            "process_start_time_seconds{{instance=\"gpu-node-1:8000\",job=\"vllm\"}} {start} {t}"
+        ));
+        lines[1]
+            .1
+            .push(format!("vllm:request_success_total{l} {done} {t}"));
+        lines[2]
+            .1
+            .push(format!("vllm:num_requests_running{l} 4 {t}"));
+        lines[3]
+            .1
+            .push(format!("vllm:num_requests_waiting{l} 0 {t}"));
+    }
+    for (ty, samples) in lines {
+        let name = ty.split(' ').next().unwrap();
+        out.push_str(&format!("# TYPE {ty}\n"));
+        for s in samples {
+            debug_assert!(s.starts_with(name));
+            out.push_str(&s);
+            out.push('\n');
+        }
+    }
+    out.push_str("# EOF\n");
+    out
+}
+
+#[test]
+fn a_process_that_restarts_twice_in_the_window_is_a_crash_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let causes = |restarts: &[usize]| {
+        let f = temp_file(dir.path(), "r.om", &restarting_replica(restarts));
+        let (_, out, err) = outcome(&run(&["diagnose", f.to_str().unwrap(), "--format", "json"]));
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{err}"));
+        let t = v["targets"][0].clone();
+        let ids: Vec<String> = t["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_string())
+            .collect();
+        (ids, t)
+    };
+    let (ids, t) = causes(&[6, 14]);
+    assert_eq!(ids.first().map(String::as_str), Some("crash_loop"), "{t}");
+    assert_ne!(t["status"], "healthy", "{t}");
+    // One restart without server errors is a deploy, not a loop.
+    let (ids, _) = causes(&[10]);
+    assert!(!ids.contains(&"crash_loop".to_string()), "{ids:?}");
+}

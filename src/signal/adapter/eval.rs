@@ -290,6 +290,18 @@ fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<
             values,
             totals: false,
         }),
+        Expr::Changes(sel) => {
+            let end = frame
+                .end_ms
+                .ok_or("counting changes needs samples with timestamps (record a range)")?;
+            leaf(sel, "", ts, |s| {
+                window::changes(&s.samples, end, frame.window_ms)
+            })
+            .map(|values| Out {
+                values,
+                totals: false,
+            })
+        }
         Expr::BitShare(sel) => {
             let mask = sel.mask.ok_or("bit_share needs `mask`")?;
             leaf(sel, "", ts, |s| bit_share(&s.samples, mask, frame)).map(|values| Out {

@@ -226,6 +226,9 @@ pub enum Expr {
     Rate(Selector),
     /// Increase of a counter over the window.
     Increase(Selector),
+    /// How many times a gauge's value changed within the window (PromQL `changes`): a
+    /// process start time that changes is a restart.
+    Changes(Selector),
     /// Share of the window during which a bitmask gauge had any of the selector's `mask` bits set.
     BitShare(Selector),
     /// `histogram_quantile` of the selector's `q` over the window (bucket rates summed by `le`);
@@ -301,6 +304,7 @@ impl Expr {
             Expr::Gauge(_)
             | Expr::Rate(_)
             | Expr::Increase(_)
+            | Expr::Changes(_)
             | Expr::BitShare(_)
             | Expr::Quantile(_)
             | Expr::HistMean(_)
@@ -314,6 +318,7 @@ impl Expr {
             Expr::Gauge(s)
             | Expr::Rate(s)
             | Expr::Increase(s)
+            | Expr::Changes(s)
             | Expr::BitShare(s)
             | Expr::Quantile(s)
             | Expr::HistMean(s) => Some(s),
@@ -357,6 +362,7 @@ impl Expr {
             Expr::Gauge(s) => Expr::Gauge(f(s)?),
             Expr::Rate(s) => Expr::Rate(f(s)?),
             Expr::Increase(s) => Expr::Increase(f(s)?),
+            Expr::Changes(s) => Expr::Changes(f(s)?),
             Expr::BitShare(s) => Expr::BitShare(f(s)?),
             Expr::Quantile(s) => Expr::Quantile(f(s)?),
             Expr::HistMean(s) => Expr::HistMean(f(s)?),
@@ -432,7 +438,7 @@ impl TryFrom<serde_yaml::Value> for Expr {
             Value::Mapping(m) if m.len() == 1 => m,
             other => {
                 return Err(format!(
-                    "an expression is a map with one key (gauge, rate, increase, bit_share, quantile, hist_mean, sum, max, min, avg, count, div, sub, add, scale, const, percent_to_ratio, first, zero_when_absent, scaling), got {}",
+                    "an expression is a map with one key (gauge, rate, increase, changes, bit_share, quantile, hist_mean, sum, max, min, avg, count, div, sub, add, scale, const, percent_to_ratio, first, zero_when_absent, scaling), got {}",
                     serde_yaml::to_string(&other).unwrap_or_default().trim()
                 ))
             }
@@ -462,6 +468,7 @@ impl TryFrom<serde_yaml::Value> for Expr {
             "gauge" => Expr::Gauge(sel(inner)?),
             "rate" => Expr::Rate(sel(inner)?),
             "increase" => Expr::Increase(sel(inner)?),
+            "changes" => Expr::Changes(sel(inner)?),
             "bit_share" => Expr::BitShare(sel(inner)?),
             "quantile" => Expr::Quantile(sel(inner)?),
             "hist_mean" => Expr::HistMean(sel(inner)?),

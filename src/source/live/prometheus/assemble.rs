@@ -52,9 +52,12 @@ pub(super) fn aggregates(e: &Expr) -> bool {
         | Expr::Quantile(_)
         | Expr::HistMean(_)
         | Expr::Scaling(_) => true,
-        Expr::Gauge(_) | Expr::Rate(_) | Expr::Increase(_) | Expr::BitShare(_) | Expr::Const(_) => {
-            false
-        }
+        Expr::Gauge(_)
+        | Expr::Rate(_)
+        | Expr::Increase(_)
+        | Expr::Changes(_)
+        | Expr::BitShare(_)
+        | Expr::Const(_) => false,
         Expr::Scale(e, _) | Expr::PercentToRatio(e) => aggregates(e),
         Expr::Div(a, b) | Expr::Sub(a, b) | Expr::ZeroWhenAbsent(a, b) => {
             aggregates(a) || aggregates(b)
