@@ -554,22 +554,27 @@ fn slow_bodies_take_no_slot_and_get_408() {
     });
 }
 
-/// A client that never finishes its request headers cannot hold up a shutdown beyond
-/// `receiver.shutdown_timeout`.
-#[test]
-fn sigterm_finishes_within_the_shutdown_timeout_despite_a_half_sent_request() {
-    use std::io::{BufRead, Write};
-    let dir = tempfile::tempdir().unwrap();
+/// `llm-doctor serve` on a free port with `receiver` settings; returns it, its port and its
+/// stderr lines after the "is listening" line.
+fn start_serve(
+    dir: &std::path::Path,
+    receiver: &str,
+) -> (
+    std::process::Child,
+    u16,
+    std::io::Lines<std::io::BufReader<std::process::ChildStderr>>,
+) {
+    use std::io::BufRead;
     let port = StdListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let config = dir.path().join("doctor.yaml");
+    let config = dir.join("doctor.yaml");
     std::fs::write(
         &config,
         format!(
-            "listen: 127.0.0.1:{port}\nprometheus:\n  url: {}\nreceiver:\n  shutdown_timeout: 1s\nsinks:\n  - type: webhook\n    url: {}/hook\n",
+            "listen: 127.0.0.1:{port}\nprometheus:\n  url: {}\nreceiver:\n{receiver}sinks:\n  - type: webhook\n    url: {}/hook\n",
             closed_url(),
             closed_url()
         ),
@@ -584,10 +589,11 @@ fn sigterm_finishes_within_the_shutdown_timeout_despite_a_half_sent_request() {
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
     let first = lines.next().unwrap().unwrap();
     assert!(first.contains("is listening"), "{first}");
-    let mut half = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    half.write_all(b"POST /alertmanager HTTP/1.1\r\nHost: x\r\n")
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    (child, port, lines)
+}
+
+/// Sends SIGTERM and returns how long the process took to exit successfully.
+fn terminate(child: &mut std::process::Child) -> Duration {
     let started = std::time::Instant::now();
     assert!(std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -602,12 +608,78 @@ fn sigterm_finishes_within_the_shutdown_timeout_despite_a_half_sent_request() {
             let _ = child.kill();
             panic!("serve still running 15 s after SIGTERM");
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(20));
     };
     assert!(exit.success(), "{exit:?}");
+    started.elapsed()
+}
+
+/// A client that never finishes its request headers cannot hold up a shutdown beyond
+/// `receiver.shutdown_timeout`, even when the header deadline is far away.
+#[test]
+fn sigterm_finishes_within_the_shutdown_timeout_despite_a_half_sent_request() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, port, lines) = start_serve(
+        dir.path(),
+        "  shutdown_timeout: 1s\n  header_timeout: 60s\n",
+    );
+    let mut half = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    half.write_all(b"POST /alertmanager HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let took = terminate(&mut child);
+    // 1 s of grace, and slack for a loaded machine.
+    assert!(took < Duration::from_secs(4), "exit took {took:?}");
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     assert!(rest.iter().any(|l| l.contains("were dropped")), "{rest:?}");
     drop(half);
+}
+
+/// A connection that sends half a header is closed at `receiver.header_timeout`; a shutdown
+/// afterwards has nothing left to wait for.
+#[test]
+fn half_sent_headers_are_closed_at_the_header_deadline() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, port, lines) = start_serve(
+        dir.path(),
+        "  shutdown_timeout: 30s\n  header_timeout: 500ms\n",
+    );
+    let mut half = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    half.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let sent = std::time::Instant::now();
+    half.write_all(b"POST /alertmanager HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    // EOF (or a reset): the server closed it; a read timeout would be an error here.
+    match half.read_to_end(&mut answer) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("connection still open after {:?}: {e}", sent.elapsed()),
+    }
+    let closed_after = sent.elapsed();
+    assert!(
+        closed_after >= Duration::from_millis(400) && closed_after < Duration::from_secs(3),
+        "closed after {closed_after:?}"
+    );
+    // A complete request is still served on a fresh connection.
+    let mut full = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    full.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut reply = String::new();
+    full.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    // Well under the 30 s shutdown_timeout: nothing is left open.
+    let took = terminate(&mut child);
+    assert!(took < Duration::from_secs(3), "exit took {took:?}");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("after finishing the requests")),
+        "{rest:?}"
+    );
 }
 
 /// Triage threads stay bounded when Prometheus accepts and never answers: a request that times

@@ -89,6 +89,9 @@ pub struct ReceiverSpec {
     pub max_in_flight: Option<usize>,
     /// How long a shutdown waits for open connections before it exits anyway (default 10s).
     pub shutdown_timeout: Option<String>,
+    /// How long a client may take to send a request's headers (default 10s); then the
+    /// connection is closed. Also how long an idle kept-alive connection stays open.
+    pub header_timeout: Option<String>,
 }
 
 /// One sink.
@@ -188,6 +191,8 @@ pub struct Settings {
     pub request_timeout: Duration,
     /// How long a shutdown waits for open connections.
     pub shutdown_timeout: Duration,
+    /// Deadline for a request's headers.
+    pub header_timeout: Duration,
     /// Most requests at once.
     pub max_in_flight: usize,
     /// Diagnosis window.
@@ -249,6 +254,11 @@ fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settin
     let shutdown_timeout = p.duration(
         "receiver.shutdown_timeout",
         &spec.receiver.shutdown_timeout,
+        10_000,
+    );
+    let header_timeout = p.duration(
+        "receiver.header_timeout",
+        &spec.receiver.header_timeout,
         10_000,
     );
     let window = p.duration("window", &spec.window, 300_000);
@@ -320,6 +330,7 @@ fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settin
         max_body_bytes,
         request_timeout,
         shutdown_timeout,
+        header_timeout,
         max_in_flight,
         window,
         symptoms: spec.symptoms,

@@ -14,6 +14,7 @@
 
 pub mod bounded;
 pub mod config;
+pub mod listen;
 pub mod metrics;
 pub mod payload;
 pub mod sinks;
@@ -168,15 +169,15 @@ pub fn run(config: &Path, rules_dir: Option<&Path>) -> Result<()> {
         // A signal starts a graceful shutdown; connections that do not finish within
         // receiver.shutdown_timeout (a client that never completes its request) are dropped.
         let grace = app.settings.shutdown_timeout;
+        let header_timeout = app.settings.header_timeout;
         let signalled = Arc::new(tokio::sync::Notify::new());
         let notify = signalled.clone();
-        let server = axum::serve(listener, router(app)).with_graceful_shutdown(async move {
+        let server = listen::serve(listener, router(app), header_timeout, async move {
             shutdown_signal().await;
             notify.notify_one();
         });
         tokio::select! {
-            served = server => {
-                served.context("serving")?;
+            () = server => {
                 eprintln!("llm-doctor serve stopped after finishing the requests in flight");
             }
             () = async {
