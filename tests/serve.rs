@@ -426,24 +426,49 @@ fn failing_sink_gets_503_then_only_it_is_retried() {
 }
 
 #[test]
-fn busy_server_answers_503() {
+fn busy_server_queues_within_a_bound_then_answers_503() {
+    // One slot, and room for waiting bodies of one max_body_bytes (1,500): one request
+    // (counted as at least 1 KiB) waits, more are refused at once.
+    assert!(FIRING.len() < 1024, "{}", FIRING.len());
     let yaml = minimal(
-        "receiver:\n  max_in_flight: 1\nretry:\n  deadline: 3s\n  initial_backoff: 100ms\n",
+        "receiver:\n  max_in_flight: 1\n  max_body_bytes: 1500\nretry:\n  deadline: 2s\n  initial_backoff: 100ms\n",
         &closed_url(),
         &format!("  - type: webhook\n    url: {}/hook\n", closed_url()),
     );
     let app = app(&yaml);
     runtime().block_on(async {
         let url = spawn_server(serve::router(app)).await;
-        // The first request retries an unreachable sink for about 3 s; the second finds no room.
+        // The first request retries an unreachable sink for about 2 s, holding the slot.
         let first = tokio::spawn({
             let url = url.clone();
             async move { send(&url, FIRING).await }
         });
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let (code, body) = send(&url, &FIRING.replace("6c3ca8b93f573832", "other")).await;
-        assert_eq!(code, 503, "{body}");
-        assert!(body.contains("busy"), "{body}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut others = tokio::task::JoinSet::new();
+        for i in 0..3 {
+            let url = url.clone();
+            others.spawn(async move {
+                let t = std::time::Instant::now();
+                let body = FIRING.replace("6c3ca8b93f573832", &format!("other{i:010}"));
+                let (code, body) = send(&url, &body).await;
+                (code, body, t.elapsed())
+            });
+        }
+        let (mut busy, mut waited) = (0, 0);
+        while let Some(r) = others.join_next().await {
+            let (code, body, took) = r.unwrap();
+            assert_eq!(code, 503, "{body}");
+            if body.contains("busy") {
+                busy += 1;
+                assert!(took < Duration::from_secs(1), "refused after {took:?}");
+            } else {
+                // It waited for the slot, then met the same unreachable sink.
+                waited += 1;
+                assert!(body.contains("did not accept"), "{body}");
+                assert!(took > Duration::from_millis(1500), "served after {took:?}");
+            }
+        }
+        assert_eq!((busy, waited), (2, 1));
         let (code, _) = first.await.unwrap();
         assert_eq!(code, 503);
     });

@@ -41,6 +41,10 @@ pub struct ConfigFile {
     /// How long a delivered (fingerprint, startsAt) is remembered (Prometheus duration).
     #[serde(default)]
     pub dedupe_ttl: Option<String>,
+    /// startsAt is rounded down to a multiple of this before the triage (Prometheus duration,
+    /// default 15s): alerts on one target within one step share one diagnosis.
+    #[serde(default)]
+    pub triage_step: Option<String>,
 }
 
 /// `prometheus:`.
@@ -209,6 +213,8 @@ pub struct Settings {
     pub initial_backoff: Duration,
     /// Dedupe memory.
     pub dedupe_ttl: Duration,
+    /// What a triage's time is rounded down to.
+    pub triage_step: Duration,
 }
 
 /// The label an alert may carry to name its symptom.
@@ -265,6 +271,7 @@ fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settin
     let retry_deadline = p.duration("retry.deadline", &spec.retry.deadline, 30_000);
     let initial_backoff = p.duration("retry.initial_backoff", &spec.retry.initial_backoff, 200);
     let dedupe_ttl = p.duration("dedupe_ttl", &spec.dedupe_ttl, 3_600_000);
+    let triage_step = p.duration("triage_step", &spec.triage_step, 15_000);
     p.url("prometheus.url", &spec.prometheus.url);
     let sinks = sinks(&mut p, &spec.sinks);
 
@@ -339,6 +346,7 @@ fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settin
         retry_deadline,
         initial_backoff,
         dedupe_ttl,
+        triage_step,
     })
 }
 
