@@ -426,24 +426,49 @@ fn failing_sink_gets_503_then_only_it_is_retried() {
 }
 
 #[test]
-fn busy_server_answers_503() {
+fn busy_server_queues_within_a_bound_then_answers_503() {
+    // One slot, and room for waiting bodies of one max_body_bytes (1,500): one request
+    // (counted as at least 1 KiB) waits, more are refused at once.
+    assert!(FIRING.len() < 1024, "{}", FIRING.len());
     let yaml = minimal(
-        "receiver:\n  max_in_flight: 1\nretry:\n  deadline: 3s\n  initial_backoff: 100ms\n",
+        "receiver:\n  max_in_flight: 1\n  max_body_bytes: 1500\nretry:\n  deadline: 2s\n  initial_backoff: 100ms\n",
         &closed_url(),
         &format!("  - type: webhook\n    url: {}/hook\n", closed_url()),
     );
     let app = app(&yaml);
     runtime().block_on(async {
         let url = spawn_server(serve::router(app)).await;
-        // The first request retries an unreachable sink for about 3 s; the second finds no room.
+        // The first request retries an unreachable sink for about 2 s, holding the slot.
         let first = tokio::spawn({
             let url = url.clone();
             async move { send(&url, FIRING).await }
         });
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let (code, body) = send(&url, &FIRING.replace("6c3ca8b93f573832", "other")).await;
-        assert_eq!(code, 503, "{body}");
-        assert!(body.contains("busy"), "{body}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut others = tokio::task::JoinSet::new();
+        for i in 0..3 {
+            let url = url.clone();
+            others.spawn(async move {
+                let t = std::time::Instant::now();
+                let body = FIRING.replace("6c3ca8b93f573832", &format!("other{i:010}"));
+                let (code, body) = send(&url, &body).await;
+                (code, body, t.elapsed())
+            });
+        }
+        let (mut busy, mut waited) = (0, 0);
+        while let Some(r) = others.join_next().await {
+            let (code, body, took) = r.unwrap();
+            assert_eq!(code, 503, "{body}");
+            if body.contains("busy") {
+                busy += 1;
+                assert!(took < Duration::from_secs(1), "refused after {took:?}");
+            } else {
+                // It waited for the slot, then met the same unreachable sink.
+                waited += 1;
+                assert!(body.contains("did not accept"), "{body}");
+                assert!(took > Duration::from_millis(1500), "served after {took:?}");
+            }
+        }
+        assert_eq!((busy, waited), (2, 1));
         let (code, _) = first.await.unwrap();
         assert_eq!(code, 503);
     });
@@ -554,22 +579,27 @@ fn slow_bodies_take_no_slot_and_get_408() {
     });
 }
 
-/// A client that never finishes its request headers cannot hold up a shutdown beyond
-/// `receiver.shutdown_timeout`.
-#[test]
-fn sigterm_finishes_within_the_shutdown_timeout_despite_a_half_sent_request() {
-    use std::io::{BufRead, Write};
-    let dir = tempfile::tempdir().unwrap();
+/// `llm-doctor serve` on a free port with `receiver` settings; returns it, its port and its
+/// stderr lines after the "is listening" line.
+fn start_serve(
+    dir: &std::path::Path,
+    receiver: &str,
+) -> (
+    std::process::Child,
+    u16,
+    std::io::Lines<std::io::BufReader<std::process::ChildStderr>>,
+) {
+    use std::io::BufRead;
     let port = StdListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let config = dir.path().join("doctor.yaml");
+    let config = dir.join("doctor.yaml");
     std::fs::write(
         &config,
         format!(
-            "listen: 127.0.0.1:{port}\nprometheus:\n  url: {}\nreceiver:\n  shutdown_timeout: 1s\nsinks:\n  - type: webhook\n    url: {}/hook\n",
+            "listen: 127.0.0.1:{port}\nprometheus:\n  url: {}\nreceiver:\n{receiver}sinks:\n  - type: webhook\n    url: {}/hook\n",
             closed_url(),
             closed_url()
         ),
@@ -584,10 +614,11 @@ fn sigterm_finishes_within_the_shutdown_timeout_despite_a_half_sent_request() {
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
     let first = lines.next().unwrap().unwrap();
     assert!(first.contains("is listening"), "{first}");
-    let mut half = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    half.write_all(b"POST /alertmanager HTTP/1.1\r\nHost: x\r\n")
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    (child, port, lines)
+}
+
+/// Sends SIGTERM and returns how long the process took to exit successfully.
+fn terminate(child: &mut std::process::Child) -> Duration {
     let started = std::time::Instant::now();
     assert!(std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -602,12 +633,78 @@ fn sigterm_finishes_within_the_shutdown_timeout_despite_a_half_sent_request() {
             let _ = child.kill();
             panic!("serve still running 15 s after SIGTERM");
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(20));
     };
     assert!(exit.success(), "{exit:?}");
+    started.elapsed()
+}
+
+/// A client that never finishes its request headers cannot hold up a shutdown beyond
+/// `receiver.shutdown_timeout`, even when the header deadline is far away.
+#[test]
+fn sigterm_finishes_within_the_shutdown_timeout_despite_a_half_sent_request() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, port, lines) = start_serve(
+        dir.path(),
+        "  shutdown_timeout: 1s\n  header_timeout: 60s\n",
+    );
+    let mut half = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    half.write_all(b"POST /alertmanager HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let took = terminate(&mut child);
+    // 1 s of grace, and slack for a loaded machine.
+    assert!(took < Duration::from_secs(4), "exit took {took:?}");
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     assert!(rest.iter().any(|l| l.contains("were dropped")), "{rest:?}");
     drop(half);
+}
+
+/// A connection that sends half a header is closed at `receiver.header_timeout`; a shutdown
+/// afterwards has nothing left to wait for.
+#[test]
+fn half_sent_headers_are_closed_at_the_header_deadline() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, port, lines) = start_serve(
+        dir.path(),
+        "  shutdown_timeout: 30s\n  header_timeout: 500ms\n",
+    );
+    let mut half = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    half.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let sent = std::time::Instant::now();
+    half.write_all(b"POST /alertmanager HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    // EOF (or a reset): the server closed it; a read timeout would be an error here.
+    match half.read_to_end(&mut answer) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("connection still open after {:?}: {e}", sent.elapsed()),
+    }
+    let closed_after = sent.elapsed();
+    assert!(
+        closed_after >= Duration::from_millis(400) && closed_after < Duration::from_secs(3),
+        "closed after {closed_after:?}"
+    );
+    // A complete request is still served on a fresh connection.
+    let mut full = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    full.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut reply = String::new();
+    full.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    // Well under the 30 s shutdown_timeout: nothing is left open.
+    let took = terminate(&mut child);
+    assert!(took < Duration::from_secs(3), "exit took {took:?}");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("after finishing the requests")),
+        "{rest:?}"
+    );
 }
 
 /// Triage threads stay bounded when Prometheus accepts and never answers: a request that times

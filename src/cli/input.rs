@@ -2,7 +2,6 @@
 //! file, since the streaming reader may read a file twice), and files that are plainly not
 //! metrics (a serve config, arbitrary JSON) are named for what they are before any parsing.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -52,20 +51,27 @@ pub fn inputs(files: &[PathBuf]) -> Result<Inputs> {
             }
             let path =
                 std::env::temp_dir().join(format!("llm-doctor-stdin-{}", std::process::id()));
-            let mut bytes = Vec::new();
-            std::io::stdin()
-                .read_to_end(&mut bytes)
-                .context("reading standard input")?;
-            if bytes.is_empty() {
-                bail!("standard input is empty: pipe a recording into `-`");
+            if let Err(e) = copy_stdin(&path) {
+                let _ = std::fs::remove_file(&path);
+                return Err(e);
             }
-            std::fs::write(&path, bytes)
-                .with_context(|| format!("writing `{}`", path.display()))?;
             stdin_copy = Some(path.clone());
             Ok(path)
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Inputs { paths, stdin_copy })
+}
+
+/// Copies standard input to `path` in pieces, not through memory: it may be any size.
+fn copy_stdin(path: &Path) -> Result<()> {
+    let mut file =
+        std::fs::File::create(path).with_context(|| format!("writing `{}`", path.display()))?;
+    let copied = std::io::copy(&mut std::io::stdin().lock(), &mut file)
+        .with_context(|| format!("copying standard input to `{}`", path.display()))?;
+    if copied == 0 {
+        bail!("standard input is empty: pipe a recording into `-`");
+    }
+    Ok(())
 }
 
 /// `--engine-args`, or the file it names after `@`.

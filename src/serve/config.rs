@@ -41,6 +41,10 @@ pub struct ConfigFile {
     /// How long a delivered (fingerprint, startsAt) is remembered (Prometheus duration).
     #[serde(default)]
     pub dedupe_ttl: Option<String>,
+    /// startsAt is rounded down to a multiple of this before the triage (Prometheus duration,
+    /// default 15s): alerts on one target within one step share one diagnosis.
+    #[serde(default)]
+    pub triage_step: Option<String>,
 }
 
 /// `prometheus:`.
@@ -89,6 +93,9 @@ pub struct ReceiverSpec {
     pub max_in_flight: Option<usize>,
     /// How long a shutdown waits for open connections before it exits anyway (default 10s).
     pub shutdown_timeout: Option<String>,
+    /// How long a client may take to send a request's headers (default 10s); then the
+    /// connection is closed. Also how long an idle kept-alive connection stays open.
+    pub header_timeout: Option<String>,
 }
 
 /// One sink.
@@ -188,6 +195,8 @@ pub struct Settings {
     pub request_timeout: Duration,
     /// How long a shutdown waits for open connections.
     pub shutdown_timeout: Duration,
+    /// Deadline for a request's headers.
+    pub header_timeout: Duration,
     /// Most requests at once.
     pub max_in_flight: usize,
     /// Diagnosis window.
@@ -204,6 +213,8 @@ pub struct Settings {
     pub initial_backoff: Duration,
     /// Dedupe memory.
     pub dedupe_ttl: Duration,
+    /// What a triage's time is rounded down to.
+    pub triage_step: Duration,
 }
 
 /// The label an alert may carry to name its symptom.
@@ -251,10 +262,16 @@ fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settin
         &spec.receiver.shutdown_timeout,
         10_000,
     );
+    let header_timeout = p.duration(
+        "receiver.header_timeout",
+        &spec.receiver.header_timeout,
+        10_000,
+    );
     let window = p.duration("window", &spec.window, 300_000);
     let retry_deadline = p.duration("retry.deadline", &spec.retry.deadline, 30_000);
     let initial_backoff = p.duration("retry.initial_backoff", &spec.retry.initial_backoff, 200);
     let dedupe_ttl = p.duration("dedupe_ttl", &spec.dedupe_ttl, 3_600_000);
+    let triage_step = p.duration("triage_step", &spec.triage_step, 15_000);
     p.url("prometheus.url", &spec.prometheus.url);
     let sinks = sinks(&mut p, &spec.sinks);
 
@@ -320,6 +337,7 @@ fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settin
         max_body_bytes,
         request_timeout,
         shutdown_timeout,
+        header_timeout,
         max_in_flight,
         window,
         symptoms: spec.symptoms,
@@ -328,6 +346,7 @@ fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settin
         retry_deadline,
         initial_backoff,
         dedupe_ttl,
+        triage_step,
     })
 }
 

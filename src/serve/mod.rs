@@ -10,16 +10,19 @@
 //! restart forgets it, which at worst repeats a notification.
 //!
 //! The triage itself ([`crate::source::live::prometheus`]) is blocking and builds its own runtime, so it runs on a
-//! plain thread of its own, at most [`TRIAGE_SLOTS`] at once.
+//! plain thread of its own, at most [`TRIAGE_SLOTS`] at once; alerts that need a triage already
+//! running wait for its result without a slot.
 
 pub mod bounded;
 pub mod config;
+pub mod listen;
 pub mod metrics;
 pub mod payload;
 pub mod sinks;
 pub mod triage;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -53,18 +56,26 @@ pub struct App {
     prom_client: reqwest::Client,
     metrics: Metrics,
     in_flight: Arc<Semaphore>,
+    /// Bytes of the bodies waiting for an `in_flight` slot.
+    queue_bytes: Semaphore,
     triage_slots: Arc<Semaphore>,
     /// (fingerprint, startsAt) → diagnosis and when it was made.
     diagnoses: Mutex<HashMap<(String, String), (Outcome, Instant)>>,
     /// Delivery identity of a group → which sinks accepted it.
-    deliveries: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Delivery>>>>,
+    /// Kept by a 128-bit digest of the identity rather than its text: at 100 alerts a second
+    /// the records fill their bound in minutes, and the text (and a set per record) made
+    /// memory climb by about 500 bytes an alert until then.
+    deliveries: Mutex<HashMap<u128, Arc<tokio::sync::Mutex<Delivery>>>>,
+    /// Two random keys for that digest: unknown outside the process, so nobody can make two
+    /// notifications collide.
+    digest_keys: (RandomState, RandomState),
 }
 
 /// What one group's delivery has achieved so far.
 #[derive(Debug)]
 struct Delivery {
-    /// Indices of the sinks that accepted it.
-    done: BTreeSet<usize>,
+    /// Indices of the sinks that accepted it (a few; a Vec costs less than a set).
+    done: Vec<usize>,
     /// When it was first seen.
     first_seen: Instant,
 }
@@ -87,6 +98,7 @@ impl App {
             slos,
             live,
             window_ms: settings.window.as_millis() as i64,
+            step_ms: settings.triage_step.as_millis() as i64,
             target_labels: settings.target_labels.clone(),
             symptoms: settings.symptoms.clone(),
             results: triage::TriageCache::new(settings.dedupe_ttl),
@@ -96,6 +108,12 @@ impl App {
         let prom_client = http_client(settings.prometheus_url.starts_with("https:"))?;
         Ok(Arc::new(App {
             in_flight: Arc::new(Semaphore::new(settings.max_in_flight)),
+            queue_bytes: Semaphore::new(
+                settings
+                    .max_in_flight
+                    .saturating_mul(settings.max_body_bytes)
+                    .min(Semaphore::MAX_PERMITS),
+            ),
             triage_slots: Arc::new(Semaphore::new(TRIAGE_SLOTS)),
             settings,
             triage: Arc::new(triage),
@@ -104,6 +122,7 @@ impl App {
             metrics: Metrics::default(),
             diagnoses: Mutex::new(HashMap::new()),
             deliveries: Mutex::new(HashMap::new()),
+            digest_keys: (RandomState::new(), RandomState::new()),
         }))
     }
 
@@ -168,15 +187,15 @@ pub fn run(config: &Path, rules_dir: Option<&Path>) -> Result<()> {
         // A signal starts a graceful shutdown; connections that do not finish within
         // receiver.shutdown_timeout (a client that never completes its request) are dropped.
         let grace = app.settings.shutdown_timeout;
+        let header_timeout = app.settings.header_timeout;
         let signalled = Arc::new(tokio::sync::Notify::new());
         let notify = signalled.clone();
-        let server = axum::serve(listener, router(app)).with_graceful_shutdown(async move {
+        let server = listen::serve(listener, router(app), header_timeout, async move {
             shutdown_signal().await;
             notify.notify_one();
         });
         tokio::select! {
-            served = server => {
-                served.context("serving")?;
+            () = server => {
                 eprintln!("llm-doctor serve stopped after finishing the requests in flight");
             }
             () = async {
@@ -289,7 +308,7 @@ async fn handle(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Response {
             )
         }
     };
-    let Ok(_permit) = app.in_flight.clone().try_acquire_owned() else {
+    let Some(_permit) = wait_for_slot(app, bytes.len()).await else {
         return answer(
             StatusCode::SERVICE_UNAVAILABLE,
             json!({"error": format!("busy: {} requests in flight", app.settings.max_in_flight)}),
@@ -324,6 +343,27 @@ async fn handle(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Response {
     }
 }
 
+/// A slot among `max_in_flight`. When all are taken the request waits, up to the request's
+/// deadline, while the bodies waiting total at most `max_in_flight` bodies of the largest size:
+/// a burst (many alerts needing new triages at once) is served late instead of refused, and
+/// what waits stays bounded. None: the queue is full or the deadline passed.
+async fn wait_for_slot(
+    app: &Arc<App>,
+    body_len: usize,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    if let Ok(p) = app.in_flight.clone().try_acquire_owned() {
+        return Some(p);
+    }
+    // At least 1 KiB each: the request's own state costs memory too.
+    let weight = u32::try_from(body_len.max(1024)).unwrap_or(u32::MAX);
+    let _queued = app.queue_bytes.try_acquire_many(weight).ok()?;
+    let wait = app.in_flight.clone().acquire_owned();
+    tokio::time::timeout(app.settings.request_timeout, wait)
+        .await
+        .ok()?
+        .ok()
+}
+
 /// The identity of a group's notification: the group and each alert's (fingerprint,
 /// startsAt, status). A resend of the same alerts has the same identity.
 fn delivery_key(group: &Notification) -> String {
@@ -348,10 +388,13 @@ fn delivery_entry(
     bounded::make_room(&mut map, bounded::MAX_DELIVERIES, ttl, |d| {
         d.try_lock().ok().map(|d| d.first_seen.elapsed())
     });
-    map.entry(delivery_key(group))
+    let key = delivery_key(group);
+    let (a, b) = &app.digest_keys;
+    let digest = (u128::from(a.hash_one(&key)) << 64) | u128::from(b.hash_one(&key));
+    map.entry(digest)
         .or_insert_with(|| {
             Arc::new(tokio::sync::Mutex::new(Delivery {
-                done: BTreeSet::new(),
+                done: Vec::new(),
                 first_seen: Instant::now(),
             }))
         })
@@ -391,7 +434,7 @@ async fn process(app: &Arc<App>, raw: &serde_json::Value, group: &Notification) 
             continue;
         }
         let Some(body) = sinks::body(sink.kind, raw, group, &alerts) else {
-            delivery.done.insert(i);
+            delivery.done.push(i);
             continue;
         };
         let (app, sink) = (app.clone(), sink.clone());
@@ -416,7 +459,7 @@ async fn process(app: &Arc<App>, raw: &serde_json::Value, group: &Notification) 
         };
         match result {
             Ok(attempts) => {
-                delivery.done.insert(i);
+                delivery.done.push(i);
                 eprintln!(
                     "group_key={:?} fingerprints={fingerprints:?} sink={name} attempts={attempts}: delivered",
                     group.group_key
@@ -462,33 +505,24 @@ async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Outc
             continue;
         }
         let (app, alert) = (app.clone(), alert.clone());
+        let plan = match app.triage.plan(&alert) {
+            Ok(p) => p,
+            Err(reason) => {
+                // Through the same join below, to be counted and logged.
+                pending.spawn(async move { (i, alert, Outcome::unavailable(reason)) });
+                continue;
+            }
+        };
         pending.spawn(async move {
-            let Ok(slot) = app.triage_slots.clone().acquire_owned().await else {
-                return (
-                    i,
-                    alert,
-                    Outcome::unavailable("the server is shutting down"),
-                );
-            };
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            let triage = app.triage.clone();
-            let a = alert.clone();
-            // live.rs refuses to run inside a runtime (it builds its own), and tokio's blocking
-            // pool threads carry the runtime context: a plain thread it is.
-            let spawned = std::thread::Builder::new()
-                .name("llm-doctor-triage".to_string())
-                .spawn(move || {
-                    // The thread holds its slot: a request that times out drops its task, not
-                    // the thread, and must not free a slot the thread still uses.
-                    let _slot = slot;
-                    let _ = tx.send(triage.diagnose(&a));
-                });
-            let outcome = match spawned {
-                Ok(_) => rx
-                    .await
-                    .unwrap_or_else(|_| Outcome::unavailable("the triage thread panicked")),
-                Err(e) => Outcome::unavailable(format!("cannot start a triage thread: {e}")),
-            };
+            let key = plan.key.clone();
+            let cell = app.triage.results.cell(&key);
+            // Only the first caller for a key runs it (with a slot and a thread); the others
+            // wait here without either.
+            let result = cell.get_or_init(|| run_triage(&app, plan)).await;
+            let outcome = app.triage.outcome(&alert, result);
+            if result.is_err() {
+                app.triage.results.forget(&key, &cell);
+            }
             (i, alert, outcome)
         });
     }
@@ -522,6 +556,31 @@ async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Outc
         out[i] = Some(outcome);
     }
     out
+}
+
+/// Runs one triage on a thread of its own once a triage slot is free.
+async fn run_triage(app: &Arc<App>, plan: triage::Plan) -> triage::TriageResult {
+    let Ok(slot) = app.triage_slots.clone().acquire_owned().await else {
+        return Err("the server is shutting down".to_string());
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let triage = app.triage.clone();
+    // live.rs refuses to run inside a runtime (it builds its own), and tokio's blocking pool
+    // threads carry the runtime context: a plain thread it is.
+    let spawned = std::thread::Builder::new()
+        .name("llm-doctor-triage".to_string())
+        .spawn(move || {
+            // The thread holds its slot: a request that times out drops its task, not the
+            // thread, and must not free a slot the thread still uses.
+            let _slot = slot;
+            let _ = tx.send(triage.run(plan));
+        });
+    match spawned {
+        Ok(_) => rx
+            .await
+            .unwrap_or_else(|_| Err("the triage thread panicked".to_string())),
+        Err(e) => Err(format!("cannot start a triage thread: {e}")),
+    }
 }
 
 fn cached(app: &App, alert: &Alert) -> Option<Outcome> {

@@ -4,7 +4,7 @@
 //! [`Summary`] for the chat and Alertmanager sinks. Blocking: call it off the async runtime.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use llm_doctor_engine::playbook::spec::CauseSeverity;
@@ -29,25 +29,40 @@ pub struct Triage {
     pub live: LiveOptions,
     /// Window length, ms.
     pub window_ms: i64,
+    /// The triage time is the alert's startsAt rounded down onto a grid of this step, ms.
+    /// Prometheus' data changes once per scrape interval, so alerts on one target that start
+    /// within one step see the same data; rounding lets them share one triage instead of
+    /// costing one each (at 200 alerts a second with startsAt to the millisecond, every alert
+    /// was a triage of its own, and requests queued until the server answered 503).
+    pub step_ms: i64,
     /// Alert labels forming the selector.
     pub target_labels: Vec<String>,
     /// alertname → symptom.
     pub symptoms: std::collections::BTreeMap<String, String>,
-    /// Triage results by (selector, startsAt): alerts of one target at one moment (a group of
-    /// ten, a burst of resends) share one set of queries. Concurrent callers wait for the first.
+    /// Triage results by (selector, triage time): alerts of one target at one moment (a group
+    /// of ten, a burst of resends, alerts within one step) share one set of queries.
     pub results: TriageCache,
 }
 
 /// What one triage produced: every matching target's report and the failed queries.
-type TriageResult = Result<(Vec<TargetReport>, Vec<String>), String>;
+pub type TriageResult = Result<(Vec<TargetReport>, Vec<String>), String>;
 
-/// One cache entry: the result (filled by the first caller) and when it was created.
-type Entry = (Arc<OnceLock<TriageResult>>, Instant);
+/// A triage's result, filled once by whoever runs it; others wait for it.
+pub type Cell = Arc<tokio::sync::OnceCell<TriageResult>>;
 
-/// Single-flight cache of triage results, kept for `ttl`; failures are not kept.
+/// One cache entry: the result cell and when it was created.
+type Entry = (Cell, Instant);
+
+/// What a triage is keyed by: the selector's text and the triage time, ms.
+pub type Key = (String, i64);
+
+/// Single-flight cache of triage results, kept for `ttl`; failures are not kept. Callers wait
+/// for a result in progress asynchronously: only the one that runs a triage needs a triage
+/// slot (and a thread), so a burst of alerts on a few targets takes a few slots, not one each
+/// blocked behind the same result.
 #[derive(Debug, Default)]
 pub struct TriageCache {
-    entries: Mutex<HashMap<(String, i64), Entry>>,
+    entries: Mutex<HashMap<Key, Entry>>,
     /// How long a result is reused.
     pub ttl: Duration,
 }
@@ -61,38 +76,41 @@ impl TriageCache {
         }
     }
 
-    fn get_or_run(&self, key: (String, i64), run: impl FnOnce() -> TriageResult) -> TriageResult {
-        let cell = {
-            let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-            // Expired results are never used; they are swept when the map is full. A result
-            // still being computed (others may wait on it) stays.
-            if map
-                .get(&key)
-                .is_some_and(|(_, at)| at.elapsed() >= self.ttl)
-            {
-                map.remove(&key);
-            }
-            super::bounded::make_room(
-                &mut map,
-                super::bounded::MAX_TRIAGES,
-                self.ttl,
-                |(cell, at)| cell.get().map(|_| at.elapsed()),
-            );
-            map.entry(key.clone())
-                .or_insert_with(|| (Arc::new(OnceLock::new()), Instant::now()))
-                .0
-                .clone()
-        };
-        let result = cell.get_or_init(run).clone();
-        if result.is_err() {
-            // A later alert may find Prometheus back.
-            let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-            if map.get(&key).is_some_and(|(c, _)| Arc::ptr_eq(c, &cell)) {
-                map.remove(&key);
-            }
+    /// The cell of `key`: filled, being filled, or new.
+    pub fn cell(&self, key: &Key) -> Cell {
+        let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        // Expired results are never used; they are swept when the map is full. A result still
+        // being computed (others may wait on it) stays.
+        if map.get(key).is_some_and(|(_, at)| at.elapsed() >= self.ttl) {
+            map.remove(key);
         }
-        result
+        super::bounded::make_room(
+            &mut map,
+            super::bounded::MAX_TRIAGES,
+            self.ttl,
+            |(cell, at)| cell.get().map(|_| at.elapsed()),
+        );
+        map.entry(key.clone())
+            .or_insert_with(|| (Arc::default(), Instant::now()))
+            .0
+            .clone()
     }
+
+    /// Forgets `key`'s failed result, so a later alert may find Prometheus back.
+    pub fn forget(&self, key: &Key, cell: &Cell) {
+        let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if map.get(key).is_some_and(|(c, _)| Arc::ptr_eq(c, cell)) {
+            map.remove(key);
+        }
+    }
+}
+
+/// What an alert asks to triage: the key and the selector it was made from.
+pub struct Plan {
+    /// The cache key.
+    pub key: Key,
+    selector: Option<Selector>,
+    starts_at: String,
 }
 
 /// A diagnosis as the sinks use it.
@@ -173,48 +191,70 @@ impl Triage {
         (!parts.is_empty()).then(|| parts.join(","))
     }
 
-    /// Diagnoses one firing alert. Never fails: problems become an unavailable outcome.
-    pub fn diagnose(&self, alert: &Alert) -> Outcome {
-        let Ok(at_ms) = crate::time::parse_time(&alert.starts_at) else {
-            return Outcome::unavailable(format!("startsAt `{}` is not a time", alert.starts_at));
+    /// `starts_ms` rounded down onto the target's grid of `step_ms`. Each target's grid is
+    /// offset by a hash of its selector, so a fleet whose alerts keep arriving does not need a
+    /// new triage for every target at the same moment (a burst that queued requests until
+    /// they were refused), but about one target's every `step_ms / targets`.
+    fn triage_time(&self, starts_ms: i64, selector: &str) -> i64 {
+        let step = self.step_ms.max(1);
+        // FNV-1a: stable across runs and builds, unlike std's hasher.
+        let hash = selector.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let offset = (hash % step as u64) as i64;
+        starts_ms - (starts_ms - offset).rem_euclid(step)
+    }
+
+    /// What `alert` asks to triage, or why it cannot be diagnosed.
+    pub fn plan(&self, alert: &Alert) -> Result<Plan, String> {
+        let Ok(starts_ms) = crate::time::parse_time(&alert.starts_at) else {
+            return Err(format!("startsAt `{}` is not a time", alert.starts_at));
         };
         let selector_text = self.selector_text(alert);
+        let at_ms = self.triage_time(starts_ms, selector_text.as_deref().unwrap_or(""));
         let selector = match selector_text.as_deref().map(Selector::parse).transpose() {
             Ok(s) => s,
-            Err(e) => {
-                return Outcome::unavailable(format!("selector from the alert's labels: {e}"))
-            }
+            Err(e) => return Err(format!("selector from the alert's labels: {e}")),
         };
-        let key = (selector_text.clone().unwrap_or_default(), at_ms);
-        let result = self.results.get_or_run(key, || {
-            let opts = crate::pipeline::Options {
-                at_ms: Some(at_ms),
-                window_ms: self.window_ms,
-                selector,
-                ..Default::default()
-            };
-            let result = crate::source::live::prometheus::prepare_from_prometheus(
-                &self.rules,
-                &self.live,
-                &opts,
-            )
-            .map_err(|e| format!("querying Prometheus at {}: {e:#}", self.live.url))?;
-            if result.prepared.is_empty() {
-                return Err(format!(
-                    "Prometheus at {} knows no target matching {{{}}} at {}",
-                    self.live.url,
-                    selector_text.clone().unwrap_or_default(),
-                    alert.starts_at
-                ));
-            }
-            let reports = result
-                .prepared
-                .into_iter()
-                .map(|p| TargetReport::diagnose(&self.rules.playbook, p, &self.slos))
-                .collect();
-            Ok((reports, result.errors))
-        });
-        let (mut reports, errors) = match result {
+        Ok(Plan {
+            key: (selector_text.unwrap_or_default(), at_ms),
+            selector,
+            starts_at: alert.starts_at.clone(),
+        })
+    }
+
+    /// Queries Prometheus for `plan` and diagnoses every matching target. Blocking.
+    pub fn run(&self, plan: Plan) -> TriageResult {
+        let (selector_text, at_ms) = plan.key;
+        let opts = crate::pipeline::Options {
+            at_ms: Some(at_ms),
+            window_ms: self.window_ms,
+            selector: plan.selector,
+            ..Default::default()
+        };
+        let result = crate::source::live::prometheus::prepare_from_prometheus(
+            &self.rules,
+            &self.live,
+            &opts,
+        )
+        .map_err(|e| format!("querying Prometheus at {}: {e:#}", self.live.url))?;
+        if result.prepared.is_empty() {
+            return Err(format!(
+                "Prometheus at {} knows no target matching {{{selector_text}}} at {}",
+                self.live.url, plan.starts_at
+            ));
+        }
+        let reports = result
+            .prepared
+            .into_iter()
+            .map(|p| TargetReport::diagnose(&self.rules.playbook, p, &self.slos))
+            .collect();
+        Ok((reports, result.errors))
+    }
+
+    /// `alert`'s diagnosis from its triage's result: the worst matching target's.
+    pub fn outcome(&self, alert: &Alert, result: &TriageResult) -> Outcome {
+        let (mut reports, errors) = match result.clone() {
             Ok(r) => r,
             Err(reason) => return Outcome::unavailable(reason),
         };
@@ -308,5 +348,45 @@ fn summarize(d: &Diagnosis, symptom: Option<String>) -> Summary {
             })
             .collect(),
         fix,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn triage(step_ms: i64) -> Triage {
+        let rules = Arc::new(crate::rules::load_rules(None).unwrap());
+        Triage {
+            slos: Vec::new(),
+            live: LiveOptions::new("http://127.0.0.1:9"),
+            window_ms: 300_000,
+            step_ms,
+            target_labels: Vec::new(),
+            symptoms: Default::default(),
+            results: TriageCache::new(Duration::from_secs(60)),
+            rules,
+        }
+    }
+
+    /// Alerts of one target within one step share a triage time, never after their startsAt
+    /// nor a step before it; targets' grids are offset from each other.
+    #[test]
+    fn triage_times_lie_on_a_grid_per_target() {
+        let t = triage(15_000);
+        let base = 1_796_083_800_000;
+        let a = t.triage_time(base, "pod=\"a\"");
+        for ms in (0..15_000).step_by(250) {
+            let at = t.triage_time(base + ms, "pod=\"a\"");
+            assert!(at <= base + ms && at > base + ms - 15_000);
+            assert!(at == a || at == a + 15_000, "{at} {a}");
+        }
+        let offsets: std::collections::BTreeSet<i64> = (0..50)
+            .map(|i| {
+                t.triage_time(base, &format!("pod=\"vllm-{i}\""))
+                    .rem_euclid(15_000)
+            })
+            .collect();
+        assert!(offsets.len() > 40, "{offsets:?}");
     }
 }

@@ -308,3 +308,58 @@ fn too_many_targets_is_an_error_naming_the_limit() {
     let (code, err) = run_with("100");
     assert_ne!(code, Some(2), "{err}");
 }
+
+/// Gzip bombs (a few kilobytes that expand to many megabytes) stop at LLM_DOCTOR_MAX_INPUT_MB
+/// with an error naming the file, whether the file is read whole (an API answer) or streamed
+/// (exposition text without a line break).
+#[test]
+fn gzip_bombs_stop_at_the_input_limit() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let bomb = |name: &str, head: &str, filler: u8| {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(head.as_bytes()).unwrap();
+        gz.write_all(&vec![filler; 16 << 20]).unwrap();
+        let path = dir.path().join(name);
+        let bytes = gz.finish().unwrap();
+        assert!(bytes.len() < 100 << 10, "{} bytes", bytes.len());
+        std::fs::write(&path, bytes).unwrap();
+        path
+    };
+    let answer = bomb(
+        "answer.json.gz",
+        r#"{"status":"success","data":{"resultType":"matrix","result":["#,
+        b' ',
+    );
+    let text = bomb("scrape.prom.gz", "# TYPE x gauge\nx ", b'0');
+    let run_with = |path: &std::path::Path, limit: &str| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
+            .args(["diagnose", path.to_str().unwrap(), "--format", "json"])
+            .env("LLM_DOCTOR_MAX_INPUT_MB", limit)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run_with(&answer, "1");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("answer.json.gz`: decompresses to more than 1 MiB")
+            && err.contains("LLM_DOCTOR_MAX_INPUT_MB"),
+        "{err}"
+    );
+    let (code, err) = run_with(&text, "1");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("scrape.prom.gz`: no line break in the 1 MiB")
+            && err.contains("LLM_DOCTOR_MAX_INPUT_MB"),
+        "{err}"
+    );
+    // Under a higher limit the same files are read to the end (and refused as malformed).
+    let (_, err) = run_with(&answer, "64");
+    assert!(!err.contains("MAX_INPUT_MB"), "{err}");
+    let (_, err) = run_with(&text, "64");
+    assert!(!err.contains("MAX_INPUT_MB"), "{err}");
+}

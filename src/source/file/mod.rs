@@ -3,6 +3,7 @@
 
 pub mod api_json;
 pub mod exposition;
+pub mod limit;
 pub mod openmetrics;
 mod read;
 pub mod snapshot;

@@ -8,25 +8,46 @@ use anyhow::{bail, Context, Result};
 #[cfg(doc)]
 use super::stream::Retention;
 use super::stream::{self, ReadOptions};
-use super::{api_json, exposition};
+use super::{api_json, exposition, limit};
 use crate::signal::series::{Labels, SeriesSet};
 
 /// Reads a metrics file as text; gzip-compressed files (`.om.gz`, by magic bytes) are
-/// decompressed, so recordings can be kept small.
+/// decompressed, so recordings can be kept small. Text larger than
+/// [`limit::max_input`] is an error naming the file and the limit.
 pub fn read_text(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading `{}`", path.display()))?;
-    let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        std::io::Read::read_to_end(&mut flate2::read::MultiGzDecoder::new(&bytes[..]), &mut out)
-            .with_context(|| format!("decompressing `{}`", path.display()))?;
-        out
+    read_text_within(path, limit::max_input())
+}
+
+fn read_text_within(path: &Path, (max, mib): (u64, f64)) -> Result<String> {
+    use std::io::Read;
+    let name = path.display().to_string();
+    let mut file = std::fs::File::open(path).with_context(|| format!("reading `{name}`"))?;
+    let mut magic = [0u8; 2];
+    let n = file
+        .read(&mut magic)
+        .with_context(|| format!("reading `{name}`"))?;
+    let head = std::io::Cursor::new(magic[..n].to_vec()).chain(file);
+    let gz = magic[..n] == [0x1f, 0x8b];
+    let src: Box<dyn Read> = if gz {
+        Box::new(flate2::read::MultiGzDecoder::new(head))
     } else {
-        bytes
+        Box::new(head)
     };
+    // One byte past the limit tells "exactly at the limit" from "over it".
+    let mut bytes = Vec::new();
+    src.take(max + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| match gz {
+            true => format!("decompressing `{name}`"),
+            false => format!("reading `{name}`"),
+        })?;
+    if bytes.len() as u64 > max {
+        let what = if gz { "decompresses to" } else { "holds" };
+        return Err(limit::too_large(&name, what, mib));
+    }
     String::from_utf8(bytes).map_err(|e| {
         anyhow::anyhow!(
-            "`{}` is not UTF-8 text (invalid byte at offset {})",
-            path.display(),
+            "`{name}` is not UTF-8 text (invalid byte at offset {})",
             e.utf8_error().valid_up_to()
         )
     })
@@ -295,6 +316,36 @@ mod sniff_tests {
         assert_eq!(
             not_metrics("m", "{\"status\":\"success\",\"data\":{}}"),
             None
+        );
+    }
+
+    /// Text at the limit is read; one byte more, compressed or not, is an error naming the
+    /// file, what it holds and the variable that raises the limit.
+    #[test]
+    fn whole_reads_stop_at_the_input_limit() {
+        use super::read_text_within;
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let limit = (1000, 1000.0 / f64::from(1u32 << 20));
+        let plain = dir.path().join("plain.json");
+        std::fs::write(&plain, " ".repeat(1000)).unwrap();
+        assert_eq!(read_text_within(&plain, limit).unwrap().len(), 1000);
+        std::fs::write(&plain, " ".repeat(1001)).unwrap();
+        let e = read_text_within(&plain, limit).unwrap_err().to_string();
+        assert!(e.contains("plain.json`: holds more than"), "{e}");
+        let bomb = dir.path().join("bomb.json.gz");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(&vec![0u8; 1 << 20]).unwrap();
+        std::fs::write(&bomb, gz.finish().unwrap()).unwrap();
+        let e = read_text_within(&bomb, limit).unwrap_err().to_string();
+        assert!(
+            e.contains("bomb.json.gz`: decompresses to more than")
+                && e.contains("LLM_DOCTOR_MAX_INPUT_MB"),
+            "{e}"
+        );
+        assert_eq!(
+            read_text_within(&bomb, (2 << 20, 2.0)).unwrap().len(),
+            1 << 20
         );
     }
 }

@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Context, Result};
 
 use super::exposition::{self, Chunk, FastMap, ParseError};
+use super::limit;
 use crate::signal::series::{MetricType, Sample, Series, SeriesSet};
 
 /// Which samples of each series the reader keeps. Series themselves are always kept (with
@@ -383,6 +384,8 @@ struct Pieces<'n> {
     carry: Vec<u8>,
     offset: usize,
     done: bool,
+    /// [`limit::max_line`], read once.
+    max_line: (u64, f64),
 }
 
 impl<'n> Pieces<'n> {
@@ -395,6 +398,7 @@ impl<'n> Pieces<'n> {
             carry: Vec::new(),
             offset: 0,
             done: false,
+            max_line: limit::max_line(),
         }
     }
 
@@ -411,6 +415,16 @@ impl<'n> Pieces<'n> {
                     break;
                 }
                 searched = buf.len();
+                // Nothing searched had a newline: the whole buffer is one line so far, and a
+                // gzip bomb of zeros would grow it without end.
+                if buf.len() as u64 > self.max_line.0 {
+                    anyhow::bail!(
+                        "`{}`: no line break in the {} MiB from byte {}: not metrics text (LLM_DOCTOR_MAX_INPUT_MB raises the limit)",
+                        self.name,
+                        self.max_line.1,
+                        self.offset
+                    );
+                }
             }
             let at = buf.len();
             buf.resize(at + (1 << 16).max(self.size.min(1 << 20)), 0);
