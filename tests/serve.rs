@@ -589,6 +589,20 @@ fn start_serve(
     u16,
     std::io::Lines<std::io::BufReader<std::process::ChildStderr>>,
 ) {
+    start_serve_to(dir, receiver, "", &closed_url())
+}
+
+/// [`start_serve`] with more settings after `receiver` (`extra`) and a sink at `sink_url`.
+fn start_serve_to(
+    dir: &std::path::Path,
+    receiver: &str,
+    extra: &str,
+    sink_url: &str,
+) -> (
+    std::process::Child,
+    u16,
+    std::io::Lines<std::io::BufReader<std::process::ChildStderr>>,
+) {
     use std::io::BufRead;
     let port = StdListener::bind("127.0.0.1:0")
         .unwrap()
@@ -599,9 +613,8 @@ fn start_serve(
     std::fs::write(
         &config,
         format!(
-            "listen: 127.0.0.1:{port}\nprometheus:\n  url: {}\nreceiver:\n{receiver}sinks:\n  - type: webhook\n    url: {}/hook\n",
+            "listen: 127.0.0.1:{port}\nprometheus:\n  url: {}\nreceiver:\n{receiver}{extra}sinks:\n  - type: webhook\n    url: {sink_url}/hook\n",
             closed_url(),
-            closed_url()
         ),
     )
     .unwrap();
@@ -759,4 +772,164 @@ fn triage_threads_stay_bounded_when_prometheus_never_answers() {
             "{running} triage threads for 20 timed-out requests"
         );
     });
+}
+
+fn fingerprint(i: usize) -> String {
+    FIRING.replace("6c3ca8b93f573832", &format!("queued{i:08}"))
+}
+
+async fn metrics_text(app: &Arc<App>) -> String {
+    let (_, text) = oneshot(
+        serve::router(app.clone()),
+        Request::get("/metrics").body(Body::empty()).unwrap(),
+    )
+    .await;
+    text
+}
+
+/// `ack: on_receipt`: answered 202 at once while the only sink is down, resends are not queued
+/// twice, and once the sink is back the notification is delivered exactly once (a later
+/// resend is answered 200 from the dedupe store).
+#[test]
+fn on_receipt_answers_202_while_the_sink_is_down_then_delivers_once() {
+    runtime().block_on(async {
+        let (hook, hook_url) = Sink::start(usize::MAX).await;
+        let yaml = minimal(
+            "receiver:\n  ack: on_receipt\nretry:\n  deadline: 200ms\n  initial_backoff: 20ms\n",
+            &closed_url(),
+            &format!("  - type: webhook\n    url: {hook_url}/hook\n"),
+        );
+        let app = app(&yaml);
+        let url = spawn_server(serve::router(app.clone())).await;
+        let t = std::time::Instant::now();
+        let (code, body) = send(&url, FIRING).await;
+        let took = t.elapsed();
+        assert_eq!(code, 202, "{body}");
+        assert!(took < Duration::from_millis(500), "answered after {took:?}");
+        // Alertmanager resends while the sink is still down: queued once, not twice.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let (code, body) = send(&url, FIRING).await;
+        assert_eq!(code, 202, "{body}");
+        assert!(hook.hits.load(Ordering::SeqCst) >= 2, "retried while down");
+        let text = metrics_text(&app).await;
+        assert!(text.contains("llm_doctor_queue_depth 1\n"), "{text}");
+        let oldest = text
+            .lines()
+            .find_map(|l| l.strip_prefix("llm_doctor_queue_oldest_seconds "))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap();
+        assert!(oldest >= 0.3, "{text}");
+
+        hook.fail_first.store(0, Ordering::SeqCst);
+        let t = std::time::Instant::now();
+        while hook.received().is_empty() {
+            assert!(t.elapsed() < Duration::from_secs(10), "never delivered");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let got = hook.received();
+        assert_eq!(got[0].1["alerts"][0]["fingerprint"], "6c3ca8b93f573832");
+        assert_eq!(got[0].1["alerts"][0]["diagnosis"]["status"], "unavailable");
+        let (code, body) = send(&url, FIRING).await;
+        assert_eq!(code, 200, "{body}");
+        assert!(body.contains("duplicate"), "{body}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(hook.received().len(), 1, "delivered exactly once");
+        let text = metrics_text(&app).await;
+        assert!(text.contains("llm_doctor_queue_depth 0\n"), "{text}");
+        assert!(
+            text.contains("llm_doctor_queue_oldest_seconds 0\n"),
+            "{text}"
+        );
+    });
+}
+
+/// `ack: on_receipt` with a full queue (counting notifications being delivered): 503 with the
+/// reason, and bad input still gets its 4xx.
+#[test]
+fn on_receipt_full_queue_answers_503_with_a_reason() {
+    runtime().block_on(async {
+        let (_hook, hook_url) = Sink::start(usize::MAX).await;
+        let yaml = minimal(
+            "receiver:\n  ack: on_receipt\n  queue_capacity: 2\nretry:\n  deadline: 200ms\n  initial_backoff: 20ms\n",
+            &closed_url(),
+            &format!("  - type: webhook\n    url: {hook_url}/hook\n"),
+        );
+        let url = spawn_server(serve::router(app(&yaml))).await;
+        for i in 0..2 {
+            let (code, body) = send(&url, &fingerprint(i)).await;
+            assert_eq!(code, 202, "{body}");
+        }
+        let (code, body) = send(&url, &fingerprint(2)).await;
+        assert_eq!(code, 503, "{body}");
+        assert!(body.contains("delivery queue holds 2"), "{body}");
+        let (code, body) = send(&url, "{\"version\": \"3\", \"alerts\": []}").await;
+        assert_eq!(code, 400, "{body}");
+    });
+}
+
+/// SIGTERM with notifications queued for a sink that is down: once the sink is back within
+/// `shutdown_timeout` they are all delivered before the process exits; with the sink down
+/// throughout, the process exits at the timeout and logs what it left undelivered.
+#[test]
+fn sigterm_drains_the_queue_within_the_shutdown_timeout() {
+    let rt = runtime();
+    let (hook, hook_url) = rt.block_on(Sink::start(usize::MAX));
+    let dir = tempfile::tempdir().unwrap();
+    let retry = "retry:\n  deadline: 200ms\n  initial_backoff: 20ms\n";
+    let (mut child, port, lines) = start_serve_to(
+        dir.path(),
+        "  ack: on_receipt\n  shutdown_timeout: 5s\n",
+        retry,
+        &hook_url,
+    );
+    let url = format!("http://127.0.0.1:{port}");
+    for i in 0..3 {
+        let (code, body) = rt.block_on(send(&url, &fingerprint(i)));
+        assert_eq!(code, 202, "{body}");
+    }
+    let sink = hook.clone();
+    let back = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        sink.fail_first.store(0, Ordering::SeqCst);
+    });
+    let took = terminate(&mut child);
+    back.join().unwrap();
+    assert!(took < Duration::from_secs(5), "exit took {took:?}");
+    let mut got: Vec<String> = hook
+        .received()
+        .iter()
+        .map(|(_, v)| v["alerts"][0]["fingerprint"].as_str().unwrap().to_string())
+        .collect();
+    got.sort();
+    assert_eq!(got, ["queued00000000", "queued00000001", "queued00000002"]);
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("every queued notification was delivered")),
+        "{rest:?}"
+    );
+
+    // The sink never comes back: the exit waits for the timeout and says what was lost.
+    hook.fail_first.store(usize::MAX, Ordering::SeqCst);
+    hook.hits.store(0, Ordering::SeqCst);
+    let (mut child, port, lines) = start_serve_to(
+        dir.path(),
+        "  ack: on_receipt\n  shutdown_timeout: 1s\n",
+        retry,
+        &hook_url,
+    );
+    let url = format!("http://127.0.0.1:{port}");
+    let (code, body) = rt.block_on(send(&url, &fingerprint(7)));
+    assert_eq!(code, 202, "{body}");
+    let took = terminate(&mut child);
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(4),
+        "exit took {took:?}"
+    );
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("undelivered=1") && l.contains("queued00000007")),
+        "{rest:?}"
+    );
 }

@@ -96,6 +96,23 @@ pub struct ReceiverSpec {
     /// How long a client may take to send a request's headers (default 10s); then the
     /// connection is closed. Also how long an idle kept-alive connection stays open.
     pub header_timeout: Option<String>,
+    /// When a webhook is answered: `after_delivery` (default) or `on_receipt`.
+    pub ack: Option<AckMode>,
+    /// Notifications accepted but not yet delivered, at most (`on_receipt` only; default
+    /// 4096); more are answered 503.
+    pub queue_capacity: Option<usize>,
+}
+
+/// `receiver.ack`: when Alertmanager gets its 2xx.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AckMode {
+    /// Once every sink accepted the notification (nothing is lost; slow under a slow sink).
+    #[default]
+    AfterDelivery,
+    /// As soon as the notification is queued in memory (202): fast, but what is queued is lost
+    /// if the process dies.
+    OnReceipt,
 }
 
 /// One sink.
@@ -215,6 +232,10 @@ pub struct Settings {
     pub dedupe_ttl: Duration,
     /// What a triage's time is rounded down to.
     pub triage_step: Duration,
+    /// When a webhook is answered.
+    pub ack: AckMode,
+    /// Most notifications accepted and not yet delivered (`on_receipt`).
+    pub queue_capacity: usize,
 }
 
 /// The label an alert may carry to name its symptom.
@@ -319,6 +340,13 @@ fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settin
             );
         }
     }
+    let queue_capacity = spec.receiver.queue_capacity.unwrap_or(4096);
+    if queue_capacity == 0 {
+        p.add(
+            "receiver.queue_capacity",
+            "must be more than zero".to_string(),
+        );
+    }
     let target_labels = target_labels(&mut p, spec.target_labels);
     if !p.list.is_empty() {
         bail!("invalid configuration:\n  {}", p.list.join("\n  "));
@@ -347,6 +375,8 @@ fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settin
         initial_backoff,
         dedupe_ttl,
         triage_step,
+        ack: spec.receiver.ack.unwrap_or_default(),
+        queue_capacity,
     })
 }
 

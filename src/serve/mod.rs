@@ -9,6 +9,13 @@
 //! delivered to some sinks only is retried on the others. Dedupe state lives in memory: a
 //! restart forgets it, which at worst repeats a notification.
 //!
+//! With `receiver.ack: on_receipt` the answer comes before all that: a notification that
+//! passes authentication, validation and dedupe is put on a bounded in-memory queue
+//! ([`queue`]) and answered 202 (503 when the queue is full); workers triage and deliver it,
+//! retrying a failing sink until it accepts, and a shutdown drains the queue within
+//! `receiver.shutdown_timeout`. What is still queued when the process dies is lost: Alertmanager
+//! already had its 202.
+//!
 //! The triage itself ([`crate::source::live::prometheus`]) is blocking and builds its own runtime, so it runs on a
 //! plain thread of its own, at most [`TRIAGE_SLOTS`] at once; alerts that need a triage already
 //! running wait for its result without a slot.
@@ -18,12 +25,14 @@ pub mod config;
 pub mod listen;
 pub mod metrics;
 pub mod payload;
+pub mod queue;
 pub mod sinks;
 pub mod triage;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,7 +47,7 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use self::config::Settings;
+use self::config::{AckMode, Settings};
 use self::metrics::Metrics;
 use self::payload::{Alert, Notification};
 use self::triage::{Outcome, Triage};
@@ -69,6 +78,10 @@ pub struct App {
     /// Two random keys for that digest: unknown outside the process, so nobody can make two
     /// notifications collide.
     digest_keys: (RandomState, RandomState),
+    /// Notifications answered 202 and not yet delivered (`ack: on_receipt`).
+    queue: queue::Queue,
+    /// Whether the delivery workers run (started with the first router, inside a runtime).
+    workers_started: AtomicBool,
 }
 
 /// What one group's delivery has achieved so far.
@@ -78,6 +91,8 @@ struct Delivery {
     done: Vec<usize>,
     /// When it was first seen.
     first_seen: Instant,
+    /// Put on the queue (`ack: on_receipt`): a resend is answered 202 and not queued again.
+    queued: bool,
 }
 
 impl App {
@@ -106,6 +121,7 @@ impl App {
         let https = settings.sinks.iter().any(|s| s.url.starts_with("https:"));
         let client = http_client(https)?;
         let prom_client = http_client(settings.prometheus_url.starts_with("https:"))?;
+        let settings_queue_capacity = settings.queue_capacity;
         Ok(Arc::new(App {
             in_flight: Arc::new(Semaphore::new(settings.max_in_flight)),
             queue_bytes: Semaphore::new(
@@ -123,6 +139,8 @@ impl App {
             diagnoses: Mutex::new(HashMap::new()),
             deliveries: Mutex::new(HashMap::new()),
             digest_keys: (RandomState::new(), RandomState::new()),
+            queue: queue::Queue::new(settings_queue_capacity),
+            workers_started: AtomicBool::new(false),
         }))
     }
 
@@ -148,7 +166,13 @@ fn http_client(https: bool) -> Result<reqwest::Client> {
 }
 
 /// The HTTP routes: `POST /alertmanager`, `GET /healthz`, `GET /readyz`, `GET /metrics`.
+///
+/// With `ack: on_receipt`, the first call (which must be inside a Tokio runtime) also starts
+/// the delivery workers.
 pub fn router(app: Arc<App>) -> Router {
+    if app.settings.ack == AckMode::OnReceipt && !app.workers_started.swap(true, Ordering::SeqCst) {
+        start_workers(&app);
+    }
     Router::new()
         .route("/alertmanager", post(webhook))
         .route("/healthz", get(|| async { "ok\n" }))
@@ -190,8 +214,11 @@ pub fn run(config: &Path, rules_dir: Option<&Path>) -> Result<()> {
         let header_timeout = app.settings.header_timeout;
         let signalled = Arc::new(tokio::sync::Notify::new());
         let notify = signalled.clone();
-        let server = listen::serve(listener, router(app), header_timeout, async move {
+        let signalled_at = Arc::new(std::sync::OnceLock::new());
+        let at = signalled_at.clone();
+        let server = listen::serve(listener, router(app.clone()), header_timeout, async move {
             shutdown_signal().await;
+            let _ = at.set(Instant::now());
             notify.notify_one();
         });
         tokio::select! {
@@ -208,8 +235,31 @@ pub fn run(config: &Path, rules_dir: Option<&Path>) -> Result<()> {
                 );
             }
         }
+        if app.settings.ack == AckMode::OnReceipt {
+            let since = signalled_at.get().copied().unwrap_or_else(Instant::now);
+            drain(&app, since + grace).await;
+        }
         Ok(())
     })
+}
+
+/// `ack: on_receipt`: waits, until `deadline`, for the workers to deliver what is queued, and
+/// says what is left undelivered (lost when the process exits).
+async fn drain(app: &App, deadline: Instant) {
+    let depth = app.queue.depth().items;
+    if depth > 0 {
+        eprintln!("queued={depth}: delivering the queued notifications before exiting");
+    }
+    if app.queue.drain(deadline).await {
+        eprintln!("queued=0: every queued notification was delivered");
+        return;
+    }
+    let left = app.queue.undelivered();
+    eprintln!(
+        "undelivered={} fingerprints={left:?} shutdown_timeout_ms={}: notifications answered 202 were not delivered before the shutdown timeout and are lost",
+        app.queue.depth().items,
+        app.settings.shutdown_timeout.as_millis()
+    );
 }
 
 /// Resolves on ctrl-c or SIGTERM.
@@ -327,6 +377,9 @@ async fn handle(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Response {
         .iter()
         .map(|a| a.fingerprint.as_str())
         .collect();
+    if app.settings.ack == AckMode::OnReceipt {
+        return enqueue(app, raw, group);
+    }
     match tokio::time::timeout(app.settings.request_timeout, process(app, &raw, &group)).await {
         Ok(r) => r,
         Err(_) => {
@@ -396,6 +449,7 @@ fn delivery_entry(
             Arc::new(tokio::sync::Mutex::new(Delivery {
                 done: Vec::new(),
                 first_seen: Instant::now(),
+                queued: false,
             }))
         })
         .clone()
@@ -421,23 +475,10 @@ async fn process(app: &Arc<App>, raw: &serde_json::Value, group: &Notification) 
     }
 
     let outcomes = diagnose_group(app, group).await;
-    let alerts: Vec<sinks::Diagnosed> = group
-        .alerts
-        .iter()
-        .zip(&outcomes)
-        .map(|(a, o)| (a, o.as_ref()))
-        .collect();
     let deadline = Instant::now() + app.settings.retry_deadline;
     let mut tasks = tokio::task::JoinSet::new();
-    for (i, sink) in sinks.iter().enumerate() {
-        if delivery.done.contains(&i) {
-            continue;
-        }
-        let Some(body) = sinks::body(sink.kind, raw, group, &alerts) else {
-            delivery.done.push(i);
-            continue;
-        };
-        let (app, sink) = (app.clone(), sink.clone());
+    for (i, sink, body) in bodies_to_send(app, raw, group, &outcomes, &mut delivery) {
+        let app = app.clone();
         tasks.spawn(async move {
             let retries = |name: &str| app.metrics.inc("llm_doctor_sink_retries_total", name);
             let r = sinks::deliver(
@@ -482,6 +523,152 @@ async fn process(app: &Arc<App>, raw: &serde_json::Value, group: &Notification) 
             StatusCode::SERVICE_UNAVAILABLE,
             json!({"error": "some sinks did not accept the notification", "failed": failed}),
         )
+    }
+}
+
+/// What each sink that has not accepted the group yet is to receive: (index, sink, body).
+/// Sinks with nothing to send count as done.
+fn bodies_to_send(
+    app: &App,
+    raw: &serde_json::Value,
+    group: &Notification,
+    outcomes: &[Option<Outcome>],
+    delivery: &mut Delivery,
+) -> Vec<(usize, config::Sink, serde_json::Value)> {
+    let alerts: Vec<sinks::Diagnosed> = group
+        .alerts
+        .iter()
+        .zip(outcomes)
+        .map(|(a, o)| (a, o.as_ref()))
+        .collect();
+    let mut out = Vec::new();
+    for (i, sink) in app.settings.sinks.iter().enumerate() {
+        if delivery.done.contains(&i) {
+            continue;
+        }
+        match sinks::body(sink.kind, raw, group, &alerts) {
+            Some(body) => out.push((i, sink.clone(), body)),
+            None => delivery.done.push(i),
+        }
+    }
+    out
+}
+
+/// `ack: on_receipt`: a group already delivered is answered 200, one already queued 202, a new
+/// one is queued and answered 202, or 503 when the queue is full.
+fn enqueue(app: &Arc<App>, raw: serde_json::Value, group: Notification) -> Response {
+    let entry = delivery_entry(app, &group, app.settings.dedupe_ttl);
+    // Held: a worker is delivering this very group right now.
+    let Ok(mut delivery) = entry.try_lock() else {
+        return answer(StatusCode::ACCEPTED, json!({"status": "queued"}));
+    };
+    if delivery.done.len() == app.settings.sinks.len() {
+        return answer(StatusCode::OK, json!({"status": "duplicate"}));
+    }
+    if delivery.queued {
+        return answer(StatusCode::ACCEPTED, json!({"status": "queued"}));
+    }
+    let group_key = group.group_key.clone();
+    if !app.queue.push(raw, group) {
+        let capacity = app.queue.capacity();
+        eprintln!(
+            "group_key={group_key:?} capacity={capacity}: delivery queue full; answering 503 so Alertmanager resends"
+        );
+        return answer(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"error": format!("busy: the delivery queue holds {capacity} notifications not yet delivered")}),
+        );
+    }
+    delivery.queued = true;
+    answer(StatusCode::ACCEPTED, json!({"status": "queued"}))
+}
+
+/// Delivery workers for `ack: on_receipt`, as many as `max_in_flight`: each takes a queued
+/// notification, triages it (on the bounded triage pool, [`TRIAGE_SLOTS`] at once) and
+/// delivers it until every sink accepted.
+fn start_workers(app: &Arc<App>) {
+    for _ in 0..app.settings.max_in_flight {
+        let app = app.clone();
+        tokio::spawn(async move {
+            loop {
+                let item = app.queue.pop().await;
+                deliver_queued(&app, &item).await;
+                app.queue.done(&item);
+            }
+        });
+    }
+}
+
+/// Triages and delivers one queued notification, retrying each failing sink with backoff
+/// until it accepts; the delivery record is kept in the dedupe store, so a resend that comes
+/// later is answered 200 and not delivered again.
+async fn deliver_queued(app: &Arc<App>, item: &queue::Item) {
+    let group = &item.group;
+    let entry = delivery_entry(app, group, app.settings.dedupe_ttl);
+    let mut delivery = entry.lock().await;
+    if delivery.done.len() == app.settings.sinks.len() {
+        return;
+    }
+    let outcomes = diagnose_group(app, group).await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, sink, body) in bodies_to_send(app, &item.raw, group, &outcomes, &mut delivery) {
+        let app = app.clone();
+        tasks.spawn(async move {
+            let attempts = deliver_until_accepted(&app, &sink, &body).await;
+            (i, sink.name, attempts)
+        });
+    }
+    let fingerprints: Vec<&str> = group
+        .alerts
+        .iter()
+        .map(|a| a.fingerprint.as_str())
+        .collect();
+    while let Some(joined) = tasks.join_next().await {
+        let Ok((i, name, attempts)) = joined else {
+            continue;
+        };
+        delivery.done.push(i);
+        eprintln!(
+            "group_key={:?} fingerprints={fingerprints:?} sink={name} attempts={attempts} queued_ms={}: delivered",
+            group.group_key,
+            item.accepted.elapsed().as_millis()
+        );
+    }
+}
+
+/// Rounds of [`sinks::deliver`] (each within `retry.deadline`) until `sink` accepts, waiting
+/// between rounds from `retry.initial_backoff` doubling to 30 s. Returns the attempts made.
+async fn deliver_until_accepted(app: &App, sink: &config::Sink, body: &serde_json::Value) -> u32 {
+    let mut backoff = app.settings.initial_backoff;
+    let mut total = 0;
+    loop {
+        let deadline = Instant::now() + app.settings.retry_deadline;
+        let retried = || app.metrics.inc("llm_doctor_sink_retries_total", &sink.name);
+        match sinks::deliver(
+            &app.client,
+            sink,
+            body,
+            app.settings.initial_backoff,
+            deadline,
+            retried,
+        )
+        .await
+        {
+            Ok(attempts) => return total + attempts,
+            Err(gave_up) => {
+                total += gave_up.attempts;
+                app.metrics
+                    .inc("llm_doctor_sink_failures_total", &sink.name);
+                eprintln!(
+                    "sink={} attempts={total} error={:?} retry_in_ms={}: sink did not accept a queued notification; retrying until it does",
+                    sink.name,
+                    gave_up.last_error,
+                    backoff.as_millis()
+                );
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+            }
+        }
     }
 }
 
@@ -596,7 +783,23 @@ async fn metrics_page(State(app): State<Arc<App>>) -> Response {
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        app.metrics.render(),
+        {
+            let depth = app.queue.depth();
+            let mut page = app.metrics.render();
+            metrics::gauge(
+                &mut page,
+                "llm_doctor_queue_depth",
+                "Notifications answered 202 and not yet delivered (receiver.ack: on_receipt).",
+                depth.items as f64,
+            );
+            metrics::gauge(
+                &mut page,
+                "llm_doctor_queue_oldest_seconds",
+                "Age of the oldest notification answered 202 and not yet delivered (0 when none).",
+                depth.oldest.as_secs_f64(),
+            );
+            page
+        },
     )
         .into_response()
 }
