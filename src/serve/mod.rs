@@ -636,13 +636,19 @@ async fn deliver_queued(app: &Arc<App>, item: &queue::Item) {
     }
 }
 
-/// Rounds of [`sinks::deliver`] (each within `retry.deadline`) until `sink` accepts, waiting
-/// between rounds from `retry.initial_backoff` doubling to 30 s. Returns the attempts made.
+/// No request waits on a queued delivery, so its rounds need not fit `retry.deadline`: an
+/// attempt cut short while the sink is still answering may have been accepted, and sending it
+/// again would deliver it twice.
+const QUEUED_ROUND: Duration = Duration::from_secs(30);
+
+/// Rounds of [`sinks::deliver`] (each within `retry.deadline` or [`QUEUED_ROUND`], the longer)
+/// until `sink` accepts, waiting between rounds from `retry.initial_backoff` doubling to 30 s.
+/// Returns the attempts made.
 async fn deliver_until_accepted(app: &App, sink: &config::Sink, body: &serde_json::Value) -> u32 {
     let mut backoff = app.settings.initial_backoff;
     let mut total = 0;
     loop {
-        let deadline = Instant::now() + app.settings.retry_deadline;
+        let deadline = Instant::now() + app.settings.retry_deadline.max(QUEUED_ROUND);
         let retried = || app.metrics.inc("llm_doctor_sink_retries_total", &sink.name);
         match sinks::deliver(
             &app.client,
