@@ -5,6 +5,7 @@
 # Prints latency per POST, 503s, serve's RSS after warm-up and at the end, and what the sink
 # received (each alert once). Settings by environment (scripts/soak.py): RATE, DURATION (s),
 # TARGETS (at most 50), FLAP_PERIOD/FLAP_DOWN (FLAP_DOWN=0: never down), RETRY_DEADLINE,
+# ACK (receiver.ack: after_delivery, the default, or on_receipt),
 # LLM_DOCTOR_BIN (default target/release/llm-doctor: `cargo build --release` first).
 # Needs scripts/install-test-servers.sh. Leaves nothing running.
 set -euo pipefail

@@ -31,6 +31,8 @@ DURATION = float(E.get("DURATION", "600"))
 TARGETS = int(E.get("TARGETS", "50"))
 FLAP_PERIOD = float(E.get("FLAP_PERIOD", "60"))
 FLAP_DOWN = float(E.get("FLAP_DOWN", "10"))
+# receiver.ack: after_delivery (the default) or on_receipt.
+ACK = E.get("ACK", "after_delivery")
 RESEND_AFTER = float(E.get("RESEND_AFTER", "1"))
 RSS_EVERY = float(E.get("RSS_EVERY", "5"))
 WARMUP = float(E.get("WARMUP", str(min(60.0, DURATION / 5))))
@@ -118,6 +120,7 @@ def start_serve(sink_port):
             f"listen: 127.0.0.1:{port}\nprometheus:\n  url: {PROM}\n"
             f"sinks:\n  - type: webhook\n    url: http://127.0.0.1:{sink_port}/hook\n"
             f"retry:\n  deadline: {retry}\n  initial_backoff: 50ms\n"
+            f"receiver:\n  ack: {ACK}\n"
         )
     log = open(os.path.join(WORK, "serve.log"), "w")
     proc = subprocess.Popen([BIN, "serve", "--config", config], stderr=log)
@@ -193,7 +196,7 @@ def main():
                     r = conn.getresponse()
                     answer = r.read()
                     status = r.status
-                    if status != 200:
+                    if not 200 <= status < 300:
                         why = json.loads(answer or b"{}").get("error", "")[:40]
                         with rlock:
                             errors[why] = errors.get(why, 0) + 1
@@ -205,9 +208,9 @@ def main():
             dt = time.monotonic() - t0
             with rlock:
                 results.append((dt, status, t0 - begin))
-                if status == 200:
+                if 200 <= status < 300:
                     accepted.add(i)
-            if status != 200:
+            if not 200 <= status < 300:
                 # As Alertmanager: the same notification again, after a backoff that doubles.
                 delay = min(RESEND_AFTER * 2 ** tries, 16.0) * (0.5 + random.random())
                 threading.Timer(delay, jobs.put, ((i, body, tries + 1),)).start()
@@ -240,6 +243,12 @@ def main():
     drain_deadline = time.monotonic() + 120
     while len(accepted) < sent and time.monotonic() < drain_deadline:
         time.sleep(0.2)
+    # on_receipt: a 202 is not a delivery yet; wait for the queue to empty into the sink.
+    while ACK == "on_receipt" and time.monotonic() < drain_deadline:
+        counts = sink_state(sink_port)["counts"]
+        if sum(1 for i in range(sent) if f"{i:016x}" in counts) >= sent:
+            break
+        time.sleep(0.5)
     stop.set()
     end_rss = rss_kib(proc.pid)
     proc.send_signal(signal.SIGTERM)
@@ -288,8 +297,16 @@ def report(sent, accepted, results, rss, end_rss, state, errors):
         f"{k}: {pct(sorted(v), .99) * 1e3:.0f}" for k, v in sorted(by10.items())))
     print(f"rss: {warm_rss / 1024:.1f} MiB after warm-up ({WARMUP:g} s), {end_rss / 1024:.1f} MiB "
           f"at end, ratio {end_rss / warm_rss:.3f}, peak {peak / 1024:.1f} MiB")
-    print(f"delivered: {delivered} of {sent} alerts ({len(accepted)} answered 200), "
+    print(f"delivered: {delivered} of {sent} alerts ({len(accepted)} answered 2xx), "
           f"{dups} delivered more than once, sink refused {state['refused']} deliveries")
+    at = {}
+    for t, kib in rss:
+        for mark in (60, 180, 600):
+            if t >= mark and mark not in at:
+                at[mark] = kib
+    print("rss at " + ", ".join(f"{m} s: {k / 1024:.1f} MiB" for m, k in sorted(at.items()))
+          + (f"; 600/60 {at[600] / at[60]:.3f}, 600/180 {at[600] / at[180]:.3f}"
+             if {60, 180, 600} <= at.keys() else ""))
     print(f"refusals by reason: {errors}")
     print("rss samples (s: MiB): " + ", ".join(f"{t:.0f}: {k / 1024:.1f}" for t, k in rss[:: max(1, len(rss) // 20)]))
 
