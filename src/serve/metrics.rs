@@ -1,5 +1,6 @@
 //! The server's own `/metrics`, in the Prometheus text format: a few labelled counters and one
-//! histogram, kept in memory (no client library needed for so few series).
+//! histogram, kept in memory (no client library needed for so few series), and unlabelled
+//! gauges whose values the caller reads at render time (the delivery queue's).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;

@@ -121,7 +121,7 @@ impl App {
         let https = settings.sinks.iter().any(|s| s.url.starts_with("https:"));
         let client = http_client(https)?;
         let prom_client = http_client(settings.prometheus_url.starts_with("https:"))?;
-        let settings_queue_capacity = settings.queue_capacity;
+        let queue_capacity = settings.queue_capacity;
         Ok(Arc::new(App {
             in_flight: Arc::new(Semaphore::new(settings.max_in_flight)),
             queue_bytes: Semaphore::new(
@@ -139,7 +139,7 @@ impl App {
             diagnoses: Mutex::new(HashMap::new()),
             deliveries: Mutex::new(HashMap::new()),
             digest_keys: (RandomState::new(), RandomState::new()),
-            queue: queue::Queue::new(settings_queue_capacity),
+            queue: queue::Queue::new(queue_capacity),
             workers_started: AtomicBool::new(false),
         }))
     }
