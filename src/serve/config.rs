@@ -594,6 +594,31 @@ mod tests {
         assert_eq!(s.dedupe_ttl, Duration::from_secs(3600));
         assert_eq!(s.target_labels, DEFAULT_TARGET_LABELS);
         assert!(s.auth.accepted.is_empty());
+        assert_eq!(s.ack, AckMode::AfterDelivery);
+        assert_eq!(s.queue_capacity, 4096);
+    }
+
+    #[test]
+    fn ack_mode_and_queue_capacity_are_read_and_checked() {
+        let file = |receiver: &str| {
+            format!("listen: 127.0.0.1:9095\nprometheus:\n  url: http://x\nreceiver:\n{receiver}sinks:\n  - type: webhook\n    url: http://y/hook\n")
+        };
+        let s = parse(
+            &file("  ack: on_receipt\n  queue_capacity: 10\n"),
+            "doctor.yaml",
+            SYMPTOMS,
+        )
+        .unwrap();
+        assert_eq!((s.ack, s.queue_capacity), (AckMode::OnReceipt, 10));
+        let e = parse(&file("  ack: never\n"), "doctor.yaml", SYMPTOMS)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown variant `never`"), "{e}");
+        assert!(e.contains("on_receipt"), "{e}");
+        let e = parse(&file("  queue_capacity: 0\n"), "doctor.yaml", SYMPTOMS)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`receiver.queue_capacity`"), "{e}");
     }
 
     #[test]
