@@ -75,9 +75,18 @@ pub fn engine_args(data: &[u8]) {
 
 /// A user playbook beside the shipped rules (conditions, graph, references).
 pub fn playbook(data: &[u8]) {
-    let mut files = RuleFiles::shipped();
-    files
+    // The catalog is parsed once: re-reading it (and the adapters, which a playbook cannot
+    // reach) for every input made this target run at a dozen inputs a second.
+    let catalog = &rules().catalog;
+    let files = RuleFiles::shipped();
+    let mut sources: Vec<llm_doctor_engine::Source<'_>> = files
         .playbooks
-        .push(("fuzz.yaml".to_string(), text(data).to_string()));
-    let _ = files.load();
+        .iter()
+        .map(|(name, text)| llm_doctor_engine::Source { name, text })
+        .collect();
+    sources.push(llm_doctor_engine::Source {
+        name: "fuzz.yaml",
+        text: text(data),
+    });
+    let _ = llm_doctor_engine::load(&sources, catalog);
 }
