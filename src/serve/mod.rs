@@ -28,6 +28,7 @@ pub mod payload;
 pub mod queue;
 pub mod sinks;
 pub mod triage;
+mod trim;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
@@ -212,6 +213,7 @@ pub fn run(config: &Path, rules_dir: Option<&Path>) -> Result<()> {
         // receiver.shutdown_timeout (a client that never completes its request) are dropped.
         let grace = app.settings.shutdown_timeout;
         let header_timeout = app.settings.header_timeout;
+        trim::spawn();
         let signalled = Arc::new(tokio::sync::Notify::new());
         let notify = signalled.clone();
         let signalled_at = Arc::new(std::sync::OnceLock::new());
