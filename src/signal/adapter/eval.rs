@@ -131,15 +131,7 @@ pub fn combined_window_stats(
         return None;
     }
     let start = end.saturating_sub(frame.window_ms);
-    let mut times: Vec<i64> = expr
-        .metric_names()
-        .iter()
-        .flat_map(|n| ts.named(n))
-        .flat_map(|s| s.samples.iter().filter_map(|x| x.t_ms))
-        .filter(|&t| t > start && t <= end)
-        .collect();
-    times.sort_unstable();
-    times.dedup();
+    let times = sample_instants(expr, ts, start, end);
     let at = |t: i64| {
         let frame = Frame {
             end_ms: Some(t),
@@ -183,6 +175,20 @@ pub fn combined_window_stats(
     let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let mean = values.iter().sum::<f64>() / values.len() as f64;
     Some((min, mean, max))
+}
+
+/// Every instant in (`start`, `end`] at which a series `expr` reads has a sample, in order.
+fn sample_instants(expr: &Expr, ts: &TargetSeries<'_>, start: i64, end: i64) -> Vec<i64> {
+    let mut times: Vec<i64> = expr
+        .metric_names()
+        .iter()
+        .flat_map(|n| ts.named(n))
+        .flat_map(|s| s.samples.iter().filter_map(|x| x.t_ms))
+        .filter(|&t| t > start && t <= end)
+        .collect();
+    times.sort_unstable();
+    times.dedup();
+    times
 }
 
 /// True when the expression reads a gauge, so window statistics are meaningful. A batch
@@ -464,16 +470,7 @@ fn scaling(s: &Scaling, ts: &TargetSeries<'_>, frame: Frame) -> Result<f64, Abse
         .end_ms
         .ok_or("batch scaling needs samples with timestamps (record a range)")?;
     let start = end.saturating_sub(frame.window_ms);
-    let mut times: Vec<i64> = s
-        .batch
-        .metric_names()
-        .iter()
-        .flat_map(|n| ts.named(n))
-        .flat_map(|x| x.samples.iter().filter_map(|x| x.t_ms))
-        .filter(|&t| t > start && t <= end)
-        .collect();
-    times.sort_unstable();
-    times.dedup();
+    let times = sample_instants(&s.batch, ts, start, end);
     // Each instant reads the newest sample since the one before, so series scraped a moment
     // apart still pair up.
     let at = |e: &Expr, t: i64, since: i64| {

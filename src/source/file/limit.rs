@@ -3,15 +3,21 @@
 //! name it, instead of being killed for memory; the streaming reader bounds its lines the same
 //! way. Below both `read` and `stream`, which each need it.
 
-/// The most bytes a whole-file read holds: `LLM_DOCTOR_MAX_INPUT_MB` MiB, else 4096. Returns
-/// bytes and MiB.
-pub fn max_input() -> (u64, f64) {
-    let mib = std::env::var("LLM_DOCTOR_MAX_INPUT_MB")
+/// A size limit in MiB from environment variable `var` (a positive number), else `default`.
+/// Returns bytes and MiB.
+pub fn mib_from_env(var: &str, default: f64) -> (u64, f64) {
+    let mib = std::env::var(var)
         .ok()
         .and_then(|v| v.trim().parse::<f64>().ok())
         .filter(|v| v.is_finite() && *v > 0.0)
-        .unwrap_or(4096.0);
+        .unwrap_or(default);
     ((mib * f64::from(1u32 << 20)) as u64, mib)
+}
+
+/// The most bytes a whole-file read holds: `LLM_DOCTOR_MAX_INPUT_MB` MiB, else 4096. Returns
+/// bytes and MiB.
+pub fn max_input() -> (u64, f64) {
+    mib_from_env("LLM_DOCTOR_MAX_INPUT_MB", 4096.0)
 }
 
 /// The longest line the streaming reader holds while it looks for the line's end: 64 MiB, or

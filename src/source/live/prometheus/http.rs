@@ -313,12 +313,8 @@ mod credential_tests {
 /// The largest answer read from a Prometheus API: `LLM_DOCTOR_MAX_ANSWER_MB` MiB, else 1024.
 /// A larger answer is an error, not a process killed for memory. Returns bytes and MiB.
 pub fn max_answer() -> (usize, f64) {
-    let mib = std::env::var("LLM_DOCTOR_MAX_ANSWER_MB")
-        .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .unwrap_or(1024.0);
-    ((mib * f64::from(1u32 << 20)) as usize, mib)
+    let (bytes, mib) = crate::source::file::limit::mib_from_env("LLM_DOCTOR_MAX_ANSWER_MB", 1024.0);
+    (usize::try_from(bytes).unwrap_or(usize::MAX), mib)
 }
 
 /// An answer's body, read in chunks up to [`max_answer`].
