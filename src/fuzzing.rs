@@ -58,12 +58,7 @@ pub fn selector(data: &[u8]) {
 
 /// `serve` configuration files.
 pub fn serve_config(data: &[u8]) {
-    let ids: Vec<&str> = rules()
-        .playbook
-        .symptoms
-        .iter()
-        .map(|s| s.id.as_str())
-        .collect();
+    let ids = rules().playbook.symptom_ids();
     let _ = crate::serve::config::parse(text(data), "fuzz.yaml", &ids);
 }
 

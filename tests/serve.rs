@@ -55,12 +55,7 @@ fn rules() -> Arc<llm_doctor::rules::Rules> {
 
 fn settings(yaml: &str) -> config::Settings {
     let rules = rules();
-    let ids: Vec<&str> = rules
-        .playbook
-        .symptoms
-        .iter()
-        .map(|s| s.id.as_str())
-        .collect();
+    let ids = rules.playbook.symptom_ids();
     config::parse(yaml, "test.yaml", &ids).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
@@ -111,12 +106,7 @@ fn minimal(extra: &str, prom: &str, sinks: &str) -> String {
 #[test]
 fn example_config_parses() {
     let rules = rules();
-    let ids: Vec<&str> = rules
-        .playbook
-        .symptoms
-        .iter()
-        .map(|s| s.id.as_str())
-        .collect();
+    let ids = rules.playbook.symptom_ids();
     let path = crate::support::root().join("examples/doctor.yaml");
     let s = config::load(&path, &ids).unwrap_or_else(|e| panic!("{e:#}"));
     assert_eq!(s.listen.to_string(), "127.0.0.1:9095");
@@ -127,12 +117,7 @@ fn example_config_parses() {
 #[test]
 fn bad_config_names_file_and_field() {
     let rules = rules();
-    let ids: Vec<&str> = rules
-        .playbook
-        .symptoms
-        .iter()
-        .map(|s| s.id.as_str())
-        .collect();
+    let ids = rules.playbook.symptom_ids();
     let e = config::parse(
         "listen: 127.0.0.1:1\nprometheus: {url: 'http://x'}\nsinks: [{type: pager, url: 'http://y'}]\n",
         "doctor.yaml",
@@ -516,12 +501,7 @@ fn credentials_and_sink_paths_never_show_in_answers() {
         "  timeout: 5s\n  basic_auth:\n    username: a\n    password: b\n",
     );
     let rules = rules();
-    let ids: Vec<&str> = rules
-        .playbook
-        .symptoms
-        .iter()
-        .map(|s| s.id.as_str())
-        .collect();
+    let ids = rules.playbook.symptom_ids();
     let e = config::parse(&both, "test.yaml", &ids)
         .unwrap_err()
         .to_string();

@@ -186,12 +186,7 @@ pub fn router(app: Arc<App>) -> Router {
 /// requests in flight.
 pub fn run(config: &Path, rules_dir: Option<&Path>) -> Result<()> {
     let rules = crate::rules::load_rules(rules_dir)?;
-    let ids: Vec<&str> = rules
-        .playbook
-        .symptoms
-        .iter()
-        .map(|s| s.id.as_str())
-        .collect();
+    let ids = rules.playbook.symptom_ids();
     let settings = config::load(config, &ids)?;
     let listen = settings.listen;
     let app = App::new(settings, Arc::new(rules))?;

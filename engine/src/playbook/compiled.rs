@@ -185,6 +185,11 @@ pub struct Playbook {
 }
 
 impl Playbook {
+    /// Every symptom's id, in playbook order (what configurations may name).
+    pub fn symptom_ids(&self) -> Vec<&str> {
+        self.symptoms.iter().map(|s| s.id.as_str()).collect()
+    }
+
     /// The display name of a slot, as written in conditions.
     pub fn slot_name(&self, slot: Slot) -> String {
         match slot {
