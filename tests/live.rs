@@ -21,6 +21,7 @@ use llm_doctor::source::live::prometheus::{
 use llm_doctor_engine::{Diagnosis, FactValue};
 
 use crate::prom::{fixture_text, Prometheus, VictoriaMetrics};
+use crate::support::{outcome, run_env};
 
 /// The fixtures' newest sample (every fixture ends there; see their `.om` text).
 const T_END_MS: i64 = 1_796_083_807_000;
@@ -1083,32 +1084,26 @@ fn an_answer_larger_than_the_limit_is_an_error_naming_the_limit() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.om");
     let run = |limit: &str| {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
-            .args([
-                "record",
-                "--prometheus",
-                &prom.url,
-                "--from",
-                "1796083200",
-                "--to",
-                "1796083807",
-            ])
-            .arg("--out")
-            .arg(&out)
-            .env("LLM_DOCTOR_MAX_ANSWER_MB", limit)
-            .output()
-            .unwrap();
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
+        let args = [
+            "record",
+            "--prometheus",
+            &prom.url,
+            "--from",
+            "1796083200",
+            "--to",
+            "1796083807",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let (code, _, err) = outcome(&run_env(&args, ("LLM_DOCTOR_MAX_ANSWER_MB", limit)));
+        (code, err)
     };
     let (code, err) = run("0.01");
-    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("larger than 0.01 MiB") && err.contains("LLM_DOCTOR_MAX_ANSWER_MB"),
         "{err}"
     );
     let (code, err) = run("1024");
-    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(code, 0, "{err}");
 }

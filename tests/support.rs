@@ -19,6 +19,18 @@ pub fn run(args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
+/// [`run`] with one environment variable set (a limit, say).
+pub fn run_env(args: &[&str], (var, value): (&str, &str)) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
+        .args(args)
+        .current_dir(root())
+        .env("NO_COLOR", "1")
+        .env(var, value)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the binary runs")
+}
+
 /// Exit code, stdout and stderr of a run, as text.
 pub fn outcome(out: &Output) -> (i32, String, String) {
     (

@@ -596,10 +596,8 @@ fn restarting_replica(restart_at: &[usize]) -> String {
             .push(format!("vllm:num_requests_waiting{l} 0 {t}"));
     }
     for (ty, samples) in lines {
-        let name = ty.split(' ').next().unwrap();
         out.push_str(&format!("# TYPE {ty}\n"));
         for s in samples {
-            debug_assert!(s.starts_with(name));
             out.push_str(&s);
             out.push('\n');
         }

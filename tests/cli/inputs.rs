@@ -1,6 +1,6 @@
 //! `diagnose` on other inputs and options: API JSON, snapshot files, selectors, --engine.
 
-use crate::support::{outcome, run};
+use crate::support::{outcome, run, run_env};
 
 fn json(args: &[&str]) -> (i32, serde_json::Value, String) {
     let (code, out, err) = outcome(&run(args));
@@ -288,25 +288,19 @@ fn too_many_targets_is_an_error_naming_the_limit() {
     let path = dir.path().join("many.prom");
     std::fs::write(&path, text).unwrap();
     let run_with = |limit: &str| {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
-            .args(["diagnose", path.to_str().unwrap(), "--format", "json"])
-            .env("LLM_DOCTOR_MAX_TARGETS", limit)
-            .output()
-            .unwrap();
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
+        let args = ["diagnose", path.to_str().unwrap(), "--format", "json"];
+        let (code, _, err) = outcome(&run_env(&args, ("LLM_DOCTOR_MAX_TARGETS", limit)));
+        (code, err)
     };
     let (code, err) = run_with("10");
-    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("50 targets in the input, more than the 10")
             && err.contains("LLM_DOCTOR_MAX_TARGETS"),
         "{err}"
     );
     let (code, err) = run_with("100");
-    assert_ne!(code, Some(2), "{err}");
+    assert_ne!(code, 2, "{err}");
 }
 
 /// Gzip bombs (a few kilobytes that expand to many megabytes) stop at LLM_DOCTOR_MAX_INPUT_MB
@@ -333,25 +327,19 @@ fn gzip_bombs_stop_at_the_input_limit() {
     );
     let text = bomb("scrape.prom.gz", "# TYPE x gauge\nx ", b'0');
     let run_with = |path: &std::path::Path, limit: &str| {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
-            .args(["diagnose", path.to_str().unwrap(), "--format", "json"])
-            .env("LLM_DOCTOR_MAX_INPUT_MB", limit)
-            .output()
-            .unwrap();
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
+        let args = ["diagnose", path.to_str().unwrap(), "--format", "json"];
+        let (code, _, err) = outcome(&run_env(&args, ("LLM_DOCTOR_MAX_INPUT_MB", limit)));
+        (code, err)
     };
     let (code, err) = run_with(&answer, "1");
-    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("answer.json.gz`: decompresses to more than 1 MiB")
             && err.contains("LLM_DOCTOR_MAX_INPUT_MB"),
         "{err}"
     );
     let (code, err) = run_with(&text, "1");
-    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("scrape.prom.gz`: no line break in the 1 MiB")
             && err.contains("LLM_DOCTOR_MAX_INPUT_MB"),
