@@ -317,6 +317,11 @@ fn seconds_to_ms(secs: f64) -> Option<i64> {
     if !secs.is_finite() {
         return None;
     }
+    // Whole seconds (every range-query step on a whole-second grid) are exact as they are;
+    // formatting each of millions of them was a tenth of a day's postmortem from Prometheus.
+    if secs.fract() == 0.0 && secs.abs() < 9.2e15 {
+        return Some(secs as i64 * 1000);
+    }
     // `{}` on f64 prints the shortest round-tripping decimal, never an exponent.
     crate::time::seconds_to_ms(&format!("{secs}"))
 }
@@ -557,6 +562,26 @@ mod tests {
         assert_eq!(seconds_to_ms(1.5e9), Some(1_500_000_000_000));
         assert_eq!(seconds_to_ms(f64::NAN), None);
         assert_eq!(seconds_to_ms(1e300), None);
+    }
+
+    #[test]
+    fn whole_seconds_convert_as_their_decimal_text_does() {
+        for secs in [
+            0.0,
+            1.0,
+            -1.0,
+            1_796_083_215.0,
+            -1_796_083_215.0,
+            9.1e15,
+            9.3e15,
+            1e300,
+        ] {
+            assert_eq!(
+                seconds_to_ms(secs),
+                crate::time::seconds_to_ms(&format!("{secs}")),
+                "{secs}"
+            );
+        }
     }
 
     #[test]

@@ -65,22 +65,25 @@ pub fn range_from_prometheus(
     }
     let range = RangeQueries::new(live, from_ms, to_ms, step_ms)?;
     let promqls: Vec<String> = rules.adapters.list.iter().map(adapter_selector).collect();
-    let answers = range.query_all(&promqls);
+    let sources: Vec<String> = (rules.adapters.list.iter())
+        .map(|a| format!("{} ({})", live.url, a.name))
+        .collect();
+    // Each answer is parsed as it arrives, beside the queries still in flight.
+    let answers = range.query_all(&promqls, move |i, text| {
+        // An empty answer just means this engine or exporter is not there.
+        if text.contains("\"result\":[]") {
+            return Ok(None);
+        }
+        let parsed = crate::source::file::api_json::parse_with_warnings(&text, &sources[i])
+            .map_err(anyhow::Error::new)?;
+        Ok(Some(parsed))
+    });
     let queries = answers.len();
     let slowest_query = answers.iter().map(|(_, d)| *d).max().unwrap_or_default();
     let mut set: Option<crate::signal::series::SeriesSet> = None;
     let mut notes = Vec::new();
-    for (a, (answer, _)) in rules.adapters.list.iter().zip(answers) {
-        let text = answer?;
-        // An empty answer just means this engine or exporter is not there.
-        if text.contains("\"result\":[]") {
-            continue;
-        }
-        let parsed = crate::source::file::api_json::parse_with_warnings(
-            &text,
-            &format!("{} ({})", live.url, a.name),
-        )
-        .map_err(anyhow::Error::new)?;
+    for (answer, _) in answers {
+        let Some(parsed) = answer? else { continue };
         notes.extend(parsed.warnings);
         match &mut set {
             Some(all) => all.merge(parsed.set),
@@ -171,9 +174,15 @@ impl<'a> RangeQueries<'a> {
         })
     }
 
-    /// Every query's answer text (an error when the server cannot be reached or does not
-    /// answer 2xx) and how long it took, in the order given; all in flight at once.
-    fn query_all(&self, promqls: &[String]) -> Vec<(Result<String>, Duration)> {
+    /// Every query's answer, handed to `parse` as soon as it arrives (on a blocking thread, so
+    /// that parsing overlaps the queries still in flight), and how long the query itself took;
+    /// in the order given, all in flight at once. An error when the server cannot be reached
+    /// or does not answer 2xx, or when `parse` fails.
+    fn query_all<T: Send + 'static>(
+        &self,
+        promqls: &[String],
+        parse: impl Fn(usize, String) -> Result<T> + Send + Sync + 'static,
+    ) -> Vec<(Result<T>, Duration)> {
         let live = self.live;
         let seconds = |ms: i64| format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
         let (start, end) = (seconds(self.from_ms), seconds(self.to_ms));
@@ -200,9 +209,12 @@ impl<'a> RangeQueries<'a> {
                 .timeout(live.timeout)
             })
             .collect();
+        let parse = std::sync::Arc::new(parse);
+        let url = live.url.clone();
         let timed = self.runtime.block_on(async {
             let mut set = tokio::task::JoinSet::new();
             for (i, request) in requests.into_iter().enumerate() {
+                let (parse, url, promql) = (parse.clone(), url.clone(), promqls[i].clone());
                 set.spawn(async move {
                     let started = std::time::Instant::now();
                     let answer = async {
@@ -211,13 +223,34 @@ impl<'a> RangeQueries<'a> {
                         Ok::<_, String>((status, super::http::read_capped(response).await?))
                     }
                     .await;
-                    (i, answer, started.elapsed())
+                    let took = started.elapsed();
+                    let text = answer.map_err(|e| anyhow::anyhow!("{url}: {e}")).and_then(
+                        |(status, bytes)| {
+                            let text = String::from_utf8(bytes).unwrap_or_else(|e| {
+                                String::from_utf8_lossy(e.as_bytes()).into_owned()
+                            });
+                            if !status.is_success() {
+                                bail!(
+                                    "{url} answered HTTP {status} for {promql}: {}",
+                                    first_line(&text)
+                                );
+                            }
+                            Ok(text)
+                        },
+                    );
+                    let result = match text {
+                        Ok(text) => tokio::task::spawn_blocking(move || parse(i, text))
+                            .await
+                            .unwrap_or_else(|e| Err(anyhow::anyhow!("{url}: parsing failed: {e}"))),
+                        Err(e) => Err(e),
+                    };
+                    (i, result, took)
                 });
             }
             let mut out: Vec<Option<_>> = (0..promqls.len()).map(|_| None).collect();
             while let Some(done) = set.join_next().await {
-                if let Ok((i, answer, took)) = done {
-                    out[i] = Some((answer, took));
+                if let Ok((i, result, took)) = done {
+                    out[i] = Some((result, took));
                 }
             }
             out
@@ -226,31 +259,11 @@ impl<'a> RangeQueries<'a> {
             .into_iter()
             .enumerate()
             .map(|(i, done)| {
-                let Some((answer, took)) = done else {
-                    return (
-                        Err(anyhow::anyhow!(
-                            "{}: the query for {} was lost",
-                            live.url,
-                            promqls[i]
-                        )),
-                        Duration::ZERO,
-                    );
-                };
-                let result = answer
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", live.url))
-                    .and_then(|(status, bytes)| {
-                        let text = String::from_utf8_lossy(&bytes).into_owned();
-                        if !status.is_success() {
-                            bail!(
-                                "{} answered HTTP {status} for {}: {}",
-                                live.url,
-                                promqls[i],
-                                first_line(&text)
-                            );
-                        }
-                        Ok(text)
-                    });
-                (result, took)
+                done.unwrap_or_else(|| {
+                    let lost =
+                        anyhow::anyhow!("{}: the query for {} was lost", live.url, promqls[i]);
+                    (Err(lost), Duration::ZERO)
+                })
             })
             .collect()
     }
