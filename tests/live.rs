@@ -1107,3 +1107,33 @@ fn an_answer_larger_than_the_limit_is_an_error_naming_the_limit() {
     let (code, err) = run("1024");
     assert_eq!(code, 0, "{err}");
 }
+
+/// A range query the server refuses (here a real Prometheus over its sample limit) ends the
+/// postmortem with the server's reason, the server and the query, not a panic or a partial
+/// report: the answers are read and parsed as they arrive, each on its own.
+#[test]
+fn a_refused_range_query_ends_the_postmortem_with_the_servers_reason() {
+    let prom = Prometheus::start_with_args(
+        &fixture_text("fleet_mixed"),
+        &["--query.max-samples=100"],
+        None,
+    );
+    let (code, out, err) = cli(&[
+        "postmortem",
+        "--prometheus",
+        &prom.url,
+        "--from",
+        "1796083500",
+        "--to",
+        "1796083807",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains(&prom.url) && err.contains("HTTP 422") && err.contains("too many samples"),
+        "{err}"
+    );
+    assert!(err.contains("__name__=~"), "names the query: {err}");
+}
