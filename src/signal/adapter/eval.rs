@@ -8,7 +8,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::signal::series::{Sample, Series};
+use crate::signal::samples::Samples;
+use crate::signal::series::Series;
 use crate::signal::window;
 
 use super::spec::{Expr, Matchers, PickSpec, Scaling, Selector};
@@ -178,13 +179,20 @@ pub fn combined_window_stats(
 }
 
 /// Every instant in (`start`, `end`] at which a series `expr` reads has a sample, in order.
+/// Each series' window is found by binary search: a step costs its window, not the history.
 fn sample_instants(expr: &Expr, ts: &TargetSeries<'_>, start: i64, end: i64) -> Vec<i64> {
     let mut times: Vec<i64> = expr
         .metric_names()
         .iter()
         .flat_map(|n| ts.named(n))
-        .flat_map(|s| s.samples.iter().filter_map(|x| x.t_ms))
-        .filter(|&t| t > start && t <= end)
+        .flat_map(|s| {
+            let lo = s.samples.partition_point(|t| t.is_none_or(|t| t <= start));
+            let hi = s.samples.partition_point(|t| t.is_none_or(|t| t <= end));
+            s.samples
+                .slice(lo, hi.max(lo))
+                .iter()
+                .filter_map(|x| x.t_ms)
+        })
         .collect();
     times.sort_unstable();
     times.dedup();
@@ -682,14 +690,10 @@ fn parse_le(le: &str) -> Option<f64> {
     }
 }
 
-fn bit_share(samples: &[Sample], mask: u64, frame: Frame) -> Option<f64> {
+fn bit_share(samples: &Samples, mask: u64, frame: Frame) -> Option<f64> {
     let in_window: Vec<f64> = match frame.end_ms {
-        Some(end) => samples
+        Some(end) => window::in_window(samples, end, frame.window_ms)
             .iter()
-            .filter(|s| {
-                s.t_ms
-                    .is_some_and(|t| t > end - frame.window_ms && t <= end)
-            })
             .map(|s| s.value)
             .filter(|v| v.is_finite() && *v >= 0.0)
             .collect(),
