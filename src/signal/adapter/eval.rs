@@ -38,22 +38,42 @@ pub struct Frame {
 
 /// One target's series, indexed by sample name.
 pub struct TargetSeries<'a> {
-    by_name: BTreeMap<&'a str, Vec<&'a Series>>,
+    by_name: BTreeMap<&'a str, Named<'a>>,
+}
+
+/// The series of one sample name, each with its [`label_key`]: built once, read by every
+/// expression at every step of a postmortem.
+#[derive(Default)]
+struct Named<'a> {
+    series: Vec<&'a Series>,
+    keys: Vec<String>,
 }
 
 impl<'a> TargetSeries<'a> {
     /// Indexes `series`.
     pub fn new(series: impl IntoIterator<Item = &'a Series>) -> Self {
-        let mut by_name: BTreeMap<&'a str, Vec<&'a Series>> = BTreeMap::new();
+        let mut by_name: BTreeMap<&'a str, Named<'a>> = BTreeMap::new();
         for s in series {
-            by_name.entry(s.name.as_str()).or_default().push(s);
+            let named = by_name.entry(s.name.as_str()).or_default();
+            named.series.push(s);
+            named.keys.push(label_key(s));
         }
         TargetSeries { by_name }
     }
 
     /// Series with this sample name.
     pub fn named(&self, name: &str) -> &[&'a Series] {
-        self.by_name.get(name).map(Vec::as_slice).unwrap_or(&[])
+        self.by_name.get(name).map_or(&[], |n| n.series.as_slice())
+    }
+
+    /// Series with this sample name, each with its label key.
+    fn named_keyed(&self, name: &str) -> impl Iterator<Item = (&'a Series, &str)> {
+        self.by_name.get(name).into_iter().flat_map(|n| {
+            n.series
+                .iter()
+                .copied()
+                .zip(n.keys.iter().map(String::as_str))
+        })
     }
 
     /// Every sample name present.
@@ -63,16 +83,16 @@ impl<'a> TargetSeries<'a> {
 
     /// Every series.
     pub fn all(&self) -> impl Iterator<Item = &&'a Series> {
-        self.by_name.values().flatten()
+        self.by_name.values().flat_map(|n| n.series.iter())
     }
 }
 
-/// A vector: one value per label set (labels without `le`), sorted by key.
-type Vector = Vec<(String, f64)>;
+/// A vector: one value per label set (labels without `le`, as a [`label_key`]), sorted by key.
+type Vector<'t> = Vec<(&'t str, f64)>;
 
 /// Result of evaluating an expression.
-struct Out {
-    values: Vector,
+struct Out<'t> {
+    values: Vector<'t>,
     /// Lifetime mode: the values are counter totals standing in for rates, meaningful only in
     /// a ratio.
     totals: bool,
@@ -215,7 +235,7 @@ pub fn reads_gauge(expr: &Expr) -> bool {
 pub fn choose(pick: &PickSpec, ts: &TargetSeries<'_>, frame: Frame) -> Result<String, Absent> {
     let series = select(&pick.largest_rate, "", ts)?;
     let mut by_value: BTreeMap<&str, f64> = BTreeMap::new();
-    for s in series {
+    for (s, _) in series {
         let Some(value) = s.labels.get(&pick.label) else {
             continue;
         };
@@ -264,7 +284,12 @@ pub fn zeroed(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame) -> Vec<String> {
 
 // Long on purpose: one arm per expression kind, each the Prometheus function it mirrors; split
 // up, the arms would only pass the same four arguments along.
-fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<Out, Absent> {
+fn eval<'t>(
+    expr: &Expr,
+    ts: &'t TargetSeries<'_>,
+    frame: Frame,
+    stat: Stat,
+) -> Result<Out<'t>, Absent> {
     match expr {
         Expr::Gauge(sel) => leaf(sel, "", ts, |s| match frame.end_ms {
             Some(end) => {
@@ -327,7 +352,7 @@ fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<
             let q = sel.q.ok_or("quantile needs `q`")?;
             let mut buckets: Vec<(f64, f64)> = Vec::new();
             let series = select(sel, "_bucket", ts)?;
-            for s in series {
+            for (s, _) in series {
                 let Some(le) = s.labels.get("le").and_then(parse_le) else {
                     continue;
                 };
@@ -348,7 +373,7 @@ fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<
             // Sum by le: histogram_quantile merges equal bounds itself.
             match window::histogram_quantile(q, &mut buckets) {
                 Some(v) if v.is_finite() => Ok(Out {
-                    values: vec![(String::new(), v)],
+                    values: vec![("", v)],
                     totals: false,
                 }),
                 _ => Err(format!(
@@ -373,7 +398,7 @@ fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<
             let (s, c) = (single(&sum), single(&count));
             match (s, c) {
                 (Some(s), Some(c)) if c > 0.0 => Ok(Out {
-                    values: vec![(String::new(), s / c)],
+                    values: vec![("", s / c)],
                     totals: false,
                 }),
                 _ => Err(format!(
@@ -395,7 +420,7 @@ fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<
         Expr::Count(e) => {
             let out = eval(e, ts, frame, stat)?;
             Ok(Out {
-                values: vec![(String::new(), out.values.len() as f64)],
+                values: vec![("", out.values.len() as f64)],
                 totals: false,
             })
         }
@@ -430,7 +455,7 @@ fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<
             Ok(out)
         }
         Expr::Const(c) => Ok(Out {
-            values: vec![(String::new(), *c)],
+            values: vec![("", *c)],
             totals: false,
         }),
         Expr::PercentToRatio(e) => {
@@ -452,7 +477,7 @@ fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<
             Ok(o) => Ok(o),
         },
         Expr::Scaling(s) => scaling(s, ts, frame).map(|v| Out {
-            values: vec![(String::new(), v)],
+            values: vec![("", v)],
             totals: false,
         }),
         Expr::First(alternatives) => {
@@ -535,29 +560,29 @@ fn scaling(s: &Scaling, ts: &TargetSeries<'_>, frame: Frame) -> Result<f64, Abse
     Ok((b_hi * v_hi - b_lo * v_lo) / ((b_hi - b_lo) * v_lo))
 }
 
-fn single(out: &Out) -> Option<f64> {
+fn single(out: &Out<'_>) -> Option<f64> {
     (out.values.len() == 1).then(|| out.values[0].1)
 }
 
-fn aggregate(out: Out, f: impl Fn(&[f64]) -> f64) -> Result<Out, Absent> {
+fn aggregate<'t>(out: Out<'t>, f: impl Fn(&[f64]) -> f64) -> Result<Out<'t>, Absent> {
     if out.values.is_empty() {
         return Err("no series to aggregate".into());
     }
     let v: Vec<f64> = out.values.iter().map(|(_, v)| *v).collect();
     Ok(Out {
-        values: vec![(String::new(), f(&v))],
+        values: vec![("", f(&v))],
         totals: out.totals,
     })
 }
 
 /// One-to-one matching on identical label sets, as PromQL does; a single unlabelled value on
 /// either side applies to every element of the other.
-fn binary(
-    a: Vector,
-    b: Vector,
+fn binary<'t>(
+    a: Vector<'t>,
+    b: Vector<'t>,
     totals: bool,
     f: impl Fn(f64, f64) -> Option<f64>,
-) -> Result<Out, Absent> {
+) -> Result<Out<'t>, Absent> {
     let mut values = Vec::new();
     if b.len() == 1 && b[0].0.is_empty() {
         let y = b[0].1;
@@ -566,9 +591,9 @@ fn binary(
         let x = a[0].1;
         values.extend(b.into_iter().filter_map(|(k, y)| f(x, y).map(|v| (k, v))));
     } else {
-        let bm: BTreeMap<String, f64> = b.into_iter().collect();
+        let bm: BTreeMap<&str, f64> = b.into_iter().collect();
         for (k, x) in a {
-            if let Some(&y) = bm.get(&k) {
+            if let Some(&y) = bm.get(k) {
                 if let Some(v) = f(x, y) {
                     values.push((k, v));
                 }
@@ -606,39 +631,39 @@ fn matches(s: &Series, want: &Matchers, not: &Matchers) -> bool {
             .all(|(l, vals)| !s.labels.get(l).is_some_and(|v| vals.values().contains(&v)))
 }
 
-fn select<'a>(
+/// The series of the first of the selector's names that has any (with `suffix` appended),
+/// that its matchers accept, each with its label key.
+fn select<'t, 'a>(
     sel: &Selector,
     suffix: &str,
-    ts: &TargetSeries<'a>,
-) -> Result<Vec<&'a Series>, Absent> {
+    ts: &'t TargetSeries<'a>,
+) -> Result<Vec<(&'a Series, &'t str)>, Absent> {
     for name in sel.metric.values() {
-        let full = format!("{name}{suffix}");
-        let found = ts.named(&full);
-        if !found.is_empty() {
+        let full = if suffix.is_empty() {
+            std::borrow::Cow::Borrowed(name)
+        } else {
+            std::borrow::Cow::Owned(format!("{name}{suffix}"))
+        };
+        let mut found = ts.named_keyed(&full).peekable();
+        if found.peek().is_some() {
             return Ok(found
-                .iter()
-                .copied()
-                .filter(|s| matches(s, &sel.matchers, &sel.where_not))
+                .filter(|(s, _)| matches(s, &sel.matchers, &sel.where_not))
                 .collect());
         }
     }
     Err(format!("no series `{}{suffix}`", first_name(sel)))
 }
 
-fn leaf(
+fn leaf<'t>(
     sel: &Selector,
     suffix: &str,
-    ts: &TargetSeries<'_>,
+    ts: &'t TargetSeries<'_>,
     value: impl Fn(&Series) -> Option<f64>,
-) -> Result<Vector, Absent> {
+) -> Result<Vector<'t>, Absent> {
     let series = select(sel, suffix, ts)?;
     let mut out: Vector = series
         .iter()
-        .filter_map(|s| {
-            value(s)
-                .filter(|v| v.is_finite())
-                .map(|v| (label_key(s), v))
-        })
+        .filter_map(|&(s, key)| value(s).filter(|v| v.is_finite()).map(|v| (key, v)))
         .collect();
     if out.is_empty() {
         return Err(format!(
@@ -646,13 +671,13 @@ fn leaf(
             first_name(sel)
         ));
     }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.sort_by(|a, b| a.0.cmp(b.0));
     Ok(out)
 }
 
 /// A series' labels but `le`, as a key that only matching and sorting read: each value is
-/// length-prefixed, so no value can forge a boundary. Built by hand: it runs for every series
-/// of every signal at every step of a postmortem.
+/// length-prefixed, so no value can forge a boundary. Built once per series, by
+/// [`TargetSeries::new`].
 fn label_key(s: &Series) -> String {
     let mut key =
         String::with_capacity(s.labels.0.iter().map(|(k, v)| k.len() + v.len() + 8).sum());
