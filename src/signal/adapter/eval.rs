@@ -284,6 +284,16 @@ pub fn zeroed(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame) -> Vec<String> {
 
 // Long on purpose: one arm per expression kind, each the Prometheus function it mirrors; split
 // up, the arms would only pass the same four arguments along.
+/// An expression's vector (label key, value) and whether its values are lifetime totals.
+pub(super) fn eval_vector<'t>(
+    expr: &Expr,
+    ts: &'t TargetSeries<'_>,
+    frame: Frame,
+    stat: Stat,
+) -> Result<(Vector<'t>, bool), Absent> {
+    eval(expr, ts, frame, stat).map(|o| (o.values, o.totals))
+}
+
 fn eval<'t>(
     expr: &Expr,
     ts: &'t TargetSeries<'_>,
@@ -633,7 +643,7 @@ fn matches(s: &Series, want: &Matchers, not: &Matchers) -> bool {
 
 /// The series of the first of the selector's names that has any (with `suffix` appended),
 /// that its matchers accept, each with its label key.
-fn select<'t, 'a>(
+pub(super) fn select<'t, 'a>(
     sel: &Selector,
     suffix: &str,
     ts: &'t TargetSeries<'a>,

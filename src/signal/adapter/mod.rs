@@ -6,6 +6,7 @@
 
 pub mod eval;
 pub mod spec;
+pub mod stats;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -275,6 +276,14 @@ pub fn fill_signals_from(
                             frame,
                             memo.as_deref_mut().map(|m| (m, name.as_str())),
                         ) {
+                            return WindowStats {
+                                min,
+                                mean,
+                                max,
+                                last: value,
+                            };
+                        }
+                        if let Some((min, mean, max)) = stats::gauge_window_stats(expr, ts, frame) {
                             return WindowStats {
                                 min,
                                 mean,
