@@ -57,6 +57,17 @@ impl Run {
     fn at(&self, k: usize) -> i64 {
         self.start.wrapping_add(self.step.wrapping_mul(k as i64))
     }
+
+    /// How many of the run's instants are at or before `t` (`step` > 0), unbounded above: the
+    /// caller clamps to the run's length.
+    fn count_upto(&self, t: i64) -> usize {
+        if t < self.start {
+            return 0;
+        }
+        // i128: `t - start` can exceed i64 for timestamps far apart.
+        let k = (i128::from(t) - i128::from(self.start)) / i128::from(self.step) + 1;
+        usize::try_from(k).unwrap_or(usize::MAX)
+    }
 }
 
 impl Samples {
@@ -98,13 +109,13 @@ impl Samples {
     }
 
     /// The value of sample `i`.
-    #[inline]
+    #[inline(always)]
     fn value(&self, i: usize) -> f64 {
         self.blocks[i >> BLOCK_BITS][i & (BLOCK - 1)]
     }
 
     /// The timestamp of sample `i`.
-    #[inline]
+    #[inline(always)]
     pub fn time(&self, i: usize) -> Option<i64> {
         match &self.times {
             // The common case, inlined: one run.
@@ -121,7 +132,7 @@ impl Samples {
     }
 
     /// Sample `i`, which must exist.
-    #[inline]
+    #[inline(always)]
     fn at(&self, i: usize) -> Sample {
         Sample {
             t_ms: self.time(i),
@@ -152,6 +163,25 @@ impl Samples {
             lo: lo.min(hi),
             hi,
         }
+    }
+
+    /// The samples with `after < t <= until` (sorted samples, as a series keeps them; those
+    /// without a timestamp are never in). Evenly spaced instants are found by arithmetic, others
+    /// by binary search.
+    pub fn window(&self, after: i64, until: i64) -> SampleSlice<'_> {
+        if let Times::Runs(runs) = &self.times {
+            if let [run] = runs.as_slice() {
+                if run.step > 0 {
+                    let lo = run.count_upto(after).min(self.len);
+                    let hi = run.count_upto(until).clamp(lo, self.len);
+                    return self.slice(lo, hi);
+                }
+            }
+        }
+        let lo = self.partition_point(|t| t.is_none_or(|t| t <= after));
+        let hi = self.partition_point(|t| t.is_none_or(|t| t <= until));
+        // Unsorted input gives an empty window rather than a reversed one.
+        self.slice(lo, hi.max(lo))
     }
 
     /// The first index whose timestamp `pred` rejects, assuming it accepts a prefix (as
@@ -447,6 +477,45 @@ mod tests {
             }
             for (i, w) in v.iter().enumerate() {
                 assert_eq!(s.time(i), w.t_ms);
+            }
+        }
+    }
+
+    /// The arithmetic window of one run must be the binary search's, at and around every edge.
+    #[test]
+    fn window_by_arithmetic_is_the_binary_search() {
+        let runs: Samples = (0..20).map(|i| at(Some(-50 + i * 15), 0.0)).collect();
+        let mut each = runs.clone();
+        each.times = Times::Each(runs.iter().map(|s| s.t_ms).collect());
+        for after in [
+            i64::MIN,
+            -80,
+            -51,
+            -50,
+            -49,
+            0,
+            10,
+            100,
+            235,
+            240,
+            300,
+            i64::MAX,
+        ] {
+            for until in [
+                i64::MIN,
+                -50,
+                -36,
+                -35,
+                0,
+                99,
+                100,
+                239,
+                240,
+                1000,
+                i64::MAX,
+            ] {
+                let (a, b) = (runs.window(after, until), each.window(after, until));
+                assert_eq!((a.lo, a.hi), (b.lo, b.hi), "({after}, {until}]");
             }
         }
     }

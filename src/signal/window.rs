@@ -23,11 +23,7 @@ pub fn in_window(samples: &Samples, end_ms: i64, window_ms: i64) -> SampleSlice<
     if window_ms <= 0 {
         return samples.slice(0, 0);
     }
-    let start = end_ms.saturating_sub(window_ms);
-    let lo = samples.partition_point(|t| t.is_none_or(|t| t <= start));
-    let hi = samples.partition_point(|t| t.is_none_or(|t| t <= end_ms));
-    // Guard against unsorted input producing a reversed range instead of panicking.
-    samples.slice(lo, hi.max(lo))
+    samples.window(end_ms.saturating_sub(window_ms), end_ms)
 }
 
 fn finite(samples: SampleSlice<'_>) -> impl Iterator<Item = Sample> + '_ {

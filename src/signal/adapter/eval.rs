@@ -205,14 +205,7 @@ fn sample_instants(expr: &Expr, ts: &TargetSeries<'_>, start: i64, end: i64) -> 
         .metric_names()
         .iter()
         .flat_map(|n| ts.named(n))
-        .flat_map(|s| {
-            let lo = s.samples.partition_point(|t| t.is_none_or(|t| t <= start));
-            let hi = s.samples.partition_point(|t| t.is_none_or(|t| t <= end));
-            s.samples
-                .slice(lo, hi.max(lo))
-                .iter()
-                .filter_map(|x| x.t_ms)
-        })
+        .flat_map(|s| s.samples.window(start, end).iter().filter_map(|x| x.t_ms))
         .collect();
     times.sort_unstable();
     times.dedup();
