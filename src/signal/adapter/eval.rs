@@ -163,10 +163,12 @@ pub fn combined_window_stats(
     let values: Vec<f64> = match memo {
         None => times.iter().filter_map(|&t| at(t)).collect(),
         Some((memo, signal)) => {
-            let entry = memo
-                .by_signal
-                .entry(signal.to_string())
-                .or_insert_with(|| (expr.clone(), frame.window_ms, Default::default()));
+            // Looked up before inserting: the signal's name is copied once, not at every step.
+            if !memo.by_signal.contains_key(signal) {
+                let fresh = (expr.clone(), frame.window_ms, Default::default());
+                memo.by_signal.insert(signal.to_string(), fresh);
+            }
+            let entry = memo.by_signal.get_mut(signal)?;
             // An instant's value depends on the expression and the window length only.
             if entry.0 != *expr || entry.1 != frame.window_ms {
                 *entry = (expr.clone(), frame.window_ms, Default::default());
