@@ -64,9 +64,12 @@ impl Run {
         if t < self.start {
             return 0;
         }
-        // i128: `t - start` can exceed i64 for timestamps far apart.
-        let k = (i128::from(t) - i128::from(self.start)) / i128::from(self.step) + 1;
-        usize::try_from(k).unwrap_or(usize::MAX)
+        let k = match t.checked_sub(self.start) {
+            Some(d) => i128::from(d / self.step),
+            // Timestamps so far apart that their distance exceeds i64 (i128 division is slow).
+            None => (i128::from(t) - i128::from(self.start)) / i128::from(self.step),
+        };
+        usize::try_from(k + 1).unwrap_or(usize::MAX)
     }
 }
 
@@ -484,38 +487,31 @@ mod tests {
     /// The arithmetic window of one run must be the binary search's, at and around every edge.
     #[test]
     fn window_by_arithmetic_is_the_binary_search() {
-        let runs: Samples = (0..20).map(|i| at(Some(-50 + i * 15), 0.0)).collect();
-        let mut each = runs.clone();
-        each.times = Times::Each(runs.iter().map(|s| s.t_ms).collect());
-        for after in [
-            i64::MIN,
-            -80,
-            -51,
-            -50,
-            -49,
-            0,
-            10,
-            100,
-            235,
-            240,
-            300,
-            i64::MAX,
+        let huge = i64::MAX / 2 + 1;
+        for runs in [
+            (0..20)
+                .map(|i| at(Some(-50 + i * 15), 0.0))
+                .collect::<Samples>(),
+            // Instants whose distance from the first exceeds i64.
+            (0..3)
+                .map(|i| at(Some((i64::MIN + 7).wrapping_add(huge.wrapping_mul(i))), 0.0))
+                .collect(),
         ] {
-            for until in [
-                i64::MIN,
-                -50,
-                -36,
-                -35,
-                0,
-                99,
-                100,
-                239,
-                240,
-                1000,
-                i64::MAX,
-            ] {
-                let (a, b) = (runs.window(after, until), each.window(after, until));
-                assert_eq!((a.lo, a.hi), (b.lo, b.hi), "({after}, {until}]");
+            let mut each = runs.clone();
+            each.times = Times::Each(runs.iter().map(|s| s.t_ms).collect());
+            let edges = runs.iter().flat_map(|s| {
+                let t = s.t_ms.unwrap();
+                [t.saturating_sub(1), t, t.saturating_add(1)]
+            });
+            let probes: Vec<i64> = [i64::MIN, -80, 0, 100, 1000, i64::MAX]
+                .into_iter()
+                .chain(edges)
+                .collect();
+            for &after in &probes {
+                for &until in &probes {
+                    let (a, b) = (runs.window(after, until), each.window(after, until));
+                    assert_eq!((a.lo, a.hi), (b.lo, b.hi), "({after}, {until}]");
+                }
             }
         }
     }
