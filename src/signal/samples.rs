@@ -16,7 +16,7 @@ use std::fmt;
 use super::series::Sample;
 
 /// Values per block (a power of two: the index is split by shifting).
-const BLOCK_BITS: u32 = 10;
+const BLOCK_BITS: u32 = 8;
 const BLOCK: usize = 1 << BLOCK_BITS;
 
 /// The samples of one series, in the order they were pushed.
