@@ -409,9 +409,11 @@ impl FactSource for SeriesFacts<'_, '_> {
     }
 
     fn engine_label(&self, engine: &AdapterSpec, label: &str) -> Option<String> {
-        self.indexed
-            .all()
-            .filter(|s| engine.detect.iter().any(|p| s.name.starts_with(p.as_str())))
+        // A series under two prefixes is seen twice: harmless for a minimum.
+        engine
+            .detect
+            .iter()
+            .flat_map(|p| self.indexed.with_prefix(p))
             .filter_map(|s| s.labels.get(label))
             .min()
             .map(str::to_string)

@@ -76,6 +76,17 @@ impl<'a> TargetSeries<'a> {
         })
     }
 
+    /// Series whose sample name starts with `prefix` (a range of the sorted index, not a scan).
+    pub fn with_prefix<'p>(&'p self, prefix: &'p str) -> impl Iterator<Item = &'a Series> + 'p {
+        self.by_name
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(move |(name, _)| name.starts_with(prefix))
+            .flat_map(|(_, n)| n.series.iter().copied())
+    }
+
     /// Every sample name present.
     pub fn names(&self) -> impl Iterator<Item = &&'a str> {
         self.by_name.keys()
@@ -757,6 +768,20 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn with_prefix_reads_a_range_of_names() {
+        let all = [
+            series("dcgm_x", &[1.0]),
+            series("vllm:b", &[1.0]),
+            series("vllm:a", &[1.0]),
+            series("vllmx", &[1.0]),
+        ];
+        let ts = TargetSeries::new(all.iter());
+        let names: Vec<&str> = ts.with_prefix("vllm:").map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["vllm:a", "vllm:b"]);
+        assert_eq!(ts.with_prefix("zz").count(), 0);
     }
 
     fn expr(yaml: &str) -> Expr {
