@@ -39,6 +39,16 @@ pub struct Frame {
 /// One target's series, indexed by sample name.
 pub struct TargetSeries<'a> {
     by_name: BTreeMap<&'a str, Named<'a>>,
+    /// Bucket rates already read at the latest frame (see [`TargetSeries::bucket_rates`]).
+    buckets: std::sync::Mutex<BucketMemo>,
+}
+
+/// At one frame, each histogram's `(le, rate)` pairs: the p50 and the p99 of a histogram read
+/// the same buckets, so a step reads them once.
+#[derive(Default)]
+struct BucketMemo {
+    frame: Option<(Option<i64>, i64)>,
+    entries: Vec<(Selector, Vec<(f64, f64)>)>,
 }
 
 /// The series of one sample name, each with its [`label_key`]: built once, read by every
@@ -58,7 +68,10 @@ impl<'a> TargetSeries<'a> {
             named.series.push(s);
             named.keys.push(label_key(s));
         }
-        TargetSeries { by_name }
+        TargetSeries {
+            by_name,
+            buckets: Default::default(),
+        }
     }
 
     /// Series with this sample name.
@@ -85,6 +98,42 @@ impl<'a> TargetSeries<'a> {
             ))
             .take_while(move |(name, _)| name.starts_with(prefix))
             .flat_map(|(_, n)| n.series.iter().copied())
+    }
+
+    /// The `(le, rate)` pairs of the `_bucket` series `sel` selects, over `frame` (totals
+    /// without timestamps), in selection order; read once per frame and histogram.
+    fn bucket_rates(&self, sel: &Selector, frame: Frame) -> Result<Vec<(f64, f64)>, Absent> {
+        let mut memo = self
+            .buckets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (frame.end_ms, frame.window_ms);
+        if memo.frame != Some(key) {
+            memo.frame = Some(key);
+            memo.entries.clear();
+        }
+        // The quantile itself does not change which buckets are read.
+        let same = |s: &Selector| {
+            s.metric == sel.metric && s.matchers == sel.matchers && s.where_not == sel.where_not
+        };
+        if let Some((_, pairs)) = memo.entries.iter().find(|(s, _)| same(s)) {
+            return Ok(pairs.clone());
+        }
+        let mut pairs: Vec<(f64, f64)> = Vec::new();
+        for (s, _) in select(sel, "_bucket", self)? {
+            let Some(le) = s.labels.get("le").and_then(parse_le) else {
+                continue;
+            };
+            let v = match frame.end_ms {
+                Some(end) => window::rate(&s.samples, end, frame.window_ms),
+                None => window::last_value(&s.samples),
+            };
+            if let Some(v) = v {
+                pairs.push((le, v));
+            }
+        }
+        memo.entries.push((sel.clone(), pairs.clone()));
+        Ok(pairs)
     }
 
     /// Every sample name present.
@@ -366,20 +415,7 @@ fn eval<'t>(
         }
         Expr::Quantile(sel) => {
             let q = sel.q.ok_or("quantile needs `q`")?;
-            let mut buckets: Vec<(f64, f64)> = Vec::new();
-            let series = select(sel, "_bucket", ts)?;
-            for (s, _) in series {
-                let Some(le) = s.labels.get("le").and_then(parse_le) else {
-                    continue;
-                };
-                let v = match frame.end_ms {
-                    Some(end) => window::rate(&s.samples, end, frame.window_ms),
-                    None => window::last_value(&s.samples),
-                };
-                if let Some(v) = v {
-                    buckets.push((le, v));
-                }
-            }
+            let mut buckets = ts.bucket_rates(sel, frame)?;
             if buckets.is_empty() {
                 return Err(format!(
                     "no samples of `{}_bucket` in the window",
@@ -768,6 +804,33 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    /// The p50 and p99 of one histogram share its bucket rates, and give what a fresh read
+    /// gives.
+    #[test]
+    fn quantiles_of_one_histogram_read_its_buckets_once() {
+        let bucket = |le: &str, step: f64| {
+            let points: Vec<(Option<i64>, f64)> = (0..10)
+                .map(|i| (Some(i * 15_000), i as f64 * step))
+                .collect();
+            crate::signal::series::testutil::series("h_bucket", &[("le", le)], &points)
+        };
+        let all = [bucket("0.1", 1.0), bucket("1", 3.0), bucket("+Inf", 4.0)];
+        let frame = Frame {
+            end_ms: Some(135_000),
+            window_ms: 60_000,
+        };
+        let shared = TargetSeries::new(all.iter());
+        for q in ["0.5", "0.99", "0.5"] {
+            let e = expr(&format!("{{quantile: {{metric: h, q: {q}}}}}"));
+            let fresh = TargetSeries::new(all.iter());
+            assert_eq!(
+                eval_signal(&e, &shared, frame, Stat::Last),
+                eval_signal(&e, &fresh, frame, Stat::Last)
+            );
+        }
+        assert_eq!(shared.buckets.lock().unwrap().entries.len(), 1);
     }
 
     #[test]
