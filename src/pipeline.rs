@@ -337,7 +337,7 @@ fn prepare_target(
         provenance,
     );
     let engine = input.engine.as_deref().and_then(|e| rules.adapters.get(e));
-    let source = SeriesFacts { input, frame };
+    let source = SeriesFacts { indexed, frame };
     let user = UserInputs {
         command_line,
         facts: &opts.facts,
@@ -379,20 +379,21 @@ pub(crate) trait FactSource {
     fn engine_label(&self, engine: &AdapterSpec, label: &str) -> Option<String>;
 }
 
-/// [`FactSource`] over a recording's series.
+/// [`FactSource`] over a recording's series, through the target's index (a postmortem asks at
+/// every step).
 struct SeriesFacts<'a, 'b> {
-    input: &'a TargetInput<'b>,
+    indexed: &'a TargetSeries<'b>,
     frame: Frame,
 }
 
 impl FactSource for SeriesFacts<'_, '_> {
     fn has_metric(&self, name: &str) -> bool {
-        self.input.series.iter().any(|s| s.name == name)
+        !self.indexed.named(name).is_empty()
     }
 
     fn info_labels(&self, metric: &str) -> Option<BTreeMap<String, String>> {
         // One series per engine index under data parallelism; they agree on configuration.
-        let series = self.input.series.iter().find(|s| s.name == metric)?;
+        let series = self.indexed.named(metric).first()?;
         Some(
             series
                 .labels
@@ -403,16 +404,16 @@ impl FactSource for SeriesFacts<'_, '_> {
     }
 
     fn gauge_fact(&self, _fact: &str, selector: &Selector) -> Option<f64> {
-        let ts = TargetSeries::new(self.input.series.iter().copied());
         let expr = Expr::Max(Box::new(Expr::Gauge(selector.clone())));
-        crate::signal::adapter::eval::eval_signal(&expr, &ts, self.frame, Stat::Last).ok()
+        crate::signal::adapter::eval::eval_signal(&expr, self.indexed, self.frame, Stat::Last).ok()
     }
 
     fn engine_label(&self, engine: &AdapterSpec, label: &str) -> Option<String> {
-        self.input
-            .series
+        // A series under two prefixes is seen twice: harmless for a minimum.
+        engine
+            .detect
             .iter()
-            .filter(|s| engine.detect.iter().any(|p| s.name.starts_with(p.as_str())))
+            .flat_map(|p| self.indexed.with_prefix(p))
             .filter_map(|s| s.labels.get(label))
             .min()
             .map(str::to_string)

@@ -143,7 +143,7 @@ fn vector_answer_gives_one_sample_per_series() {
         .iter_by_name("vllm:spec_decode_num_draft_tokens_total")
         .next()
         .unwrap();
-    assert!(draft.samples[0].value.is_nan());
+    assert!(draft.samples.to_vec()[0].value.is_nan());
     // One instant: gauges are known, rates are not (one sample is no rate).
     let c = catalog();
     let p = prepare(&set);

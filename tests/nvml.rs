@@ -360,7 +360,7 @@ fn readings_map_to_dcgm_exporter_names_labels_and_units() {
     let got: Vec<(&str, f64)> = set
         .series
         .iter()
-        .map(|s| (s.name.as_str(), s.samples[0].value))
+        .map(|s| (s.name.as_str(), s.samples.to_vec()[0].value))
         .collect();
     assert_eq!(got, want);
     let labels = set.series[0].labels.to_string();
@@ -368,7 +368,10 @@ fn readings_map_to_dcgm_exporter_names_labels_and_units() {
         labels,
         r#"{DCGM_FI_DRIVER_VERSION="570.133.20",Hostname="node-b",UUID="GPU-aaaa",device="nvidia3",gpu="3",instance="node-b:nvml",job="nvml",modelName="NVIDIA L40S",pci_bus_id="00000000:3B:00.0"}"#
     );
-    assert!(set.series.iter().all(|s| s.samples[0].t_ms == Some(T0)));
+    assert!(set
+        .series
+        .iter()
+        .all(|s| s.samples.to_vec()[0].t_ms == Some(T0)));
     assert_eq!(
         set.family_type("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"),
         MetricType::Counter

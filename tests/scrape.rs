@@ -346,7 +346,10 @@ fn scrape_two_rounds_gives_rates_and_prometheus_labels() {
         assert_eq!(s.samples.len(), 2, "{s}");
         assert_eq!(s.labels.get("instance"), Some(instance.as_str()), "{s}");
         assert_eq!(s.labels.get("job"), Some("scrape"), "{s}");
-        let (t0, t1) = (s.samples[0].t_ms.unwrap(), s.samples[1].t_ms.unwrap());
+        let (t0, t1) = (
+            s.samples.to_vec()[0].t_ms.unwrap(),
+            s.samples.to_vec()[1].t_ms.unwrap(),
+        );
         assert!(
             before <= t0 && t1 <= after,
             "{s}: {t0} {t1} outside {before}..{after}"
@@ -363,10 +366,13 @@ fn scrape_two_rounds_gives_rates_and_prometheus_labels() {
     );
 
     let prompt = set.iter_by_name("vllm:prompt_tokens_total").next().unwrap();
-    assert_eq!(prompt.samples[1].value - prompt.samples[0].value, 500.0);
+    assert_eq!(
+        prompt.samples.to_vec()[1].value - prompt.samples.to_vec()[0].value,
+        500.0
+    );
     let (t0, t1) = (
-        prompt.samples[0].t_ms.unwrap(),
-        prompt.samples[1].t_ms.unwrap(),
+        prompt.samples.to_vec()[0].t_ms.unwrap(),
+        prompt.samples.to_vec()[1].t_ms.unwrap(),
     );
     let rate = window::rate(&prompt.samples, t1, t1 - t0 + 1).expect("a rate from two samples");
     let expected = 500.0 / ((t1 - t0) as f64 / 1000.0);
@@ -577,7 +583,10 @@ fn record_writes_openmetrics_that_reads_back_and_imports() {
         let from_flaky = s.labels.get("instance") == Some(&flaky.addr.to_string());
         let want = if from_flaky { 4 } else { 5 };
         assert_eq!(s.samples.len(), want, "{s}");
-        assert!(s.samples.windows(2).all(|w| w[0].t_ms < w[1].t_ms), "{s}");
+        assert!(
+            s.samples.to_vec().windows(2).all(|w| w[0].t_ms < w[1].t_ms),
+            "{s}"
+        );
     }
     // Timestamps are seconds since the epoch, near now.
     let lo = started_ms as f64 / 1000.0 - 1.0;

@@ -5,6 +5,7 @@
 pub mod adapter;
 pub mod engine_args;
 pub mod promql;
+pub mod samples;
 pub mod selector;
 pub mod series;
 pub mod window;

@@ -11,6 +11,8 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use super::samples::Samples;
+
 /// Metric type as declared by `# TYPE` (Unknown when undeclared).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub enum MetricType {
@@ -177,7 +179,7 @@ pub struct Series {
     /// The labels without the metric name.
     pub labels: Labels,
     /// Sorted by time (timestamp-less samples first), one sample per timestamp.
-    pub samples: Vec<Sample>,
+    pub samples: Samples,
 }
 
 impl Series {
@@ -234,10 +236,10 @@ impl SeriesSet {
             // Stable, so samples of joined duplicates keep their push order for the dedup below.
             all.sort_by(Series::key_cmp);
             let mut joined: Vec<Series> = Vec::with_capacity(all.len());
-            for s in all {
+            for mut s in all {
                 match joined.last_mut() {
                     Some(last) if last.name == s.name && last.labels == s.labels => {
-                        last.samples.extend(s.samples)
+                        last.samples.append(&mut s.samples)
                     }
                     _ => joined.push(s),
                 }
@@ -302,10 +304,11 @@ impl SeriesSet {
     /// samples; None with fewer than two timestamped samples in every series.
     pub fn scrape_interval_ms(&self) -> Option<i64> {
         let series = self.series.iter().max_by_key(|s| s.samples.len())?;
-        let mut gaps: Vec<i64> = series
-            .samples
-            .windows(2)
-            .filter_map(|w| Some(w[1].t_ms? - w[0].t_ms?))
+        let times = series.samples.iter().map(|x| x.t_ms);
+        let mut gaps: Vec<i64> = times
+            .clone()
+            .zip(times.skip(1))
+            .filter_map(|(a, b)| Some(b? - a?))
             .filter(|g| *g > 0)
             .collect();
         if gaps.is_empty() {
@@ -378,13 +381,20 @@ impl SeriesSet {
     }
 }
 
-/// Sorts by time (stable) and keeps the last-pushed sample of each timestamp.
-/// Sorts by time and keeps one sample per timestamp (the later one). Returns the first
-/// disagreement (timestamp, dropped value, kept value) and how many samples disagreed.
-fn sort_dedup_samples(samples: &mut Vec<Sample>) -> Option<(Option<i64>, f64, f64, usize)> {
-    if samples.windows(2).all(|w| w[0].t_ms < w[1].t_ms) {
+/// Sorts by time (stable) and keeps one sample per timestamp (the later one). Returns the
+/// first disagreement (timestamp, dropped value, kept value) and how many samples disagreed.
+fn sort_dedup_samples(samples: &mut Samples) -> Option<(Option<i64>, f64, f64, usize)> {
+    let times = samples.iter().map(|x| x.t_ms);
+    if times.clone().zip(times.skip(1)).all(|(a, b)| a < b) {
         return None;
     }
+    let mut v = samples.to_vec();
+    let first = sort_dedup_vec(&mut v);
+    *samples = v.into();
+    first
+}
+
+fn sort_dedup_vec(samples: &mut Vec<Sample>) -> Option<(Option<i64>, f64, f64, usize)> {
     samples.sort_by_key(|s| s.t_ms);
     let mut kept = 0;
     let mut first = None;
@@ -608,7 +618,7 @@ mod tests {
         };
         set.normalize();
         assert_eq!(
-            set.series[0].samples,
+            set.series[0].samples.to_vec(),
             [Sample {
                 t_ms: None,
                 value: 2.0

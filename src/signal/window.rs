@@ -14,30 +14,27 @@
 //! samples sorted by time, as [`crate::signal::series::Series`] keeps them. The durations and
 //! times that define a window are read by [`crate::time`].
 
+use crate::signal::samples::{SampleSlice, Samples};
 use crate::signal::series::Sample;
 
 /// The samples inside the left-open window `(end_ms - window_ms, end_ms]`, found by binary
 /// search on the sorted slice.
-fn in_window(samples: &[Sample], end_ms: i64, window_ms: i64) -> &[Sample] {
+pub fn in_window(samples: &Samples, end_ms: i64, window_ms: i64) -> SampleSlice<'_> {
     if window_ms <= 0 {
-        return &[];
+        return samples.slice(0, 0);
     }
-    let start = end_ms.saturating_sub(window_ms);
-    let lo = samples.partition_point(|s| s.t_ms.is_none_or(|t| t <= start));
-    let hi = samples.partition_point(|s| s.t_ms.is_none_or(|t| t <= end_ms));
-    // Guard against unsorted input producing a reversed range instead of panicking.
-    &samples[lo..hi.max(lo)]
+    samples.window(end_ms.saturating_sub(window_ms), end_ms)
 }
 
-fn finite(samples: &[Sample]) -> impl Iterator<Item = &Sample> {
+fn finite(samples: SampleSlice<'_>) -> impl Iterator<Item = Sample> + '_ {
     samples.iter().filter(|s| s.value.is_finite())
 }
 
 /// Prometheus' `extrapolatedRate` for counters. Returns `increase`, or `rate` when `is_rate`.
-fn extrapolated(samples: &[Sample], end_ms: i64, window_ms: i64, is_rate: bool) -> Option<f64> {
+fn extrapolated(samples: &Samples, end_ms: i64, window_ms: i64, is_rate: bool) -> Option<f64> {
     let range_start = end_ms.checked_sub(window_ms)?;
     let mut it = finite(in_window(samples, end_ms, window_ms));
-    let first = *it.next()?;
+    let first = it.next()?;
     let mut prev = first;
     let mut n = 1usize;
     let mut resets = 0.0;
@@ -46,7 +43,7 @@ fn extrapolated(samples: &[Sample], end_ms: i64, window_ms: i64, is_rate: bool) 
         if s.value < prev.value {
             resets += prev.value;
         }
-        prev = *s;
+        prev = s;
         n += 1;
     }
     if n < 2 {
@@ -91,24 +88,25 @@ fn extrapolated(samples: &[Sample], end_ms: i64, window_ms: i64, is_rate: bool) 
 /// Per-second rate of a counter over the window `(end_ms - window_ms, end_ms]`, like PromQL
 /// `rate(x[window])`: counter resets are handled and the increase is extrapolated to the
 /// window edges (never below zero). None with fewer than two finite samples in the window.
-pub fn rate(samples: &[Sample], end_ms: i64, window_ms: i64) -> Option<f64> {
+pub fn rate(samples: &Samples, end_ms: i64, window_ms: i64) -> Option<f64> {
     extrapolated(samples, end_ms, window_ms, true)
 }
 
 /// Increase of a counter over the window, like PromQL `increase(x[window])`: [`rate`] times
 /// the window length in seconds. None with fewer than two finite samples in the window.
-pub fn increase(samples: &[Sample], end_ms: i64, window_ms: i64) -> Option<f64> {
+pub fn increase(samples: &Samples, end_ms: i64, window_ms: i64) -> Option<f64> {
     extrapolated(samples, end_ms, window_ms, false)
 }
 
 /// How many times the value changed between consecutive samples in the window, like PromQL
 /// `changes` (NaN to NaN is no change). None without samples in the window.
-pub fn changes(samples: &[Sample], end_ms: i64, window_ms: i64) -> Option<f64> {
+pub fn changes(samples: &Samples, end_ms: i64, window_ms: i64) -> Option<f64> {
     let w = in_window(samples, end_ms, window_ms);
     w.first()?;
     let changed = w
-        .windows(2)
-        .filter(|p| p[0].value != p[1].value && !(p[0].value.is_nan() && p[1].value.is_nan()))
+        .iter()
+        .zip(w.iter().skip(1))
+        .filter(|(a, b)| a.value != b.value && !(a.value.is_nan() && b.value.is_nan()))
         .count();
     Some(changed as f64)
 }
@@ -204,7 +202,7 @@ pub struct GaugeStats {
 /// Last, mean, max and min of the finite samples in `(end_ms - window_ms, end_ms]`, like
 /// `last_over_time`, `avg_over_time`, `max_over_time` and `min_over_time`. None when the
 /// window holds no finite sample.
-pub fn gauge_stats(samples: &[Sample], end_ms: i64, window_ms: i64) -> Option<GaugeStats> {
+pub fn gauge_stats(samples: &Samples, end_ms: i64, window_ms: i64) -> Option<GaugeStats> {
     let mut it = finite(in_window(samples, end_ms, window_ms));
     let first = it.next()?.value;
     let mut stats = GaugeStats {
@@ -228,7 +226,7 @@ pub fn gauge_stats(samples: &[Sample], end_ms: i64, window_ms: i64) -> Option<Ga
 
 /// The last finite value in slice order, ignoring timestamps: the reading of a single scrape
 /// without timestamps.
-pub fn last_value(samples: &[Sample]) -> Option<f64> {
+pub fn last_value(samples: &Samples) -> Option<f64> {
     samples
         .iter()
         .rev()
@@ -241,7 +239,7 @@ mod tests {
     use super::*;
 
     /// Samples at `(seconds, value)`.
-    fn s(points: &[(i64, f64)]) -> Vec<Sample> {
+    fn s(points: &[(i64, f64)]) -> Samples {
         points
             .iter()
             .map(|&(t, value)| Sample {
@@ -322,7 +320,7 @@ mod tests {
 
     #[test]
     fn rate_needs_two_samples() {
-        assert_eq!(rate(&[], 60_000, 60_000), None);
+        assert_eq!(rate(&Samples::new(), 60_000, 60_000), None);
         assert_eq!(rate(&s(&[(30, 1.0)]), 60_000, 60_000), None);
         // The sample on the left edge is outside the left-open window.
         assert_eq!(rate(&s(&[(0, 1.0), (60, 2.0)]), 60_000, 60_000), None);
@@ -340,7 +338,7 @@ mod tests {
                 value: 2.0,
             },
         ];
-        assert_eq!(rate(&no_ts, 60_000, 60_000), None);
+        assert_eq!(rate(&no_ts.to_vec().into(), 60_000, 60_000), None);
     }
 
     #[test]
@@ -469,8 +467,8 @@ mod tests {
                 value: f64::NAN,
             },
         ];
-        assert_eq!(last_value(&v), Some(3.0));
-        assert_eq!(last_value(&[]), None);
+        assert_eq!(last_value(&v.to_vec().into()), Some(3.0));
+        assert_eq!(last_value(&Samples::new()), None);
     }
 
     proptest::proptest! {
@@ -488,7 +486,7 @@ mod tests {
             q in proptest::prelude::any::<f64>(),
         ) {
             points.sort_by_key(|p| p.0);
-            let samples: Vec<Sample> = points
+            let samples: Samples = points
                 .iter()
                 .map(|&(t, value)| Sample { t_ms: Some(t), value })
                 .collect();

@@ -8,7 +8,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::signal::series::{Sample, Series};
+use crate::signal::samples::Samples;
+use crate::signal::series::Series;
 use crate::signal::window;
 
 use super::spec::{Expr, Matchers, PickSpec, Scaling, Selector};
@@ -37,22 +38,102 @@ pub struct Frame {
 
 /// One target's series, indexed by sample name.
 pub struct TargetSeries<'a> {
-    by_name: BTreeMap<&'a str, Vec<&'a Series>>,
+    by_name: BTreeMap<&'a str, Named<'a>>,
+    /// Bucket rates already read at the latest frame (see [`TargetSeries::bucket_rates`]).
+    buckets: std::sync::Mutex<BucketMemo>,
+}
+
+/// At one frame, each histogram's `(le, rate)` pairs: the p50 and the p99 of a histogram read
+/// the same buckets, so a step reads them once.
+#[derive(Default)]
+struct BucketMemo {
+    frame: Option<(Option<i64>, i64)>,
+    entries: Vec<(Selector, Vec<(f64, f64)>)>,
+}
+
+/// The series of one sample name, each with its [`label_key`]: built once, read by every
+/// expression at every step of a postmortem.
+#[derive(Default)]
+struct Named<'a> {
+    series: Vec<&'a Series>,
+    keys: Vec<String>,
 }
 
 impl<'a> TargetSeries<'a> {
     /// Indexes `series`.
     pub fn new(series: impl IntoIterator<Item = &'a Series>) -> Self {
-        let mut by_name: BTreeMap<&'a str, Vec<&'a Series>> = BTreeMap::new();
+        let mut by_name: BTreeMap<&'a str, Named<'a>> = BTreeMap::new();
         for s in series {
-            by_name.entry(s.name.as_str()).or_default().push(s);
+            let named = by_name.entry(s.name.as_str()).or_default();
+            named.series.push(s);
+            named.keys.push(label_key(s));
         }
-        TargetSeries { by_name }
+        TargetSeries {
+            by_name,
+            buckets: Default::default(),
+        }
     }
 
     /// Series with this sample name.
     pub fn named(&self, name: &str) -> &[&'a Series] {
-        self.by_name.get(name).map(Vec::as_slice).unwrap_or(&[])
+        self.by_name.get(name).map_or(&[], |n| n.series.as_slice())
+    }
+
+    /// Series with this sample name, each with its label key.
+    fn named_keyed(&self, name: &str) -> impl Iterator<Item = (&'a Series, &str)> {
+        self.by_name.get(name).into_iter().flat_map(|n| {
+            n.series
+                .iter()
+                .copied()
+                .zip(n.keys.iter().map(String::as_str))
+        })
+    }
+
+    /// Series whose sample name starts with `prefix` (a range of the sorted index, not a scan).
+    pub fn with_prefix<'p>(&'p self, prefix: &'p str) -> impl Iterator<Item = &'a Series> + 'p {
+        self.by_name
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(move |(name, _)| name.starts_with(prefix))
+            .flat_map(|(_, n)| n.series.iter().copied())
+    }
+
+    /// The `(le, rate)` pairs of the `_bucket` series `sel` selects, over `frame` (totals
+    /// without timestamps), in selection order; read once per frame and histogram.
+    fn bucket_rates(&self, sel: &Selector, frame: Frame) -> Result<Vec<(f64, f64)>, Absent> {
+        let mut memo = self
+            .buckets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (frame.end_ms, frame.window_ms);
+        if memo.frame != Some(key) {
+            memo.frame = Some(key);
+            memo.entries.clear();
+        }
+        // The quantile itself does not change which buckets are read.
+        let same = |s: &Selector| {
+            s.metric == sel.metric && s.matchers == sel.matchers && s.where_not == sel.where_not
+        };
+        if let Some((_, pairs)) = memo.entries.iter().find(|(s, _)| same(s)) {
+            return Ok(pairs.clone());
+        }
+        let mut pairs: Vec<(f64, f64)> = Vec::new();
+        for (s, _) in select(sel, "_bucket", self)? {
+            let Some(le) = s.labels.get("le").and_then(parse_le) else {
+                continue;
+            };
+            let v = match frame.end_ms {
+                Some(end) => window::rate(&s.samples, end, frame.window_ms),
+                None => window::last_value(&s.samples),
+            };
+            if let Some(v) = v {
+                pairs.push((le, v));
+            }
+        }
+        memo.entries.push((sel.clone(), pairs.clone()));
+        Ok(pairs)
     }
 
     /// Every sample name present.
@@ -62,16 +143,16 @@ impl<'a> TargetSeries<'a> {
 
     /// Every series.
     pub fn all(&self) -> impl Iterator<Item = &&'a Series> {
-        self.by_name.values().flatten()
+        self.by_name.values().flat_map(|n| n.series.iter())
     }
 }
 
-/// A vector: one value per label set (labels without `le`), sorted by key.
-type Vector = Vec<(String, f64)>;
+/// A vector: one value per label set (labels without `le`, as a [`label_key`]), sorted by key.
+type Vector<'t> = Vec<(&'t str, f64)>;
 
 /// Result of evaluating an expression.
-struct Out {
-    values: Vector,
+struct Out<'t> {
+    values: Vector<'t>,
     /// Lifetime mode: the values are counter totals standing in for rates, meaningful only in
     /// a ratio.
     totals: bool,
@@ -142,10 +223,12 @@ pub fn combined_window_stats(
     let values: Vec<f64> = match memo {
         None => times.iter().filter_map(|&t| at(t)).collect(),
         Some((memo, signal)) => {
-            let entry = memo
-                .by_signal
-                .entry(signal.to_string())
-                .or_insert_with(|| (expr.clone(), frame.window_ms, Default::default()));
+            // Looked up before inserting: the signal's name is copied once, not at every step.
+            if !memo.by_signal.contains_key(signal) {
+                let fresh = (expr.clone(), frame.window_ms, Default::default());
+                memo.by_signal.insert(signal.to_string(), fresh);
+            }
+            let entry = memo.by_signal.get_mut(signal)?;
             // An instant's value depends on the expression and the window length only.
             if entry.0 != *expr || entry.1 != frame.window_ms {
                 *entry = (expr.clone(), frame.window_ms, Default::default());
@@ -178,13 +261,13 @@ pub fn combined_window_stats(
 }
 
 /// Every instant in (`start`, `end`] at which a series `expr` reads has a sample, in order.
+/// Each series' window is found by binary search: a step costs its window, not the history.
 fn sample_instants(expr: &Expr, ts: &TargetSeries<'_>, start: i64, end: i64) -> Vec<i64> {
     let mut times: Vec<i64> = expr
         .metric_names()
         .iter()
         .flat_map(|n| ts.named(n))
-        .flat_map(|s| s.samples.iter().filter_map(|x| x.t_ms))
-        .filter(|&t| t > start && t <= end)
+        .flat_map(|s| s.samples.window(start, end).iter().filter_map(|x| x.t_ms))
         .collect();
     times.sort_unstable();
     times.dedup();
@@ -207,7 +290,7 @@ pub fn reads_gauge(expr: &Expr) -> bool {
 pub fn choose(pick: &PickSpec, ts: &TargetSeries<'_>, frame: Frame) -> Result<String, Absent> {
     let series = select(&pick.largest_rate, "", ts)?;
     let mut by_value: BTreeMap<&str, f64> = BTreeMap::new();
-    for s in series {
+    for (s, _) in series {
         let Some(value) = s.labels.get(&pick.label) else {
             continue;
         };
@@ -256,7 +339,22 @@ pub fn zeroed(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame) -> Vec<String> {
 
 // Long on purpose: one arm per expression kind, each the Prometheus function it mirrors; split
 // up, the arms would only pass the same four arguments along.
-fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<Out, Absent> {
+/// An expression's vector (label key, value) and whether its values are lifetime totals.
+pub(super) fn eval_vector<'t>(
+    expr: &Expr,
+    ts: &'t TargetSeries<'_>,
+    frame: Frame,
+    stat: Stat,
+) -> Result<(Vector<'t>, bool), Absent> {
+    eval(expr, ts, frame, stat).map(|o| (o.values, o.totals))
+}
+
+fn eval<'t>(
+    expr: &Expr,
+    ts: &'t TargetSeries<'_>,
+    frame: Frame,
+    stat: Stat,
+) -> Result<Out<'t>, Absent> {
     match expr {
         Expr::Gauge(sel) => leaf(sel, "", ts, |s| match frame.end_ms {
             Some(end) => {
@@ -317,20 +415,7 @@ fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<
         }
         Expr::Quantile(sel) => {
             let q = sel.q.ok_or("quantile needs `q`")?;
-            let mut buckets: Vec<(f64, f64)> = Vec::new();
-            let series = select(sel, "_bucket", ts)?;
-            for s in series {
-                let Some(le) = s.labels.get("le").and_then(parse_le) else {
-                    continue;
-                };
-                let v = match frame.end_ms {
-                    Some(end) => window::rate(&s.samples, end, frame.window_ms),
-                    None => window::last_value(&s.samples),
-                };
-                if let Some(v) = v {
-                    buckets.push((le, v));
-                }
-            }
+            let mut buckets = ts.bucket_rates(sel, frame)?;
             if buckets.is_empty() {
                 return Err(format!(
                     "no samples of `{}_bucket` in the window",
@@ -340,7 +425,7 @@ fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<
             // Sum by le: histogram_quantile merges equal bounds itself.
             match window::histogram_quantile(q, &mut buckets) {
                 Some(v) if v.is_finite() => Ok(Out {
-                    values: vec![(String::new(), v)],
+                    values: vec![("", v)],
                     totals: false,
                 }),
                 _ => Err(format!(
@@ -365,7 +450,7 @@ fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<
             let (s, c) = (single(&sum), single(&count));
             match (s, c) {
                 (Some(s), Some(c)) if c > 0.0 => Ok(Out {
-                    values: vec![(String::new(), s / c)],
+                    values: vec![("", s / c)],
                     totals: false,
                 }),
                 _ => Err(format!(
@@ -387,7 +472,7 @@ fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<
         Expr::Count(e) => {
             let out = eval(e, ts, frame, stat)?;
             Ok(Out {
-                values: vec![(String::new(), out.values.len() as f64)],
+                values: vec![("", out.values.len() as f64)],
                 totals: false,
             })
         }
@@ -422,7 +507,7 @@ fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<
             Ok(out)
         }
         Expr::Const(c) => Ok(Out {
-            values: vec![(String::new(), *c)],
+            values: vec![("", *c)],
             totals: false,
         }),
         Expr::PercentToRatio(e) => {
@@ -444,7 +529,7 @@ fn eval(expr: &Expr, ts: &TargetSeries<'_>, frame: Frame, stat: Stat) -> Result<
             Ok(o) => Ok(o),
         },
         Expr::Scaling(s) => scaling(s, ts, frame).map(|v| Out {
-            values: vec![(String::new(), v)],
+            values: vec![("", v)],
             totals: false,
         }),
         Expr::First(alternatives) => {
@@ -527,29 +612,29 @@ fn scaling(s: &Scaling, ts: &TargetSeries<'_>, frame: Frame) -> Result<f64, Abse
     Ok((b_hi * v_hi - b_lo * v_lo) / ((b_hi - b_lo) * v_lo))
 }
 
-fn single(out: &Out) -> Option<f64> {
+fn single(out: &Out<'_>) -> Option<f64> {
     (out.values.len() == 1).then(|| out.values[0].1)
 }
 
-fn aggregate(out: Out, f: impl Fn(&[f64]) -> f64) -> Result<Out, Absent> {
+fn aggregate<'t>(out: Out<'t>, f: impl Fn(&[f64]) -> f64) -> Result<Out<'t>, Absent> {
     if out.values.is_empty() {
         return Err("no series to aggregate".into());
     }
     let v: Vec<f64> = out.values.iter().map(|(_, v)| *v).collect();
     Ok(Out {
-        values: vec![(String::new(), f(&v))],
+        values: vec![("", f(&v))],
         totals: out.totals,
     })
 }
 
 /// One-to-one matching on identical label sets, as PromQL does; a single unlabelled value on
 /// either side applies to every element of the other.
-fn binary(
-    a: Vector,
-    b: Vector,
+fn binary<'t>(
+    a: Vector<'t>,
+    b: Vector<'t>,
     totals: bool,
     f: impl Fn(f64, f64) -> Option<f64>,
-) -> Result<Out, Absent> {
+) -> Result<Out<'t>, Absent> {
     let mut values = Vec::new();
     if b.len() == 1 && b[0].0.is_empty() {
         let y = b[0].1;
@@ -558,9 +643,9 @@ fn binary(
         let x = a[0].1;
         values.extend(b.into_iter().filter_map(|(k, y)| f(x, y).map(|v| (k, v))));
     } else {
-        let bm: BTreeMap<String, f64> = b.into_iter().collect();
+        let bm: BTreeMap<&str, f64> = b.into_iter().collect();
         for (k, x) in a {
-            if let Some(&y) = bm.get(&k) {
+            if let Some(&y) = bm.get(k) {
                 if let Some(v) = f(x, y) {
                     values.push((k, v));
                 }
@@ -598,39 +683,39 @@ fn matches(s: &Series, want: &Matchers, not: &Matchers) -> bool {
             .all(|(l, vals)| !s.labels.get(l).is_some_and(|v| vals.values().contains(&v)))
 }
 
-fn select<'a>(
+/// The series of the first of the selector's names that has any (with `suffix` appended),
+/// that its matchers accept, each with its label key.
+pub(super) fn select<'t, 'a>(
     sel: &Selector,
     suffix: &str,
-    ts: &TargetSeries<'a>,
-) -> Result<Vec<&'a Series>, Absent> {
+    ts: &'t TargetSeries<'a>,
+) -> Result<Vec<(&'a Series, &'t str)>, Absent> {
     for name in sel.metric.values() {
-        let full = format!("{name}{suffix}");
-        let found = ts.named(&full);
-        if !found.is_empty() {
+        let full = if suffix.is_empty() {
+            std::borrow::Cow::Borrowed(name)
+        } else {
+            std::borrow::Cow::Owned(format!("{name}{suffix}"))
+        };
+        let mut found = ts.named_keyed(&full).peekable();
+        if found.peek().is_some() {
             return Ok(found
-                .iter()
-                .copied()
-                .filter(|s| matches(s, &sel.matchers, &sel.where_not))
+                .filter(|(s, _)| matches(s, &sel.matchers, &sel.where_not))
                 .collect());
         }
     }
     Err(format!("no series `{}{suffix}`", first_name(sel)))
 }
 
-fn leaf(
+fn leaf<'t>(
     sel: &Selector,
     suffix: &str,
-    ts: &TargetSeries<'_>,
+    ts: &'t TargetSeries<'_>,
     value: impl Fn(&Series) -> Option<f64>,
-) -> Result<Vector, Absent> {
+) -> Result<Vector<'t>, Absent> {
     let series = select(sel, suffix, ts)?;
     let mut out: Vector = series
         .iter()
-        .filter_map(|s| {
-            value(s)
-                .filter(|v| v.is_finite())
-                .map(|v| (label_key(s), v))
-        })
+        .filter_map(|&(s, key)| value(s).filter(|v| v.is_finite()).map(|v| (key, v)))
         .collect();
     if out.is_empty() {
         return Err(format!(
@@ -638,13 +723,13 @@ fn leaf(
             first_name(sel)
         ));
     }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.sort_by(|a, b| a.0.cmp(b.0));
     Ok(out)
 }
 
 /// A series' labels but `le`, as a key that only matching and sorting read: each value is
-/// length-prefixed, so no value can forge a boundary. Built by hand: it runs for every series
-/// of every signal at every step of a postmortem.
+/// length-prefixed, so no value can forge a boundary. Built once per series, by
+/// [`TargetSeries::new`].
 fn label_key(s: &Series) -> String {
     let mut key =
         String::with_capacity(s.labels.0.iter().map(|(k, v)| k.len() + v.len() + 8).sum());
@@ -682,14 +767,10 @@ fn parse_le(le: &str) -> Option<f64> {
     }
 }
 
-fn bit_share(samples: &[Sample], mask: u64, frame: Frame) -> Option<f64> {
+fn bit_share(samples: &Samples, mask: u64, frame: Frame) -> Option<f64> {
     let in_window: Vec<f64> = match frame.end_ms {
-        Some(end) => samples
+        Some(end) => window::in_window(samples, end, frame.window_ms)
             .iter()
-            .filter(|s| {
-                s.t_ms
-                    .is_some_and(|t| t > end - frame.window_ms && t <= end)
-            })
             .map(|s| s.value)
             .filter(|v| v.is_finite() && *v >= 0.0)
             .collect(),
@@ -723,6 +804,47 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    /// The p50 and p99 of one histogram share its bucket rates, and give what a fresh read
+    /// gives.
+    #[test]
+    fn quantiles_of_one_histogram_read_its_buckets_once() {
+        let bucket = |le: &str, step: f64| {
+            let points: Vec<(Option<i64>, f64)> = (0..10)
+                .map(|i| (Some(i * 15_000), i as f64 * step))
+                .collect();
+            crate::signal::series::testutil::series("h_bucket", &[("le", le)], &points)
+        };
+        let all = [bucket("0.1", 1.0), bucket("1", 3.0), bucket("+Inf", 4.0)];
+        let frame = Frame {
+            end_ms: Some(135_000),
+            window_ms: 60_000,
+        };
+        let shared = TargetSeries::new(all.iter());
+        for q in ["0.5", "0.99", "0.5"] {
+            let e = expr(&format!("{{quantile: {{metric: h, q: {q}}}}}"));
+            let fresh = TargetSeries::new(all.iter());
+            assert_eq!(
+                eval_signal(&e, &shared, frame, Stat::Last),
+                eval_signal(&e, &fresh, frame, Stat::Last)
+            );
+        }
+        assert_eq!(shared.buckets.lock().unwrap().entries.len(), 1);
+    }
+
+    #[test]
+    fn with_prefix_reads_a_range_of_names() {
+        let all = [
+            series("dcgm_x", &[1.0]),
+            series("vllm:b", &[1.0]),
+            series("vllm:a", &[1.0]),
+            series("vllmx", &[1.0]),
+        ];
+        let ts = TargetSeries::new(all.iter());
+        let names: Vec<&str> = ts.with_prefix("vllm:").map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["vllm:a", "vllm:b"]);
+        assert_eq!(ts.with_prefix("zz").count(), 0);
     }
 
     fn expr(yaml: &str) -> Expr {

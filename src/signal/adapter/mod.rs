@@ -6,6 +6,7 @@
 
 pub mod eval;
 pub mod spec;
+pub mod stats;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -258,8 +259,14 @@ pub fn fill_signals_from(
             if provided.contains(name.as_str()) {
                 continue;
             }
-            let resolved = written.with_picks(&chosen);
-            let expr = match &resolved {
+            // Most expressions have no pick: read them as written rather than copy them at
+            // every step.
+            let resolved = if written.picks().is_empty() {
+                Ok(std::borrow::Cow::Borrowed(written))
+            } else {
+                written.with_picks(&chosen).map(std::borrow::Cow::Owned)
+            };
+            let expr: &spec::Expr = match &resolved {
                 Ok(e) => e,
                 Err(reason) => {
                     let _ = snapshot.set_hint(catalog, name, absent_hint(a, name, reason));
@@ -275,6 +282,14 @@ pub fn fill_signals_from(
                             frame,
                             memo.as_deref_mut().map(|m| (m, name.as_str())),
                         ) {
+                            return WindowStats {
+                                min,
+                                mean,
+                                max,
+                                last: value,
+                            };
+                        }
+                        if let Some((min, mean, max)) = stats::gauge_window_stats(expr, ts, frame) {
                             return WindowStats {
                                 min,
                                 mean,

@@ -34,7 +34,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, IgnoredAny, Visitor};
 use serde::Deserialize;
 
-use crate::signal::series::{Labels, MetricType, Sample, Series, SeriesSet};
+use crate::signal::series::{Labels, MetricType, Sample, Samples, Series, SeriesSet};
 
 /// The query to save when an answer is not raw series.
 pub const RAW_SERIES_HINT: &str = "llm-doctor needs raw series: query e.g. \
@@ -265,7 +265,7 @@ fn to_series(items: &[Item], file: &str) -> Result<(Vec<Series>, usize), ApiJson
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
         );
-        let mut samples = Vec::with_capacity(item.values.len() + 1);
+        let mut samples = Samples::new();
         for p in item.values.iter().chain(item.value.iter()) {
             let t_ms = seconds_to_ms(p.0).ok_or_else(|| {
                 invalid(
@@ -538,10 +538,10 @@ mod tests {
             ts,
             [1761955800123, 1761955815000, 1761955830500, 1761955845001]
         );
-        assert_eq!(s.samples[0].value, 1.0);
-        assert!(s.samples[1].value.is_nan());
-        assert_eq!(s.samples[2].value, f64::INFINITY);
-        assert_eq!(s.samples[3].value, f64::NEG_INFINITY);
+        assert_eq!(s.samples.to_vec()[0].value, 1.0);
+        assert!(s.samples.to_vec()[1].value.is_nan());
+        assert_eq!(s.samples.to_vec()[2].value, f64::INFINITY);
+        assert_eq!(s.samples.to_vec()[3].value, f64::NEG_INFINITY);
         assert!(set.has_timestamps);
         assert_eq!(set.families["vllm:num_requests_waiting"], MetricType::Gauge);
     }
@@ -677,7 +677,7 @@ mod tests {
         let set = parse(text, "v.json").unwrap();
         let got: Vec<String> = set.series.iter().map(|s| s.to_string()).collect();
         assert_eq!(got, [r#"up{job="a"}"#, r#"up{job="b"}"#]);
-        assert_eq!(set.series[0].samples[0].value, 0.0);
+        assert_eq!(set.series[0].samples.to_vec()[0].value, 0.0);
         assert_eq!(set.newest_ms(), Some(1_761_955_800_000));
     }
 

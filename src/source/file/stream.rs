@@ -24,7 +24,7 @@ use anyhow::{Context, Result};
 
 use super::exposition::{self, Chunk, FastMap, ParseError};
 use super::limit;
-use crate::signal::series::{MetricType, Sample, Series, SeriesSet};
+use crate::signal::series::{MetricType, Samples, Series, SeriesSet};
 
 /// Which samples of each series the reader keeps. Series themselves are always kept (with
 /// their labels), even when none of their samples are: a metric's presence and its labels are
@@ -581,9 +581,7 @@ impl<'o> Joiner<'o> {
                     }
                     // A day of one series can arrive in one piece: give back what the trim
                     // freed, or every series would hold a day's capacity.
-                    if samples.capacity() > samples.len() * 4 + 64 {
-                        samples.shrink_to_fit();
-                    }
+                    samples.shrink_slack();
                     // Amortized: trim again only when the buffer has doubled.
                     *trim_at = (samples.len() * 2).max(64);
                 }
@@ -591,7 +589,7 @@ impl<'o> Joiner<'o> {
         }
     }
 
-    fn note_span(&mut self, samples: &[Sample]) {
+    fn note_span(&mut self, samples: &Samples) {
         for x in samples {
             self.any_sample = true;
             match x.t_ms {
@@ -636,7 +634,7 @@ impl<'o> Joiner<'o> {
 }
 
 /// Drops samples at or before `cutoff`; keeps those without a timestamp.
-fn trim_before(samples: &mut Vec<Sample>, cutoff: i64) {
+fn trim_before(samples: &mut Samples, cutoff: i64) {
     samples.retain(|x| x.t_ms.is_none_or(|t| t > cutoff));
 }
 

@@ -813,11 +813,7 @@ fn now_ms() -> i64 {
 /// Stamps timestamp-less samples with `t_ms` and adds `instance`/`job` where missing.
 fn stamp(set: &mut SeriesSet, t_ms: i64, instance: &str) {
     for s in &mut set.series {
-        for sample in &mut s.samples {
-            if sample.t_ms.is_none() {
-                sample.t_ms = Some(t_ms);
-            }
-        }
+        s.samples.stamp_untimed(t_ms);
         let need_instance = s.labels.get("instance").is_none();
         let need_job = s.labels.get("job").is_none();
         if need_instance || need_job {
@@ -907,7 +903,7 @@ mod tests {
         let got: Vec<String> = set
             .series
             .iter()
-            .map(|s| format!("{s} {:?}", s.samples[0].t_ms))
+            .map(|s| format!("{s} {:?}", s.samples.to_vec()[0].t_ms))
             .collect();
         assert_eq!(
             got,

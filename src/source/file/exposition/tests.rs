@@ -46,7 +46,7 @@ vllm:time_to_first_token_seconds_sum{engine=\"0\",model_name=\"m\"} 1.25
     );
     assert_eq!(running[0].labels.get("engine"), Some("0"));
     assert_eq!(
-        running[0].samples,
+        running[0].samples.to_vec(),
         [Sample {
             t_ms: None,
             value: 3.0
@@ -381,7 +381,7 @@ fn check_invariants(set: &SeriesSet) {
         assert_eq!(w[0].key_cmp(&w[1]), std::cmp::Ordering::Less);
     }
     for s in &set.series {
-        for w in s.samples.windows(2) {
+        for w in s.samples.to_vec().windows(2) {
             assert!(w[0].t_ms < w[1].t_ms);
         }
     }

@@ -58,7 +58,7 @@ pub fn to_series_set(
         set.series.push(Series {
             name: name.to_string(),
             labels,
-            samples,
+            samples: samples.into(),
         });
     }
     set.normalize();

@@ -1,0 +1,532 @@
+//! One series' samples, stored compactly: values in blocks of plain `f64`s, timestamps as runs
+//! of evenly spaced instants.
+//!
+//! A postmortem of a fleet-day keeps every sample of the range, 1.5 million per replica. As
+//! [`Sample`]s (an optional `i64` and an `f64`) they took 24 bytes each, 2.5 GB for 64
+//! replicas. Scrapes come at a steady interval, so a series' timestamps are nearly always one
+//! run `start + k * step`: kept as runs, a sample costs its value, 8 bytes. Timestamps that do
+//! not fall in runs (jittered scrapes, samples without a timestamp) are kept one by one, as
+//! before. Values grow in blocks rather than one vector, so a long series never holds twice its
+//! size while it grows.
+//!
+//! Readers see [`Sample`]s: by index, by iterator, or through a [`SampleSlice`] of a window.
+
+use std::fmt;
+
+use super::series::Sample;
+
+/// Values per block (a power of two: the index is split by shifting).
+const BLOCK_BITS: u32 = 8;
+const BLOCK: usize = 1 << BLOCK_BITS;
+
+/// The samples of one series, in the order they were pushed.
+#[derive(Clone, Default)]
+pub struct Samples {
+    /// Full blocks of `BLOCK` values, then the last, partly filled one.
+    blocks: Vec<Vec<f64>>,
+    len: usize,
+    times: Times,
+}
+
+#[derive(Clone, Debug)]
+enum Times {
+    /// Every sample has a timestamp, and they form these runs.
+    Runs(Vec<Run>),
+    /// One by one: some sample has no timestamp, or there were too many runs.
+    Each(Vec<Option<i64>>),
+}
+
+impl Default for Times {
+    fn default() -> Self {
+        Times::Runs(Vec::new())
+    }
+}
+
+/// The samples before index `end` and after the previous run's, at `start + k * step`.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    start: i64,
+    step: i64,
+    end: usize,
+}
+
+impl Run {
+    /// The `k`th instant. Wrapping: every instant of a run was a pushed `i64`, so the true
+    /// result fits even where `step * k` alone would not.
+    #[inline]
+    fn at(&self, k: usize) -> i64 {
+        self.start.wrapping_add(self.step.wrapping_mul(k as i64))
+    }
+
+    /// How many of the run's instants are at or before `t` (`step` > 0), unbounded above: the
+    /// caller clamps to the run's length.
+    fn count_upto(&self, t: i64) -> usize {
+        if t < self.start {
+            return 0;
+        }
+        let k = match t.checked_sub(self.start) {
+            Some(d) => i128::from(d / self.step),
+            // Timestamps so far apart that their distance exceeds i64 (i128 division is slow).
+            None => (i128::from(t) - i128::from(self.start)) / i128::from(self.step),
+        };
+        usize::try_from(k + 1).unwrap_or(usize::MAX)
+    }
+}
+
+impl Samples {
+    /// No samples.
+    pub fn new() -> Self {
+        Samples::default()
+    }
+
+    /// How many samples.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends a sample.
+    pub fn push(&mut self, sample: Sample) {
+        match self.blocks.last_mut() {
+            Some(b) if b.len() < BLOCK => b.push(sample.value),
+            _ => self.blocks.push(vec![sample.value]),
+        }
+        let index = self.len;
+        self.len += 1;
+        if let Times::Runs(runs) = &mut self.times {
+            match sample.t_ms {
+                Some(t) if extend_runs(runs, t, index) => return,
+                _ => {}
+            }
+            // Runs no longer pay (each costs three words): keep the instants one by one.
+            let each: Vec<Option<i64>> = (0..index).map(|i| Some(runs_time(runs, i))).collect();
+            self.times = Times::Each(each);
+        }
+        if let Times::Each(each) = &mut self.times {
+            each.push(sample.t_ms);
+        }
+    }
+
+    /// The value of sample `i`.
+    #[inline(always)]
+    fn value(&self, i: usize) -> f64 {
+        self.blocks[i >> BLOCK_BITS][i & (BLOCK - 1)]
+    }
+
+    /// The timestamp of sample `i`.
+    #[inline(always)]
+    pub fn time(&self, i: usize) -> Option<i64> {
+        match &self.times {
+            // The common case, inlined: one run.
+            Times::Runs(runs) if runs.len() == 1 => Some(runs[0].at(i)),
+            Times::Runs(runs) => Some(runs_time(runs, i)),
+            Times::Each(each) => each[i],
+        }
+    }
+
+    /// Sample `i`, if there is one.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<Sample> {
+        (i < self.len).then(|| self.at(i))
+    }
+
+    /// Sample `i`, which must exist.
+    #[inline(always)]
+    fn at(&self, i: usize) -> Sample {
+        Sample {
+            t_ms: self.time(i),
+            value: self.value(i),
+        }
+    }
+
+    /// The first sample.
+    pub fn first(&self) -> Option<Sample> {
+        self.get(0)
+    }
+
+    /// The last sample.
+    pub fn last(&self) -> Option<Sample> {
+        self.len.checked_sub(1).and_then(|i| self.get(i))
+    }
+
+    /// Every sample, in order.
+    pub fn iter(&self) -> Iter<'_> {
+        self.slice(0, self.len).iter()
+    }
+
+    /// Samples `lo..hi`.
+    pub fn slice(&self, lo: usize, hi: usize) -> SampleSlice<'_> {
+        let hi = hi.min(self.len);
+        SampleSlice {
+            samples: self,
+            lo: lo.min(hi),
+            hi,
+        }
+    }
+
+    /// The samples with `after < t <= until` (sorted samples, as a series keeps them; those
+    /// without a timestamp are never in). Evenly spaced instants are found by arithmetic, others
+    /// by binary search.
+    pub fn window(&self, after: i64, until: i64) -> SampleSlice<'_> {
+        if let Times::Runs(runs) = &self.times {
+            if let [run] = runs.as_slice() {
+                if run.step > 0 {
+                    let lo = run.count_upto(after).min(self.len);
+                    let hi = run.count_upto(until).clamp(lo, self.len);
+                    return self.slice(lo, hi);
+                }
+            }
+        }
+        let lo = self.partition_point(|t| t.is_none_or(|t| t <= after));
+        let hi = self.partition_point(|t| t.is_none_or(|t| t <= until));
+        // Unsorted input gives an empty window rather than a reversed one.
+        self.slice(lo, hi.max(lo))
+    }
+
+    /// The first index whose timestamp `pred` rejects, assuming it accepts a prefix (as
+    /// `slice::partition_point` does).
+    pub fn partition_point(&self, pred: impl Fn(Option<i64>) -> bool) -> usize {
+        let (mut lo, mut hi) = (0, self.len);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(self.time(mid)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// The samples as a vector of [`Sample`]s.
+    pub fn to_vec(&self) -> Vec<Sample> {
+        self.iter().collect()
+    }
+
+    /// Keeps the samples `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(&Sample) -> bool) {
+        if self.iter().all(|s| keep(&s)) {
+            return;
+        }
+        *self = self.iter().filter(|s| keep(s)).collect();
+    }
+
+    /// Moves every sample of `other` to the end of this one.
+    pub fn append(&mut self, other: &mut Samples) {
+        for s in other.iter() {
+            self.push(s);
+        }
+        *other = Samples::default();
+    }
+
+    /// Gives samples without a timestamp this one.
+    pub fn stamp_untimed(&mut self, t_ms: i64) {
+        if let Times::Each(each) = &self.times {
+            if each.iter().any(Option::is_none) {
+                *self = self
+                    .iter()
+                    .map(|s| Sample {
+                        t_ms: s.t_ms.or(Some(t_ms)),
+                        value: s.value,
+                    })
+                    .collect();
+            }
+        }
+    }
+
+    /// Returns the room grown for samples that never came, when it is more than an eighth.
+    pub fn shrink_slack(&mut self) {
+        if let Some(b) = self.blocks.last_mut() {
+            if b.capacity() > b.len() + b.len() / 8 {
+                b.shrink_to_fit();
+            }
+        }
+        self.blocks.shrink_to_fit();
+        match &mut self.times {
+            Times::Runs(r) => r.shrink_to_fit(),
+            Times::Each(e) => {
+                if e.capacity() > e.len() + e.len() / 8 {
+                    e.shrink_to_fit()
+                }
+            }
+        }
+    }
+}
+
+/// Extends the runs with an instant `t` at `index`; false when runs would cost more than
+/// keeping instants one by one.
+fn extend_runs(runs: &mut Vec<Run>, t: i64, index: usize) -> bool {
+    if let Some(r) = runs.len().checked_sub(1) {
+        let begin = runs_start(runs, r);
+        let last = &mut runs[r];
+        let k = last.end - begin;
+        if k == 1 {
+            if let Some(step) = t.checked_sub(last.start) {
+                last.step = step;
+                last.end += 1;
+                return true;
+            }
+        } else if last.at(k - 1).checked_add(last.step) == Some(t) {
+            last.end += 1;
+            return true;
+        }
+    }
+    // A run is three words and an instant one by one is two: past that, runs do not pay.
+    if runs.len() >= 4 && runs.len() * 3 > (index + 1) * 2 {
+        return false;
+    }
+    runs.push(Run {
+        start: t,
+        step: 0,
+        end: index + 1,
+    });
+    true
+}
+
+/// The index of run `r`'s first sample.
+fn runs_start(runs: &[Run], r: usize) -> usize {
+    if r == 0 {
+        0
+    } else {
+        runs[r - 1].end
+    }
+}
+
+/// The instant of sample `i` (which must exist).
+fn runs_time(runs: &[Run], i: usize) -> i64 {
+    let r = runs.partition_point(|run| run.end <= i);
+    runs[r].at(i - runs_start(runs, r))
+}
+
+impl FromIterator<Sample> for Samples {
+    fn from_iter<I: IntoIterator<Item = Sample>>(iter: I) -> Self {
+        let mut out = Samples::new();
+        for s in iter {
+            out.push(s);
+        }
+        out
+    }
+}
+
+impl From<Vec<Sample>> for Samples {
+    fn from(v: Vec<Sample>) -> Self {
+        v.into_iter().collect()
+    }
+}
+
+impl Extend<Sample> for Samples {
+    fn extend<I: IntoIterator<Item = Sample>>(&mut self, iter: I) {
+        for s in iter {
+            self.push(s);
+        }
+    }
+}
+
+/// Equal when they hold the same samples, however they are stored.
+impl PartialEq for Samples {
+    fn eq(&self, other: &Samples) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+impl fmt::Debug for Samples {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<'a> IntoIterator for &'a Samples {
+    type Item = Sample;
+    type IntoIter = Iter<'a>;
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
+    }
+}
+
+/// A run of consecutive samples: a window, or all of them.
+#[derive(Clone, Copy)]
+pub struct SampleSlice<'a> {
+    samples: &'a Samples,
+    lo: usize,
+    hi: usize,
+}
+
+impl<'a> SampleSlice<'a> {
+    /// How many samples.
+    pub fn len(&self) -> usize {
+        self.hi - self.lo
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.hi == self.lo
+    }
+
+    /// Sample `k` of the slice.
+    pub fn get(&self, k: usize) -> Option<Sample> {
+        (k < self.len())
+            .then(|| self.samples.get(self.lo + k))
+            .flatten()
+    }
+
+    /// The first sample.
+    pub fn first(&self) -> Option<Sample> {
+        self.get(0)
+    }
+
+    /// The last sample.
+    pub fn last(&self) -> Option<Sample> {
+        self.len().checked_sub(1).and_then(|k| self.get(k))
+    }
+
+    /// The samples, in order (reversible).
+    pub fn iter(&self) -> Iter<'a> {
+        Iter {
+            samples: self.samples,
+            front: self.lo,
+            back: self.hi,
+        }
+    }
+}
+
+/// Samples by value, in order.
+#[derive(Clone)]
+pub struct Iter<'a> {
+    samples: &'a Samples,
+    front: usize,
+    back: usize,
+}
+
+impl Iterator for Iter<'_> {
+    type Item = Sample;
+
+    #[inline]
+    fn next(&mut self) -> Option<Sample> {
+        if self.front >= self.back {
+            return None;
+        }
+        let i = self.front;
+        self.front += 1;
+        Some(self.samples.at(i))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.back - self.front;
+        (n, Some(n))
+    }
+}
+
+impl DoubleEndedIterator for Iter<'_> {
+    fn next_back(&mut self) -> Option<Sample> {
+        if self.front >= self.back {
+            return None;
+        }
+        self.back -= 1;
+        Some(self.samples.at(self.back))
+    }
+}
+
+impl ExactSizeIterator for Iter<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(t: Option<i64>, value: f64) -> Sample {
+        Sample { t_ms: t, value }
+    }
+
+    #[test]
+    fn regular_instants_are_one_run() {
+        let s: Samples = (0..3000)
+            .map(|i| at(Some(1000 + i * 15), i as f64))
+            .collect();
+        assert!(matches!(&s.times, Times::Runs(r) if r.len() == 1));
+        assert_eq!(s.len(), 3000);
+        assert_eq!(s.get(2999), Some(at(Some(1000 + 2999 * 15), 2999.0)));
+        assert_eq!(s.get(3000), None);
+        assert_eq!(s.partition_point(|t| t.is_some_and(|t| t <= 1030)), 3);
+        let back: Vec<Sample> = s.slice(10, 13).iter().rev().collect();
+        assert_eq!(back[0], at(Some(1000 + 12 * 15), 12.0));
+    }
+
+    #[test]
+    fn any_sequence_reads_back_as_pushed() {
+        let cases: Vec<Vec<Sample>> = vec![
+            vec![],
+            vec![at(None, 1.0)],
+            vec![at(Some(5), 1.0), at(None, 2.0), at(Some(5), 3.0)],
+            // A gap, a step change, a step back, and the extremes of i64.
+            (0..40)
+                .map(|i| at(Some(if i < 20 { i * 10 } else { i * 7 - 3 }), i as f64))
+                .chain([at(Some(i64::MIN), 0.5), at(Some(i64::MAX), f64::NAN)])
+                .collect(),
+            // Jitter: too many runs, kept one by one.
+            (0..50)
+                .map(|i| at(Some(i * 1000 + i % 3), -(i as f64)))
+                .collect(),
+        ];
+        for v in cases {
+            let s = Samples::from(v.clone());
+            let got = s.to_vec();
+            assert_eq!(got.len(), v.len());
+            for (g, w) in got.iter().zip(&v) {
+                assert_eq!(g.t_ms, w.t_ms);
+                assert_eq!(g.value.to_bits(), w.value.to_bits());
+            }
+            for (i, w) in v.iter().enumerate() {
+                assert_eq!(s.time(i), w.t_ms);
+            }
+        }
+    }
+
+    /// The arithmetic window of one run must be the binary search's, at and around every edge.
+    #[test]
+    fn window_by_arithmetic_is_the_binary_search() {
+        let huge = i64::MAX / 2 + 1;
+        for runs in [
+            (0..20)
+                .map(|i| at(Some(-50 + i * 15), 0.0))
+                .collect::<Samples>(),
+            // Instants whose distance from the first exceeds i64.
+            (0..3)
+                .map(|i| at(Some((i64::MIN + 7).wrapping_add(huge.wrapping_mul(i))), 0.0))
+                .collect(),
+        ] {
+            let mut each = runs.clone();
+            each.times = Times::Each(runs.iter().map(|s| s.t_ms).collect());
+            let edges = runs.iter().flat_map(|s| {
+                let t = s.t_ms.unwrap();
+                [t.saturating_sub(1), t, t.saturating_add(1)]
+            });
+            let probes: Vec<i64> = [i64::MIN, -80, 0, 100, 1000, i64::MAX]
+                .into_iter()
+                .chain(edges)
+                .collect();
+            for &after in &probes {
+                for &until in &probes {
+                    let (a, b) = (runs.window(after, until), each.window(after, until));
+                    assert_eq!((a.lo, a.hi), (b.lo, b.hi), "({after}, {until}]");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn retain_append_and_stamp() {
+        let mut a: Samples = (0..10).map(|i| at(Some(i), i as f64)).collect();
+        a.retain(|s| s.value >= 5.0);
+        assert_eq!(a.first(), Some(at(Some(5), 5.0)));
+        let mut b: Samples = vec![at(None, 1.0)].into();
+        a.append(&mut b);
+        assert!(b.is_empty());
+        assert_eq!(a.last(), Some(at(None, 1.0)));
+        a.stamp_untimed(99);
+        assert_eq!(a.last(), Some(at(Some(99), 1.0)));
+        assert_eq!(a.len(), 6);
+    }
+}
