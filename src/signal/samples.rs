@@ -12,6 +12,7 @@
 //! Readers see [`Sample`]s: by index, by iterator, or through a [`SampleSlice`] of a window.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 use super::series::Sample;
 
@@ -26,6 +27,19 @@ pub struct Samples {
     blocks: Vec<Vec<f64>>,
     len: usize,
     times: Times,
+    /// Made on first use by a counter's window, forgotten by any push.
+    marks: OnceLock<Box<CounterMarks>>,
+}
+
+/// What a counter's window needs beyond its two end samples, found once per series so that a
+/// window sliding over a postmortem's range does not walk its samples at every step.
+#[derive(Clone, Debug, Default)]
+pub struct CounterMarks {
+    /// Indices of NaN and ±Inf values, ascending.
+    pub nonfinite: Vec<usize>,
+    /// Each drop between consecutive finite values (a counter reset): the later value's index
+    /// and the value before the drop, ascending by index.
+    pub resets: Vec<(usize, f64)>,
 }
 
 #[derive(Clone, Debug)]
@@ -91,6 +105,7 @@ impl Samples {
 
     /// Appends a sample.
     pub fn push(&mut self, sample: Sample) {
+        self.marks.take();
         match self.blocks.last_mut() {
             Some(b) if b.len() < BLOCK => b.push(sample.value),
             _ => self.blocks.push(vec![sample.value]),
@@ -200,6 +215,26 @@ impl Samples {
             }
         }
         lo
+    }
+
+    /// The non-finite values and the counter resets of these samples (computed on first call).
+    pub fn counter_marks(&self) -> &CounterMarks {
+        self.marks.get_or_init(|| {
+            let mut marks = CounterMarks::default();
+            let mut prev: Option<f64> = None;
+            for i in 0..self.len {
+                let v = self.value(i);
+                if !v.is_finite() {
+                    marks.nonfinite.push(i);
+                    continue;
+                }
+                if let Some(p) = prev.filter(|p| v < *p) {
+                    marks.resets.push((i, p));
+                }
+                prev = Some(v);
+            }
+            Box::new(marks)
+        })
     }
 
     /// The samples as a vector of [`Sample`]s.
@@ -356,6 +391,11 @@ pub struct SampleSlice<'a> {
 }
 
 impl<'a> SampleSlice<'a> {
+    /// The indices `lo..hi` of the slice in its series.
+    pub fn bounds(&self) -> (usize, usize) {
+        (self.lo, self.hi)
+    }
+
     /// How many samples.
     pub fn len(&self) -> usize {
         self.hi - self.lo

@@ -33,7 +33,51 @@ fn finite(samples: SampleSlice<'_>) -> impl Iterator<Item = Sample> + '_ {
 /// Prometheus' `extrapolatedRate` for counters. Returns `increase`, or `rate` when `is_rate`.
 fn extrapolated(samples: &Samples, end_ms: i64, window_ms: i64, is_rate: bool) -> Option<f64> {
     let range_start = end_ms.checked_sub(window_ms)?;
-    let mut it = finite(in_window(samples, end_ms, window_ms));
+    let window = in_window(samples, end_ms, window_ms);
+    let ends = match counter_ends(samples, window) {
+        Some(ends) => ends,
+        None => counter_walk(window)?,
+    };
+    extrapolate(ends, range_start, end_ms, window_ms, is_rate)
+}
+
+/// What a counter's window comes down to: its first and last finite samples, how many finite
+/// samples it holds, and the sum its resets add.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct CounterEnds {
+    first: Sample,
+    last: Sample,
+    n: usize,
+    resets: f64,
+}
+
+/// A counter window's ends from the series' marks, without walking the window: None when a
+/// non-finite value lies inside (rare: then the window is walked). The resets are added in
+/// order from zero, as the walk adds them, so both give the same bits.
+fn counter_ends(samples: &Samples, window: SampleSlice<'_>) -> Option<CounterEnds> {
+    let (lo, hi) = window.bounds();
+    let marks = samples.counter_marks();
+    let from = marks.nonfinite.partition_point(|&i| i < lo);
+    if marks.nonfinite.get(from).is_some_and(|&i| i < hi) {
+        return None;
+    }
+    let (first, last) = (window.first()?, window.last()?);
+    // A reset at index i lies between samples i - 1 and i: both in the window when lo < i < hi.
+    let from = marks.resets.partition_point(|&(i, _)| i <= lo);
+    let resets = (marks.resets[from..].iter())
+        .take_while(|&&(i, _)| i < hi)
+        .fold(0.0, |sum, &(_, before)| sum + before);
+    Some(CounterEnds {
+        first,
+        last,
+        n: hi - lo,
+        resets,
+    })
+}
+
+/// The same by walking the window's finite samples.
+fn counter_walk(window: SampleSlice<'_>) -> Option<CounterEnds> {
+    let mut it = finite(window);
     let first = it.next()?;
     let mut prev = first;
     let mut n = 1usize;
@@ -46,10 +90,31 @@ fn extrapolated(samples: &Samples, end_ms: i64, window_ms: i64, is_rate: bool) -
         prev = s;
         n += 1;
     }
+    Some(CounterEnds {
+        first,
+        last: prev,
+        n,
+        resets,
+    })
+}
+
+/// The increase (or rate) from a window's ends, extrapolated to its edges as Prometheus does.
+fn extrapolate(
+    ends: CounterEnds,
+    range_start: i64,
+    end_ms: i64,
+    window_ms: i64,
+    is_rate: bool,
+) -> Option<f64> {
+    let CounterEnds {
+        first,
+        last,
+        n,
+        resets,
+    } = ends;
     if n < 2 {
         return None;
     }
-    let last = prev;
     let (first_t, last_t) = (first.t_ms?, last.t_ms?);
     // Checked: timestamps from arbitrary files can be far enough apart to overflow i64.
     let sampled = last_t.checked_sub(first_t)? as f64 / 1000.0;
@@ -237,6 +302,52 @@ pub fn last_value(samples: &Samples) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The marks give what walking gives, bit for bit, on series with resets, NaNs and
+    /// infinities, for windows anywhere over them.
+    #[test]
+    fn counter_ends_from_marks_match_the_walk() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..200 {
+            let len = (next() % 60) as usize;
+            let mut value = 0.0;
+            let samples: Samples = (0..len)
+                .map(|k| {
+                    value = match next() % 20 {
+                        0 => 0.3 * (next() % 7) as f64,
+                        1 => f64::NAN,
+                        2 => f64::INFINITY,
+                        _ => value + (next() % 1000) as f64 / 7.0,
+                    };
+                    Sample {
+                        t_ms: Some(k as i64 * 15_000),
+                        value,
+                    }
+                })
+                .filter(|s| s.value.is_finite() || s.t_ms.unwrap_or(0) > 0)
+                .collect();
+            for _ in 0..20 {
+                let end = (next() % 1_000_000) as i64 - 100_000;
+                let width = (next() % 400_000) as i64;
+                let window = in_window(&samples, end, width);
+                if let Some(fast) = counter_ends(&samples, window) {
+                    let walked = counter_walk(window).expect("a window with ends walks");
+                    assert_eq!(fast.first, walked.first);
+                    assert_eq!(fast.last, walked.last);
+                    assert_eq!(fast.n, walked.n);
+                    assert_eq!(fast.resets.to_bits(), walked.resets.to_bits());
+                } else if samples.counter_marks().nonfinite.is_empty() {
+                    assert!(counter_walk(window).is_none());
+                }
+            }
+        }
+    }
 
     /// Samples at `(seconds, value)`.
     fn s(points: &[(i64, f64)]) -> Samples {
