@@ -3,7 +3,6 @@
 //! worst matching target's diagnosis is kept, as `render::json` writes a target, plus a short
 //! [`Summary`] for the chat and Alertmanager sinks. Blocking: call it off the async runtime.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,6 +10,7 @@ use llm_doctor_engine::playbook::spec::CauseSeverity;
 use llm_doctor_engine::report::Diagnosis;
 use serde_json::{json, Value};
 
+use super::bounded::{AgedMap, MAX_TRIAGES};
 use super::config::SYMPTOM_LABEL;
 use super::payload::Alert;
 use crate::report::{evidence_line, TargetReport};
@@ -50,9 +50,6 @@ pub type TriageResult = Result<(Vec<TargetReport>, Vec<String>), String>;
 /// A triage's result, filled once by whoever runs it; others wait for it.
 pub type Cell = Arc<tokio::sync::OnceCell<TriageResult>>;
 
-/// One cache entry: the result cell and when it was created.
-type Entry = (Cell, Instant);
-
 /// What a triage is keyed by: the selector's text and the triage time, ms.
 pub type Key = (String, i64);
 
@@ -60,46 +57,35 @@ pub type Key = (String, i64);
 /// for a result in progress asynchronously: only the one that runs a triage needs a triage
 /// slot (and a thread), so a burst of alerts on a few targets takes a few slots, not one each
 /// blocked behind the same result.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct TriageCache {
-    entries: Mutex<HashMap<Key, Entry>>,
-    /// How long a result is reused.
-    pub ttl: Duration,
+    entries: Mutex<AgedMap<Key, Cell>>,
 }
 
 impl TriageCache {
     /// A cache keeping results for `ttl`.
     pub fn new(ttl: Duration) -> TriageCache {
         TriageCache {
-            entries: Mutex::default(),
-            ttl,
+            entries: Mutex::new(AgedMap::new(MAX_TRIAGES, ttl)),
         }
     }
 
     /// The cell of `key`: filled, being filled, or new.
     pub fn cell(&self, key: &Key) -> Cell {
         let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        // Expired results are never used; they are swept when the map is full. A result still
-        // being computed (others may wait on it) stays.
-        if map.get(key).is_some_and(|(_, at)| at.elapsed() >= self.ttl) {
-            map.remove(key);
-        }
-        super::bounded::make_room(
-            &mut map,
-            super::bounded::MAX_TRIAGES,
-            self.ttl,
-            |(cell, at)| cell.get().map(|_| at.elapsed()),
-        );
-        map.entry(key.clone())
-            .or_insert_with(|| (Arc::default(), Instant::now()))
-            .0
+        // A result still being computed when it is pushed out (the oldest of MAX_TRIAGES)
+        // reaches those already waiting for it; later alerts start a triage of their own.
+        map.get_or_insert_with(key.clone(), Instant::now(), Arc::default)
             .clone()
     }
 
     /// Forgets `key`'s failed result, so a later alert may find Prometheus back.
     pub fn forget(&self, key: &Key, cell: &Cell) {
         let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if map.get(key).is_some_and(|(c, _)| Arc::ptr_eq(c, cell)) {
+        if map
+            .get(key, Instant::now())
+            .is_some_and(|c| Arc::ptr_eq(c, cell))
+        {
             map.remove(key);
         }
     }
