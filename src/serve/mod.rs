@@ -71,7 +71,7 @@ pub struct App {
     queue_bytes: Semaphore,
     triage_slots: Arc<Semaphore>,
     /// (fingerprint, startsAt) → diagnosis.
-    diagnoses: Mutex<AgedMap<(String, String), Outcome>>,
+    diagnoses: Mutex<AgedMap<(String, String), Arc<Outcome>>>,
     /// Which sinks accepted each group, and who is delivering one now.
     deliveries: Deliveries,
     /// Notifications answered 202 and not yet delivered (`ack: on_receipt`).
@@ -478,14 +478,14 @@ fn bodies_to_send(
     app: &App,
     raw: &serde_json::Value,
     group: &Notification,
-    outcomes: &[Option<Outcome>],
+    outcomes: &[Option<Arc<Outcome>>],
     record: &mut Record,
 ) -> Vec<(usize, config::Sink, serde_json::Value)> {
     let alerts: Vec<sinks::Diagnosed> = group
         .alerts
         .iter()
         .zip(outcomes)
-        .map(|(a, o)| (a, o.as_ref()))
+        .map(|(a, o)| (a, o.as_deref()))
         .collect();
     let mut out = Vec::new();
     for (i, sink) in app.settings.sinks.iter().enumerate() {
@@ -632,9 +632,9 @@ async fn deliver_until_accepted(app: &App, sink: &config::Sink, body: &serde_jso
 
 /// A diagnosis per alert: None for resolved alerts and for alerts this server already
 /// diagnosed (labelled `diagnosed="true"`); cached by (fingerprint, startsAt).
-async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Outcome>> {
+async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Arc<Outcome>>> {
     let mut pending = tokio::task::JoinSet::new();
-    let mut out: Vec<Option<Outcome>> = vec![None; group.alerts.len()];
+    let mut out: Vec<Option<Arc<Outcome>>> = vec![None; group.alerts.len()];
     for (i, alert) in group.alerts.iter().enumerate() {
         if !alert.is_firing()
             || alert
@@ -654,7 +654,7 @@ async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Outc
             Ok(p) => p,
             Err(reason) => {
                 // Through the same join below, to be counted and logged.
-                pending.spawn(async move { (i, alert, Outcome::unavailable(reason)) });
+                pending.spawn(async move { (i, alert, Arc::new(Outcome::unavailable(reason))) });
                 continue;
             }
         };
@@ -663,8 +663,8 @@ async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Outc
             let cell = app.triage.results.cell(&key);
             // Only the first caller for a key runs it (with a slot and a thread); the others
             // wait here without either.
-            let result = cell.get_or_init(|| run_triage(&app, plan)).await;
-            let outcome = app.triage.outcome(&alert, result);
+            let result = cell.result.get_or_init(|| run_triage(&app, plan)).await;
+            let outcome = app.triage.outcome(&alert, &cell);
             if result.is_err() {
                 app.triage.results.forget(&key, &cell);
             }
@@ -724,7 +724,7 @@ async fn run_triage(app: &Arc<App>, plan: triage::Plan) -> triage::TriageResult 
     }
 }
 
-fn cached(app: &App, alert: &Alert) -> Option<Outcome> {
+fn cached(app: &App, alert: &Alert) -> Option<Arc<Outcome>> {
     let mut map = app.diagnoses.lock().unwrap_or_else(|e| e.into_inner());
     map.get(&alert.key(), std::time::Instant::now()).cloned()
 }
