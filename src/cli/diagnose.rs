@@ -157,7 +157,8 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
 
     let mut got = Gathered::default();
     let inputs = super::input::inputs(&args.files)?;
-    read_files(&inputs.paths, &rules, args.at, window_ms, &mut got)
+    let limit = crate::pipeline::target_limit(&rules, &options);
+    read_files(&inputs.paths, &rules, (args.at, window_ms), limit, &mut got)
         .map_err(|e| inputs.name_errors(e))?;
     read_live(&args, sampling, window_ms, &mut got)?;
     if let Some(url) = &args.prom.prometheus {
@@ -229,8 +230,8 @@ fn window_ms(args: &DiagnoseArgs, sampling: Option<nvml::Sampling>) -> i64 {
 fn read_files(
     files: &[PathBuf],
     rules: &Rules,
-    at_ms: Option<i64>,
-    window_ms: i64,
+    (at_ms, window_ms): (Option<i64>, i64),
+    target_limit: Option<crate::source::file::stream::TargetLimit>,
     got: &mut Gathered,
 ) -> Result<()> {
     let mut series_files = Vec::new();
@@ -258,6 +259,7 @@ fn read_files(
     };
     let opts = ReadOptions {
         retention,
+        target_limit,
         ..ReadOptions::default()
     };
     let read = crate::source::file::read_files(&series_files, &opts)?;
