@@ -50,6 +50,19 @@ impl<K: Clone + Eq + Hash, V> AgedMap<K, V> {
         }
     }
 
+    /// [`AgedMap::new`] with its memory taken at once. A map that steady traffic fills to its
+    /// bound (delivery records: about 11 minutes at 100 alerts a second) then costs its memory
+    /// from the start instead of a little more every minute, and its table never grows by
+    /// doubling (a copy of the whole table each time). The table has room for twice the bound:
+    /// std's map cleans up removed entries in place only while at most half full, and grows
+    /// otherwise, which a full map losing its oldest entry at every insert would make it do.
+    pub fn reserved(cap: usize, ttl: Duration) -> AgedMap<K, V> {
+        let mut map = AgedMap::new(cap, ttl);
+        map.entries.reserve(map.cap.saturating_mul(2));
+        map.order.reserve(map.cap);
+        map
+    }
+
     /// Entries held (some may be due and not removed yet; no call returns them).
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -180,6 +193,26 @@ mod tests {
         // b's first pair (11 s) is stale: its expiry must not take the second insert along.
         assert_eq!(map.get(&"b", at(start, 24_000)), Some(&2));
         assert_eq!(map.get(&"b", at(start, 25_000)), None);
+    }
+
+    #[test]
+    fn a_reserved_map_never_grows_its_table() {
+        let mut map = AgedMap::reserved(1000, Duration::from_secs(3600));
+        let (entries, order) = (map.entries.capacity(), map.order.capacity());
+        assert!(entries >= 1000 && order >= 1000);
+        let start = Instant::now();
+        for i in 0..50_000u32 {
+            map.insert(i, (), at(start, u64::from(i)));
+        }
+        assert_eq!(map.len(), 1000);
+        // Removed entries' slots count against the capacity until they are cleaned up: it may
+        // read lower, never higher (a larger table).
+        assert!(
+            map.entries.capacity() <= entries,
+            "{}",
+            map.entries.capacity()
+        );
+        assert_eq!(map.order.capacity(), order);
     }
 
     #[test]

@@ -66,14 +66,15 @@ pub struct Deliveries {
 }
 
 impl Deliveries {
-    /// An empty store keeping records for `ttl`.
+    /// An empty store keeping records for `ttl`, with room for [`MAX_DELIVERIES`] of them
+    /// taken at once (about 10 MiB).
     pub fn new(ttl: Duration) -> Deliveries {
         Deliveries::with_bound(MAX_DELIVERIES, ttl)
     }
 
     fn with_bound(cap: usize, ttl: Duration) -> Deliveries {
         Deliveries {
-            records: Mutex::new(AgedMap::new(cap, ttl)),
+            records: Mutex::new(AgedMap::reserved(cap, ttl)),
             claims: Mutex::default(),
             keys: (RandomState::new(), RandomState::new()),
         }
