@@ -304,25 +304,6 @@ pub fn max_targets() -> usize {
         .unwrap_or(10_000)
 }
 
-/// What a file read counts to stop early at [`max_targets`]: engine replicas, each a target of
-/// its own. None when the split may keep fewer targets than the file names (`--selector`,
-/// `--engine`): the count after the split decides then.
-pub fn target_limit(
-    rules: &Rules,
-    opts: &Options,
-) -> Option<crate::source::file::stream::TargetLimit> {
-    if opts.selector.is_some() || opts.engine.is_some() {
-        return None;
-    }
-    let adapters = rules.adapters.clone();
-    Some(crate::source::file::stream::TargetLimit {
-        target_of: std::sync::Arc::new(move |s| {
-            crate::target::engine_replica(s, &adapters).map(|(a, r)| format!("{a}\u{0}{r}"))
-        }),
-        max: max_targets(),
-    })
-}
-
 fn prepare_target(
     input: &TargetInput<'_>,
     (indexed, memo, provenance): (&TargetSeries<'_>, &mut InstantMemo, bool),

@@ -157,7 +157,7 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
 
     let mut got = Gathered::default();
     let inputs = super::input::inputs(&args.files)?;
-    let limit = crate::pipeline::target_limit(&rules, &options);
+    let limit = target_limit(&rules, &options);
     read_files(&inputs.paths, &rules, (args.at, window_ms), limit, &mut got)
         .map_err(|e| inputs.name_errors(e))?;
     read_live(&args, sampling, window_ms, &mut got)?;
@@ -207,6 +207,22 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
         args.format,
         View::of(&args),
     )
+}
+
+/// What a file read counts to stop early at [`pipeline::max_targets`]: engine replicas, each a
+/// target of its own. None when the split may keep fewer targets than the file names
+/// (`--selector`, `--engine`): the count after the split decides then.
+fn target_limit(rules: &Rules, opts: &Options) -> Option<crate::source::file::stream::TargetLimit> {
+    if opts.selector.is_some() || opts.engine.is_some() {
+        return None;
+    }
+    let adapters = rules.adapters.clone();
+    Some(crate::source::file::stream::TargetLimit {
+        target_of: std::sync::Arc::new(move |s| {
+            crate::target::engine_replica(s, &adapters).map(|(a, r)| format!("{a}\u{0}{r}"))
+        }),
+        max: pipeline::max_targets(),
+    })
 }
 
 /// `--window`, or a default that holds what will be read.
