@@ -169,6 +169,7 @@ pub fn router(app: Arc<App>) -> Router {
 /// Runs the server of configuration file `config` until SIGTERM or ctrl-c, then finishes the
 /// requests in flight.
 pub fn run(config: &Path, rules_dir: Option<&Path>) -> Result<()> {
+    trim::limit_arenas();
     let rules = crate::rules::load_rules(rules_dir)?;
     let ids = rules.playbook.symptom_ids();
     let settings = config::load(config, &ids)?;
