@@ -186,19 +186,14 @@ pub fn split<'a>(set: &'a SeriesSet, adapters: &Adapters) -> Vec<TargetInput<'a>
     let mut exporters: Vec<(&'a Series, &str)> = Vec::new();
     let mut unowned: Vec<&'a Series> = Vec::new();
     for s in &set.series {
+        if let Some((engine, replica)) = engine_replica(s, adapters) {
+            engines
+                .entry((engine.to_string(), replica.to_string()))
+                .or_default()
+                .push(s);
+            continue;
+        }
         match adapters.owner(&s.name) {
-            Some(a) if a.kind == AdapterKind::Engine => {
-                let replica = s
-                    .labels
-                    .get("pod")
-                    .or_else(|| s.labels.get("instance"))
-                    .unwrap_or("")
-                    .to_string();
-                engines
-                    .entry((a.name.clone(), replica))
-                    .or_default()
-                    .push(s);
-            }
             Some(a) => exporters.push((s, a.name.as_str())),
             None => unowned.push(s),
         }
@@ -225,6 +220,22 @@ pub fn split<'a>(set: &'a SeriesSet, adapters: &Adapters) -> Vec<TargetInput<'a>
         targets = host_targets(orphans, adapters);
     }
     targets
+}
+
+/// The engine target a series belongs to, (adapter, replica: pod, else instance), when an
+/// engine's adapter reads it. Each distinct one is a target of its own: the reader counts
+/// them to refuse an input of too many targets before holding all of it.
+pub fn engine_replica<'s>(s: &'s Series, adapters: &'s Adapters) -> Option<(&'s str, &'s str)> {
+    let a = adapters.owner(&s.name)?;
+    if a.kind != AdapterKind::Engine {
+        return None;
+    }
+    let replica = s
+        .labels
+        .get("pod")
+        .or_else(|| s.labels.get("instance"))
+        .unwrap_or("");
+    Some((a.name.as_str(), replica))
 }
 
 /// Step 1: engine series grouped by adapter and replica (pod, else instance), one target each.

@@ -157,7 +157,8 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
 
     let mut got = Gathered::default();
     let inputs = super::input::inputs(&args.files)?;
-    read_files(&inputs.paths, &rules, args.at, window_ms, &mut got)
+    let limit = target_limit(&rules, &options);
+    read_files(&inputs.paths, &rules, (args.at, window_ms), limit, &mut got)
         .map_err(|e| inputs.name_errors(e))?;
     read_live(&args, sampling, window_ms, &mut got)?;
     if let Some(url) = &args.prom.prometheus {
@@ -208,6 +209,22 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
     )
 }
 
+/// What a file read counts to stop early at [`pipeline::max_targets`]: engine replicas, each a
+/// target of its own. None when the split may keep fewer targets than the file names
+/// (`--selector`, `--engine`): the count after the split decides then.
+fn target_limit(rules: &Rules, opts: &Options) -> Option<crate::source::file::stream::TargetLimit> {
+    if opts.selector.is_some() || opts.engine.is_some() {
+        return None;
+    }
+    let adapters = rules.adapters.clone();
+    Some(crate::source::file::stream::TargetLimit {
+        target_of: std::sync::Arc::new(move |s| {
+            crate::target::engine_replica(s, &adapters).map(|(a, r)| format!("{a}\u{0}{r}"))
+        }),
+        max: pipeline::max_targets(),
+    })
+}
+
 /// `--window`, or a default that holds what will be read.
 fn window_ms(args: &DiagnoseArgs, sampling: Option<nvml::Sampling>) -> i64 {
     let nvml_span_ms = sampling.map_or(0, |s| s.interval.as_millis() as i64);
@@ -229,8 +246,8 @@ fn window_ms(args: &DiagnoseArgs, sampling: Option<nvml::Sampling>) -> i64 {
 fn read_files(
     files: &[PathBuf],
     rules: &Rules,
-    at_ms: Option<i64>,
-    window_ms: i64,
+    (at_ms, window_ms): (Option<i64>, i64),
+    target_limit: Option<crate::source::file::stream::TargetLimit>,
     got: &mut Gathered,
 ) -> Result<()> {
     let mut series_files = Vec::new();
@@ -258,6 +275,7 @@ fn read_files(
     };
     let opts = ReadOptions {
         retention,
+        target_limit,
         ..ReadOptions::default()
     };
     let read = crate::source::file::read_files(&series_files, &opts)?;

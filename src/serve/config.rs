@@ -486,6 +486,17 @@ fn sinks(p: &mut Problems<'_>, specs: &[SinkSpec]) -> Vec<Sink> {
     if sinks.is_empty() {
         p.add("sinks", "at least one sink is needed".to_string());
     }
+    // Delivery records keep one bit per sink (they are fixed-size: see `deliveries`).
+    if sinks.len() > super::deliveries::MAX_SINKS {
+        p.add(
+            "sinks",
+            format!(
+                "{} sinks given, at most {} are supported (one webhook sink can fan out further)",
+                sinks.len(),
+                super::deliveries::MAX_SINKS
+            ),
+        );
+    }
     sinks
 }
 
@@ -619,6 +630,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("`receiver.queue_capacity`"), "{e}");
+    }
+
+    #[test]
+    fn more_sinks_than_a_delivery_record_tracks_are_refused() {
+        let sinks = "  - type: webhook\n    url: http://y/hook\n".repeat(33);
+        let file = format!("listen: 127.0.0.1:9095\nprometheus:\n  url: http://x\nsinks:\n{sinks}");
+        let e = format!("{:#}", parse(&file, "doctor.yaml", SYMPTOMS).unwrap_err());
+        assert!(
+            e.contains("doctor.yaml: `sinks`: 33 sinks given, at most 32"),
+            "{e}"
+        );
     }
 
     #[test]

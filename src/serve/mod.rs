@@ -22,6 +22,7 @@
 
 pub mod bounded;
 pub mod config;
+pub mod deliveries;
 pub mod listen;
 pub mod metrics;
 pub mod payload;
@@ -30,8 +31,6 @@ pub mod sinks;
 pub mod triage;
 mod trim;
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -48,7 +47,9 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+use self::bounded::AgedMap;
 use self::config::{AckMode, Settings};
+use self::deliveries::{Deliveries, Record};
 use self::metrics::Metrics;
 use self::payload::{Alert, Notification};
 use self::triage::{Outcome, Triage};
@@ -69,31 +70,14 @@ pub struct App {
     /// Bytes of the bodies waiting for an `in_flight` slot.
     queue_bytes: Semaphore,
     triage_slots: Arc<Semaphore>,
-    /// (fingerprint, startsAt) → diagnosis and when it was made.
-    diagnoses: Mutex<HashMap<(String, String), (Outcome, Instant)>>,
-    /// Delivery identity of a group → which sinks accepted it.
-    /// Kept by a 128-bit digest of the identity rather than its text: at 100 alerts a second
-    /// the records fill their bound in minutes, and the text (and a set per record) made
-    /// memory climb by about 500 bytes an alert until then.
-    deliveries: Mutex<HashMap<u128, Arc<tokio::sync::Mutex<Delivery>>>>,
-    /// Two random keys for that digest: unknown outside the process, so nobody can make two
-    /// notifications collide.
-    digest_keys: (RandomState, RandomState),
+    /// (fingerprint, startsAt) → diagnosis.
+    diagnoses: Mutex<AgedMap<(String, String), Arc<Outcome>>>,
+    /// Which sinks accepted each group, and who is delivering one now.
+    deliveries: Deliveries,
     /// Notifications answered 202 and not yet delivered (`ack: on_receipt`).
     queue: queue::Queue,
     /// Whether the delivery workers run (started with the first router, inside a runtime).
     workers_started: AtomicBool,
-}
-
-/// What one group's delivery has achieved so far.
-#[derive(Debug)]
-struct Delivery {
-    /// Indices of the sinks that accepted it (a few; a Vec costs less than a set).
-    done: Vec<usize>,
-    /// When it was first seen.
-    first_seen: Instant,
-    /// Put on the queue (`ack: on_receipt`): a resend is answered 202 and not queued again.
-    queued: bool,
 }
 
 impl App {
@@ -123,6 +107,7 @@ impl App {
         let client = http_client(https)?;
         let prom_client = http_client(settings.prometheus_url.starts_with("https:"))?;
         let queue_capacity = settings.queue_capacity;
+        let dedupe_ttl = settings.dedupe_ttl;
         Ok(Arc::new(App {
             in_flight: Arc::new(Semaphore::new(settings.max_in_flight)),
             queue_bytes: Semaphore::new(
@@ -137,9 +122,8 @@ impl App {
             client,
             prom_client,
             metrics: Metrics::default(),
-            diagnoses: Mutex::new(HashMap::new()),
-            deliveries: Mutex::new(HashMap::new()),
-            digest_keys: (RandomState::new(), RandomState::new()),
+            diagnoses: Mutex::new(AgedMap::new(bounded::MAX_DIAGNOSES, dedupe_ttl)),
+            deliveries: Deliveries::new(dedupe_ttl),
             queue: queue::Queue::new(queue_capacity),
             workers_started: AtomicBool::new(false),
         }))
@@ -185,6 +169,7 @@ pub fn router(app: Arc<App>) -> Router {
 /// Runs the server of configuration file `config` until SIGTERM or ctrl-c, then finishes the
 /// requests in flight.
 pub fn run(config: &Path, rules_dir: Option<&Path>) -> Result<()> {
+    trim::limit_arenas();
     let rules = crate::rules::load_rules(rules_dir)?;
     let ids = rules.playbook.symptom_ids();
     let settings = config::load(config, &ids)?;
@@ -414,56 +399,17 @@ async fn wait_for_slot(
         .ok()
 }
 
-/// The identity of a group's notification: the group and each alert's (fingerprint,
-/// startsAt, status). A resend of the same alerts has the same identity.
-fn delivery_key(group: &Notification) -> String {
-    let mut alerts: Vec<String> = group
-        .alerts
-        .iter()
-        .map(|a| format!("{}|{}|{}", a.fingerprint, a.starts_at, a.status))
-        .collect();
-    alerts.sort();
-    format!("{}\n{}", group.group_key, alerts.join("\n"))
-}
-
-/// The delivery record of a group (new or resent), after forgetting those older than `ttl`.
-fn delivery_entry(
-    app: &App,
-    group: &Notification,
-    ttl: Duration,
-) -> Arc<tokio::sync::Mutex<Delivery>> {
-    let mut map = app.deliveries.lock().unwrap_or_else(|e| e.into_inner());
-    // Forget deliveries older than the TTL when the map is full; one whose lock is held is in
-    // use and stays.
-    bounded::make_room(&mut map, bounded::MAX_DELIVERIES, ttl, |d| {
-        d.try_lock().ok().map(|d| d.first_seen.elapsed())
-    });
-    let key = delivery_key(group);
-    let (a, b) = &app.digest_keys;
-    let digest = (u128::from(a.hash_one(&key)) << 64) | u128::from(b.hash_one(&key));
-    map.entry(digest)
-        .or_insert_with(|| {
-            Arc::new(tokio::sync::Mutex::new(Delivery {
-                done: Vec::new(),
-                first_seen: Instant::now(),
-                queued: false,
-            }))
-        })
-        .clone()
-}
-
 async fn process(app: &Arc<App>, raw: &serde_json::Value, group: &Notification) -> Response {
-    let ttl = app.settings.dedupe_ttl;
     let fingerprints: Vec<&str> = group
         .alerts
         .iter()
         .map(|a| a.fingerprint.as_str())
         .collect();
-    let entry = delivery_entry(app, group, ttl);
+    let digest = app.deliveries.digest(group);
     // A concurrent resend of the same group waits here, then sees what this one delivered.
-    let mut delivery = entry.lock().await;
-    let sinks = &app.settings.sinks;
-    if delivery.done.len() == sinks.len() {
+    let _claim = app.deliveries.claim(digest).await;
+    let mut record = app.deliveries.get(digest);
+    if record.all_accepted(app.settings.sinks.len()) {
         eprintln!(
             "group_key={:?} fingerprints={fingerprints:?}: already delivered, answering 200",
             group.group_key
@@ -474,7 +420,9 @@ async fn process(app: &Arc<App>, raw: &serde_json::Value, group: &Notification) 
     let outcomes = diagnose_group(app, group).await;
     let deadline = Instant::now() + app.settings.retry_deadline;
     let mut tasks = tokio::task::JoinSet::new();
-    for (i, sink, body) in bodies_to_send(app, raw, group, &outcomes, &mut delivery) {
+    let bodies = bodies_to_send(app, raw, group, &outcomes, &mut record);
+    app.deliveries.put(digest, record);
+    for (i, sink, body) in bodies {
         let app = app.clone();
         tasks.spawn(async move {
             let retries = |name: &str| app.metrics.inc("llm_doctor_sink_retries_total", name);
@@ -497,7 +445,9 @@ async fn process(app: &Arc<App>, raw: &serde_json::Value, group: &Notification) 
         };
         match result {
             Ok(attempts) => {
-                delivery.done.push(i);
+                // Recorded at once: a request cut short by its deadline keeps what it achieved.
+                record.accept(i);
+                app.deliveries.put(digest, record);
                 eprintln!(
                     "group_key={:?} fingerprints={fingerprints:?} sink={name} attempts={attempts}: delivered",
                     group.group_key
@@ -529,23 +479,23 @@ fn bodies_to_send(
     app: &App,
     raw: &serde_json::Value,
     group: &Notification,
-    outcomes: &[Option<Outcome>],
-    delivery: &mut Delivery,
+    outcomes: &[Option<Arc<Outcome>>],
+    record: &mut Record,
 ) -> Vec<(usize, config::Sink, serde_json::Value)> {
     let alerts: Vec<sinks::Diagnosed> = group
         .alerts
         .iter()
         .zip(outcomes)
-        .map(|(a, o)| (a, o.as_ref()))
+        .map(|(a, o)| (a, o.as_deref()))
         .collect();
     let mut out = Vec::new();
     for (i, sink) in app.settings.sinks.iter().enumerate() {
-        if delivery.done.contains(&i) {
+        if record.accepted(i) {
             continue;
         }
         match sinks::body(sink.kind, raw, group, &alerts) {
             Some(body) => out.push((i, sink.clone(), body)),
-            None => delivery.done.push(i),
+            None => record.accept(i),
         }
     }
     out
@@ -554,15 +504,16 @@ fn bodies_to_send(
 /// `ack: on_receipt`: a group already delivered is answered 200, one already queued 202, a new
 /// one is queued and answered 202, or 503 when the queue is full.
 fn enqueue(app: &Arc<App>, raw: serde_json::Value, group: Notification) -> Response {
-    let entry = delivery_entry(app, &group, app.settings.dedupe_ttl);
-    // Held: a worker is delivering this very group right now.
-    let Ok(mut delivery) = entry.try_lock() else {
+    let digest = app.deliveries.digest(&group);
+    // Claimed: a worker is delivering this very group right now.
+    let Some(_claim) = app.deliveries.try_claim(digest) else {
         return answer(StatusCode::ACCEPTED, json!({"status": "queued"}));
     };
-    if delivery.done.len() == app.settings.sinks.len() {
+    let mut record = app.deliveries.get(digest);
+    if record.all_accepted(app.settings.sinks.len()) {
         return answer(StatusCode::OK, json!({"status": "duplicate"}));
     }
-    if delivery.queued {
+    if record.queued {
         return answer(StatusCode::ACCEPTED, json!({"status": "queued"}));
     }
     let group_key = group.group_key.clone();
@@ -576,7 +527,8 @@ fn enqueue(app: &Arc<App>, raw: serde_json::Value, group: Notification) -> Respo
             json!({"error": format!("busy: the delivery queue holds {capacity} notifications not yet delivered")}),
         );
     }
-    delivery.queued = true;
+    record.queued = true;
+    app.deliveries.put(digest, record);
     answer(StatusCode::ACCEPTED, json!({"status": "queued"}))
 }
 
@@ -601,14 +553,17 @@ fn start_workers(app: &Arc<App>) {
 /// later is answered 200 and not delivered again.
 async fn deliver_queued(app: &Arc<App>, item: &queue::Item) {
     let group = &item.group;
-    let entry = delivery_entry(app, group, app.settings.dedupe_ttl);
-    let mut delivery = entry.lock().await;
-    if delivery.done.len() == app.settings.sinks.len() {
+    let digest = app.deliveries.digest(group);
+    let _claim = app.deliveries.claim(digest).await;
+    let mut record = app.deliveries.get(digest);
+    if record.all_accepted(app.settings.sinks.len()) {
         return;
     }
     let outcomes = diagnose_group(app, group).await;
     let mut tasks = tokio::task::JoinSet::new();
-    for (i, sink, body) in bodies_to_send(app, &item.raw, group, &outcomes, &mut delivery) {
+    let bodies = bodies_to_send(app, &item.raw, group, &outcomes, &mut record);
+    app.deliveries.put(digest, record);
+    for (i, sink, body) in bodies {
         let app = app.clone();
         tasks.spawn(async move {
             let attempts = deliver_until_accepted(&app, &sink, &body).await;
@@ -624,7 +579,8 @@ async fn deliver_queued(app: &Arc<App>, item: &queue::Item) {
         let Ok((i, name, attempts)) = joined else {
             continue;
         };
-        delivery.done.push(i);
+        record.accept(i);
+        app.deliveries.put(digest, record);
         eprintln!(
             "group_key={:?} fingerprints={fingerprints:?} sink={name} attempts={attempts} queued_ms={}: delivered",
             group.group_key,
@@ -677,9 +633,9 @@ async fn deliver_until_accepted(app: &App, sink: &config::Sink, body: &serde_jso
 
 /// A diagnosis per alert: None for resolved alerts and for alerts this server already
 /// diagnosed (labelled `diagnosed="true"`); cached by (fingerprint, startsAt).
-async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Outcome>> {
+async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Arc<Outcome>>> {
     let mut pending = tokio::task::JoinSet::new();
-    let mut out: Vec<Option<Outcome>> = vec![None; group.alerts.len()];
+    let mut out: Vec<Option<Arc<Outcome>>> = vec![None; group.alerts.len()];
     for (i, alert) in group.alerts.iter().enumerate() {
         if !alert.is_firing()
             || alert
@@ -699,7 +655,7 @@ async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Outc
             Ok(p) => p,
             Err(reason) => {
                 // Through the same join below, to be counted and logged.
-                pending.spawn(async move { (i, alert, Outcome::unavailable(reason)) });
+                pending.spawn(async move { (i, alert, Arc::new(Outcome::unavailable(reason))) });
                 continue;
             }
         };
@@ -708,8 +664,8 @@ async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Outc
             let cell = app.triage.results.cell(&key);
             // Only the first caller for a key runs it (with a slot and a thread); the others
             // wait here without either.
-            let result = cell.get_or_init(|| run_triage(&app, plan)).await;
-            let outcome = app.triage.outcome(&alert, result);
+            let result = cell.result.get_or_init(|| run_triage(&app, plan)).await;
+            let outcome = app.triage.outcome(&alert, &cell);
             if result.is_err() {
                 app.triage.results.forget(&key, &cell);
             }
@@ -737,11 +693,7 @@ async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Outc
         // Unavailable diagnoses are not cached: a resend may find Prometheus back.
         if outcome.unavailable.is_none() {
             let mut map = app.diagnoses.lock().unwrap_or_else(|e| e.into_inner());
-            let ttl = app.settings.dedupe_ttl;
-            bounded::make_room(&mut map, bounded::MAX_DIAGNOSES, ttl, |(_, at)| {
-                Some(at.elapsed())
-            });
-            map.insert(alert.key(), (outcome.clone(), Instant::now()));
+            map.insert(alert.key(), outcome.clone(), std::time::Instant::now());
         }
         out[i] = Some(outcome);
     }
@@ -773,11 +725,9 @@ async fn run_triage(app: &Arc<App>, plan: triage::Plan) -> triage::TriageResult 
     }
 }
 
-fn cached(app: &App, alert: &Alert) -> Option<Outcome> {
-    let map = app.diagnoses.lock().unwrap_or_else(|e| e.into_inner());
-    map.get(&alert.key())
-        .filter(|(_, at)| at.elapsed() < app.settings.dedupe_ttl)
-        .map(|(o, _)| o.clone())
+fn cached(app: &App, alert: &Alert) -> Option<Arc<Outcome>> {
+    let mut map = app.diagnoses.lock().unwrap_or_else(|e| e.into_inner());
+    map.get(&alert.key(), std::time::Instant::now()).cloned()
 }
 
 async fn metrics_page(State(app): State<Arc<App>>) -> Response {

@@ -3,7 +3,6 @@
 //! worst matching target's diagnosis is kept, as `render::json` writes a target, plus a short
 //! [`Summary`] for the chat and Alertmanager sinks. Blocking: call it off the async runtime.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,6 +10,7 @@ use llm_doctor_engine::playbook::spec::CauseSeverity;
 use llm_doctor_engine::report::Diagnosis;
 use serde_json::{json, Value};
 
+use super::bounded::{AgedMap, MAX_TRIAGES};
 use super::config::SYMPTOM_LABEL;
 use super::payload::Alert;
 use crate::report::{evidence_line, TargetReport};
@@ -47,11 +47,23 @@ pub struct Triage {
 /// What one triage produced: every matching target's report and the failed queries.
 pub type TriageResult = Result<(Vec<TargetReport>, Vec<String>), String>;
 
-/// A triage's result, filled once by whoever runs it; others wait for it.
-pub type Cell = Arc<tokio::sync::OnceCell<TriageResult>>;
+/// A triage shared by the alerts that need it.
+pub type Cell = Arc<Shared>;
 
-/// One cache entry: the result cell and when it was created.
-type Entry = (Cell, Instant);
+/// One triage: its result, filled once by whoever runs it (others wait for it), and the
+/// diagnoses made from it, one per symptom asked about. The alerts of a target within one step
+/// (30 of them at 100 alerts a second over 50 targets) share one diagnosis instead of holding a
+/// copy each: those copies, many small blocks living for seconds amid the traffic, were the
+/// larger part of serve's heap.
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// The result.
+    pub result: tokio::sync::OnceCell<TriageResult>,
+    outcomes: Mutex<Vec<(Option<String>, Arc<Outcome>)>>,
+}
+
+/// Diagnoses kept per triage, one per symptom: alerts name a few, but a label may name any.
+pub const OUTCOMES_PER_TRIAGE: usize = 8;
 
 /// What a triage is keyed by: the selector's text and the triage time, ms.
 pub type Key = (String, i64);
@@ -60,46 +72,35 @@ pub type Key = (String, i64);
 /// for a result in progress asynchronously: only the one that runs a triage needs a triage
 /// slot (and a thread), so a burst of alerts on a few targets takes a few slots, not one each
 /// blocked behind the same result.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct TriageCache {
-    entries: Mutex<HashMap<Key, Entry>>,
-    /// How long a result is reused.
-    pub ttl: Duration,
+    entries: Mutex<AgedMap<Key, Cell>>,
 }
 
 impl TriageCache {
     /// A cache keeping results for `ttl`.
     pub fn new(ttl: Duration) -> TriageCache {
         TriageCache {
-            entries: Mutex::default(),
-            ttl,
+            entries: Mutex::new(AgedMap::new(MAX_TRIAGES, ttl)),
         }
     }
 
     /// The cell of `key`: filled, being filled, or new.
     pub fn cell(&self, key: &Key) -> Cell {
         let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        // Expired results are never used; they are swept when the map is full. A result still
-        // being computed (others may wait on it) stays.
-        if map.get(key).is_some_and(|(_, at)| at.elapsed() >= self.ttl) {
-            map.remove(key);
-        }
-        super::bounded::make_room(
-            &mut map,
-            super::bounded::MAX_TRIAGES,
-            self.ttl,
-            |(cell, at)| cell.get().map(|_| at.elapsed()),
-        );
-        map.entry(key.clone())
-            .or_insert_with(|| (Arc::default(), Instant::now()))
-            .0
+        // A result still being computed when it is pushed out (the oldest of MAX_TRIAGES)
+        // reaches those already waiting for it; later alerts start a triage of their own.
+        map.get_or_insert_with(key.clone(), Instant::now(), Arc::default)
             .clone()
     }
 
     /// Forgets `key`'s failed result, so a later alert may find Prometheus back.
     pub fn forget(&self, key: &Key, cell: &Cell) {
         let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if map.get(key).is_some_and(|(c, _)| Arc::ptr_eq(c, cell)) {
+        if map
+            .get(key, Instant::now())
+            .is_some_and(|c| Arc::ptr_eq(c, cell))
+        {
             map.remove(key);
         }
     }
@@ -252,13 +253,30 @@ impl Triage {
         Ok((reports, result.errors))
     }
 
-    /// `alert`'s diagnosis from its triage's result: the worst matching target's.
-    pub fn outcome(&self, alert: &Alert, result: &TriageResult) -> Outcome {
+    /// `alert`'s diagnosis from the triage `shared` (once its result is in), made once per
+    /// symptom and shared.
+    pub fn outcome(&self, alert: &Alert, shared: &Shared) -> Arc<Outcome> {
+        let Some(result) = shared.result.get() else {
+            return Arc::new(Outcome::unavailable("the triage has no result yet"));
+        };
+        let symptom = self.symptom_of(alert);
+        let mut made = shared.outcomes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, o)) = made.iter().find(|(s, _)| *s == symptom) {
+            return o.clone();
+        }
+        let outcome = Arc::new(self.diagnosis(symptom.clone(), result));
+        if made.len() < OUTCOMES_PER_TRIAGE {
+            made.push((symptom, outcome.clone()));
+        }
+        outcome
+    }
+
+    /// The diagnosis for `symptom` from a triage's result: the worst matching target's.
+    fn diagnosis(&self, symptom: Option<String>, result: &TriageResult) -> Outcome {
         let (mut reports, errors) = match result.clone() {
             Ok(r) => r,
             Err(reason) => return Outcome::unavailable(reason),
         };
-        let symptom = self.symptom_of(alert);
         // Worst first; among equals, the one where the alert's symptom fired; then by labels
         // so the choice is deterministic.
         reports.sort_by(|a, b| {
@@ -367,6 +385,36 @@ mod tests {
             results: TriageCache::new(Duration::from_secs(60)),
             rules,
         }
+    }
+
+    fn alert(symptom: &str) -> Alert {
+        serde_json::from_value(
+            json!({"status": "firing", "startsAt": "2026-12-01T00:00:00Z",
+            "labels": {SYMPTOM_LABEL: symptom}}),
+        )
+        .unwrap()
+    }
+
+    /// Alerts asking about one symptom share one diagnosis; the symptoms kept per triage are
+    /// bounded, since any label value can name one.
+    #[test]
+    fn diagnoses_are_shared_per_symptom_and_bounded() {
+        let t = triage(15_000);
+        let shared = Shared::default();
+        shared
+            .result
+            .set(Err("Prometheus is down".to_string()))
+            .unwrap();
+        let a = t.outcome(&alert("kv_cache_exhaustion"), &shared);
+        let b = t.outcome(&alert("kv_cache_exhaustion"), &shared);
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(a.unavailable.as_deref(), Some("Prometheus is down"));
+        for i in 0..100 {
+            t.outcome(&alert(&format!("made_up_{i}")), &shared);
+        }
+        assert_eq!(shared.outcomes.lock().unwrap().len(), OUTCOMES_PER_TRIAGE);
+        let c = t.outcome(&alert("kv_cache_exhaustion"), &shared);
+        assert!(Arc::ptr_eq(&a, &c), "the first symptoms stay shared");
     }
 
     /// Alerts of one target within one step share a triage time, never after their startsAt

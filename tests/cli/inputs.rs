@@ -287,19 +287,28 @@ fn too_many_targets_is_an_error_naming_the_limit() {
     }
     let path = dir.path().join("many.prom");
     std::fs::write(&path, text).unwrap();
-    let run_with = |limit: &str| {
-        let args = ["diagnose", path.to_str().unwrap(), "--format", "json"];
+    let run_with = |limit: &str, selector: &[&str]| {
+        let mut args = vec!["diagnose", path.to_str().unwrap(), "--format", "json"];
+        args.extend(selector);
         let (code, _, err) = outcome(&run_env(&args, ("LLM_DOCTOR_MAX_TARGETS", limit)));
         (code, err)
     };
-    let (code, err) = run_with("10");
+    // Counted while the file is read: it stops at the 11th.
+    let (code, err) = run_with("10", &[]);
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("50 targets in the input, more than the 10")
+        err.contains("many.prom`: more than 10 targets in the input")
             && err.contains("LLM_DOCTOR_MAX_TARGETS"),
         "{err}"
     );
-    let (code, err) = run_with("100");
+    // A selector may keep fewer than the file names: counted after the split.
+    let (code, err) = run_with("10", &["--selector", "pod=~\"p.*\""]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("50 targets in the input, more than the 10"),
+        "{err}"
+    );
+    let (code, err) = run_with("100", &[]);
     assert_ne!(code, 2, "{err}");
 }
 

@@ -64,6 +64,20 @@ impl Retention {
 /// Keeps only series whose sample name it accepts (all when absent).
 pub type NameFilter = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
+/// The target a series belongs to, when it makes one of its own.
+pub type TargetOf = Arc<dyn Fn(&Series) -> Option<String> + Send + Sync>;
+
+/// Stops a read once its series name more than `max` targets: a run would refuse them after
+/// the split anyway, and a million one-sample pods held 1.7 GB by then.
+#[derive(Clone)]
+pub struct TargetLimit {
+    /// The target a series belongs to, when it makes one of its own (an engine's replica);
+    /// distinct answers are counted.
+    pub target_of: TargetOf,
+    /// The most targets allowed.
+    pub max: usize,
+}
+
 /// How to read.
 #[derive(Clone)]
 pub struct ReadOptions {
@@ -75,6 +89,8 @@ pub struct ReadOptions {
     pub threads: usize,
     /// Size of a piece, in bytes (whole lines: a piece ends at the last newline after this).
     pub chunk_bytes: usize,
+    /// Stop with an error past this many targets.
+    pub target_limit: Option<TargetLimit>,
 }
 
 impl Default for ReadOptions {
@@ -87,6 +103,7 @@ impl Default for ReadOptions {
             keep_name: None,
             threads: cores.saturating_sub(1).max(1),
             chunk_bytes: 4 << 20,
+            target_limit: None,
         }
     }
 }
@@ -98,6 +115,7 @@ impl std::fmt::Debug for ReadOptions {
             .field("keep_name", &self.keep_name.as_ref().map(|_| "fn"))
             .field("threads", &self.threads)
             .field("chunk_bytes", &self.chunk_bytes)
+            .field("target_limit", &self.target_limit.as_ref().map(|l| l.max))
             .finish()
     }
 }
@@ -236,7 +254,7 @@ fn pass(
     } else {
         parallel(first, pieces, name, om, opts.threads, &mut join)?;
     }
-    Ok(join.finish())
+    Ok(join.finish(name))
 }
 
 /// Reads pieces on one thread, parses them on `threads` others and joins them in order on this
@@ -486,6 +504,8 @@ struct Joiner<'o> {
     span: Option<(i64, i64)>,
     any_sample: bool,
     all_timestamped: bool,
+    /// The targets seen, with [`ReadOptions::target_limit`] (at most its `max` + 1).
+    targets: std::collections::HashSet<String>,
 }
 
 impl<'o> Joiner<'o> {
@@ -504,6 +524,7 @@ impl<'o> Joiner<'o> {
             span: None,
             any_sample: false,
             all_timestamped: true,
+            targets: Default::default(),
         }
     }
 
@@ -525,6 +546,9 @@ impl<'o> Joiner<'o> {
                     self.ended = self.openmetrics && chunk.saw_eof;
                     self.next_line += chunk.newlines;
                     self.absorb(chunk);
+                    if self.over_target_limit() {
+                        return true;
+                    }
                 }
                 Err(e) => self.error = Some(renumber(e, self.next_line)),
             }
@@ -566,6 +590,13 @@ impl<'o> Joiner<'o> {
                     i
                 }
                 None => {
+                    if let Some(limit) = &self.opts.target_limit {
+                        if self.targets.len() <= limit.max {
+                            if let Some(t) = (limit.target_of)(&s) {
+                                self.targets.insert(t);
+                            }
+                        }
+                    }
                     self.by_raw.insert(raw, self.series.len());
                     self.series.push(s);
                     self.newest.push((newest, 0));
@@ -604,7 +635,24 @@ impl<'o> Joiner<'o> {
         }
     }
 
-    fn finish(self) -> Pass {
+    fn over_target_limit(&self) -> bool {
+        self.opts
+            .target_limit
+            .as_ref()
+            .is_some_and(|l| self.targets.len() > l.max)
+    }
+
+    fn finish(self, name: &str) -> Pass {
+        // Before the format check: either format names the same targets, and the read stopped
+        // early, maybe before the `# EOF` line.
+        if let Some(limit) = self
+            .opts
+            .target_limit
+            .as_ref()
+            .filter(|_| self.over_target_limit())
+        {
+            return Pass::Done(Err(too_many_targets(name, limit.max)));
+        }
         if self.saw_eof != self.openmetrics {
             return Pass::Redo(self.saw_eof);
         }
@@ -631,6 +679,13 @@ impl<'o> Joiner<'o> {
             has_timestamps: self.any_sample && self.all_timestamped,
         }))
     }
+}
+
+/// The error for file `name` naming more than `max` targets.
+fn too_many_targets(name: &str, max: usize) -> anyhow::Error {
+    anyhow::anyhow!(
+        "`{name}`: more than {max} targets in the input, the most diagnosed at once (LLM_DOCTOR_MAX_TARGETS raises the limit; --selector narrows the input)"
+    )
 }
 
 /// Drops samples at or before `cutoff`; keeps those without a timestamp.
@@ -674,6 +729,7 @@ mod tests {
             keep_name: None,
             threads,
             chunk_bytes,
+            target_limit: None,
         }
     }
 
@@ -918,6 +974,36 @@ mod tests {
                 assert_eq!(got.span, Some((1_000_000_000, newest)));
                 assert!(!got.has_timestamps);
             }
+        }
+    }
+
+    /// The read stops at the piece that goes past the limit: a broken line pieces later is
+    /// never reached.
+    #[test]
+    fn a_read_stops_once_past_the_target_limit() {
+        // About 170 kB: pieces are read 64 kB at a time.
+        let mut text = String::from("# TYPE g gauge\n");
+        for i in 0..3000 {
+            text.push_str(&format!("g{{pod=\"p{i}\"}} 1\nother{{pod=\"p{i}\"}} 1\n"));
+        }
+        text.push_str("g{pod=\"broken\" 1\n");
+        let pods = |max| TargetLimit {
+            target_of: Arc::new(|s: &Series| {
+                (s.name == "g").then(|| s.labels.get("pod").unwrap_or("").to_string())
+            }),
+            max,
+        };
+        for threads in [0, 2] {
+            let mut o = opts(threads, 64, Retention::All);
+            o.target_limit = Some(pods(10));
+            let e = format!("{:#}", read_bytes(text.as_bytes(), "t", &o).unwrap_err());
+            assert!(e.contains("more than 10 targets"), "{e}");
+            o.target_limit = Some(pods(3000));
+            let e = format!("{:#}", read_bytes(text.as_bytes(), "t", &o).unwrap_err());
+            assert!(
+                e.contains("t:6002:"),
+                "within the limit, the whole file is read: {e}"
+            );
         }
     }
 
