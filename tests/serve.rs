@@ -400,6 +400,8 @@ fn failing_sink_gets_503_then_only_it_is_retried() {
         assert_eq!(good.received().len(), 1);
 
         bad.fail_first.store(0, Ordering::SeqCst);
+        // The failing sink is probed at most once per initial_backoff.
+        tokio::time::sleep(Duration::from_millis(100)).await;
         let (code, body) = send(&url, FIRING).await;
         assert_eq!(code, 200, "{body}");
         assert_eq!(good.received().len(), 1, "the sink that accepted is not sent it again");
@@ -407,6 +409,59 @@ fn failing_sink_gets_503_then_only_it_is_retried() {
         let (code, _) = send(&url, FIRING).await;
         assert_eq!(code, 200);
         assert_eq!(bad.received().len(), 1);
+    });
+}
+
+/// A sink that is down: concurrent requests do not each retry it until the deadline (one at a
+/// time probes it), a request arriving while it is known to be down makes one attempt and no
+/// retry, and once it is back the next notification goes through.
+#[test]
+fn a_sink_known_to_be_down_is_probed_not_hammered() {
+    runtime().block_on(async {
+        let (bad, bad_url) = Sink::start(usize::MAX).await;
+        let yaml = minimal(
+            "retry:\n  deadline: 2s\n  initial_backoff: 100ms\n",
+            &closed_url(),
+            &format!("  - type: webhook\n    url: {bad_url}/b\n"),
+        );
+        let url = spawn_server(serve::router(app(&yaml))).await;
+        let sends: Vec<_> = (0..20)
+            .map(|i| {
+                let (url, body) = (url.clone(), fingerprint(i));
+                tokio::spawn(async move { send(&url, &body).await })
+            })
+            .collect();
+        let mut refused_at_once = 0;
+        for s in sends {
+            let (code, body) = s.await.unwrap();
+            assert_eq!(code, 503, "{body}");
+            refused_at_once += usize::from(body.contains("until a probe succeeds"));
+        }
+        let hits = bad.hits.load(Ordering::SeqCst);
+        // Without the breaker each of the 20 retries about five times within 2 s (~100 hits).
+        assert!(hits <= 32, "{hits} attempts for 20 requests");
+        assert!(
+            refused_at_once >= 15,
+            "{refused_at_once} of 20 refused by the breaker"
+        );
+
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let before = bad.hits.load(Ordering::SeqCst);
+        let (code, body) = send(&url, &fingerprint(100)).await;
+        assert_eq!(code, 503, "{body}");
+        assert_eq!(
+            bad.hits.load(Ordering::SeqCst),
+            before + 1,
+            "one probe, no retry"
+        );
+
+        bad.fail_first.store(0, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let (code, body) = send(&url, &fingerprint(100)).await;
+        assert_eq!(code, 200, "{body}");
+        let (code, body) = send(&url, &fingerprint(101)).await;
+        assert_eq!(code, 200, "{body}");
+        assert_eq!(bad.received().len(), 2);
     });
 }
 
@@ -447,10 +502,11 @@ fn busy_server_queues_within_a_bound_then_answers_503() {
                 busy += 1;
                 assert!(took < Duration::from_secs(1), "refused after {took:?}");
             } else {
-                // It waited for the slot, then met the same unreachable sink.
+                // It waited for the slot (the first request gives up about 1.5 s in), then
+                // met the same unreachable sink, by then known to be down.
                 waited += 1;
                 assert!(body.contains("did not accept"), "{body}");
-                assert!(took > Duration::from_millis(1500), "served after {took:?}");
+                assert!(took > Duration::from_millis(900), "served after {took:?}");
             }
         }
         assert_eq!((busy, waited), (2, 1));

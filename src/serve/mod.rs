@@ -4,7 +4,8 @@
 //!
 //! Nothing is lost: the receiver answers 2xx only once every sink accepted the notification,
 //! retries a failing sink with backoff until `retry.deadline`, and otherwise answers 503 so
-//! Alertmanager resends. Resends are deduplicated by (fingerprint, startsAt) for `dedupe_ttl`:
+//! Alertmanager resends; once a sink is known to be failing, requests do not each wait out the
+//! deadline against it ([`sink_health`]). Resends are deduplicated by (fingerprint, startsAt) for `dedupe_ttl`:
 //! an alert is diagnosed once, a group already delivered is answered 200 at once, and a group
 //! delivered to some sinks only is retried on the others. Dedupe state lives in memory: a
 //! restart forgets it, which at worst repeats a notification.
@@ -27,6 +28,7 @@ pub mod listen;
 pub mod metrics;
 pub mod payload;
 pub mod queue;
+pub mod sink_health;
 pub mod sinks;
 pub mod triage;
 mod trim;
@@ -74,6 +76,8 @@ pub struct App {
     diagnoses: Mutex<AgedMap<(String, String), Arc<Outcome>>>,
     /// Which sinks accepted each group, and who is delivering one now.
     deliveries: Deliveries,
+    /// Which sinks are failing (answers after delivery do not wait on them).
+    sink_health: sink_health::SinkHealth,
     /// Notifications answered 202 and not yet delivered (`ack: on_receipt`).
     queue: queue::Queue,
     /// Whether the delivery workers run (started with the first router, inside a runtime).
@@ -108,6 +112,8 @@ impl App {
         let prom_client = http_client(settings.prometheus_url.starts_with("https:"))?;
         let queue_capacity = settings.queue_capacity;
         let dedupe_ttl = settings.dedupe_ttl;
+        let sink_health =
+            sink_health::SinkHealth::new(settings.sinks.len(), settings.initial_backoff);
         Ok(Arc::new(App {
             in_flight: Arc::new(Semaphore::new(settings.max_in_flight)),
             queue_bytes: Semaphore::new(
@@ -124,6 +130,7 @@ impl App {
             metrics: Metrics::default(),
             diagnoses: Mutex::new(AgedMap::new(bounded::MAX_DIAGNOSES, dedupe_ttl)),
             deliveries: Deliveries::new(dedupe_ttl),
+            sink_health,
             queue: queue::Queue::new(queue_capacity),
             workers_started: AtomicBool::new(false),
         }))
@@ -417,6 +424,7 @@ async fn process(app: &Arc<App>, raw: &serde_json::Value, group: &Notification) 
         return answer(StatusCode::OK, json!({"status": "duplicate"}));
     }
 
+    let request_start = Instant::now();
     let outcomes = diagnose_group(app, group).await;
     let deadline = Instant::now() + app.settings.retry_deadline;
     let mut tasks = tokio::task::JoinSet::new();
@@ -432,6 +440,11 @@ async fn process(app: &Arc<App>, raw: &serde_json::Value, group: &Notification) 
                 &body,
                 app.settings.initial_backoff,
                 deadline,
+                Some(sinks::Breaker {
+                    health: &app.sink_health,
+                    sink: i,
+                    request_start,
+                }),
                 || retries(&sink.name),
             )
             .await;
@@ -609,6 +622,7 @@ async fn deliver_until_accepted(app: &App, sink: &config::Sink, body: &serde_jso
             body,
             app.settings.initial_backoff,
             deadline,
+            None,
             retried,
         )
         .await

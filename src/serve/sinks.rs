@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::config::{Sink, SinkKind};
 use super::payload::{Alert, Notification};
+use super::sink_health::SinkHealth;
 use super::triage::Outcome;
 
 /// The label put on alerts this server re-posts to Alertmanager; alerts carrying it are not
@@ -158,21 +159,45 @@ pub struct GaveUp {
     pub attempts: u32,
 }
 
+/// The breaker a request's delivery asks before each attempt.
+pub struct Breaker<'a> {
+    /// The breakers of all sinks.
+    pub health: &'a SinkHealth,
+    /// This sink's index.
+    pub sink: usize,
+    /// When the request started.
+    pub request_start: Instant,
+}
+
 /// POSTs `body` to `sink` until it answers 2xx, waiting `initial_backoff`, then twice that,
 /// and so on (at most 5 s between attempts), and giving up when the next attempt could not
-/// start before `deadline`. `on_retry` is called before each retry.
+/// start before `deadline`, or when `breaker` refuses it. `on_retry` is called before each
+/// retry.
 pub async fn deliver(
     client: &reqwest::Client,
     sink: &Sink,
     body: &Value,
     initial_backoff: Duration,
     deadline: Instant,
+    breaker: Option<Breaker<'_>>,
     mut on_retry: impl FnMut(),
 ) -> Result<u32, GaveUp> {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     let mut backoff = initial_backoff;
     let mut attempts = 0;
     loop {
+        let permit = match &breaker {
+            None => None,
+            Some(b) => match b.health.attempt(b.sink, b.request_start, attempts + 1) {
+                Ok(permit) => Some(permit),
+                Err(refused) => {
+                    return Err(GaveUp {
+                        last_error: refused.to_string(),
+                        attempts,
+                    })
+                }
+            },
+        };
         attempts += 1;
         let left = deadline.saturating_duration_since(Instant::now());
         let attempt = client
@@ -183,11 +208,19 @@ pub async fn deliver(
             .send()
             .await;
         let error = match attempt {
-            Ok(r) if r.status().is_success() => return Ok(attempts),
+            Ok(r) if r.status().is_success() => {
+                if let Some(p) = permit {
+                    p.succeeded();
+                }
+                return Ok(attempts);
+            }
             Ok(r) => format!("HTTP {}", r.status()),
             // Without the URL: a sink's path is often its secret (a Slack webhook's is).
             Err(e) => error_chain(&e.without_url()),
         };
+        if let Some(p) = permit {
+            p.failed(&error);
+        }
         if Instant::now() + backoff >= deadline {
             return Err(GaveUp {
                 last_error: error,
