@@ -424,7 +424,8 @@ fn a_sink_known_to_be_down_is_probed_not_hammered() {
             &closed_url(),
             &format!("  - type: webhook\n    url: {bad_url}/b\n"),
         );
-        let url = spawn_server(serve::router(app(&yaml))).await;
+        let app = app(&yaml);
+        let url = spawn_server(serve::router(app.clone())).await;
         let sends: Vec<_> = (0..20)
             .map(|i| {
                 let (url, body) = (url.clone(), fingerprint(i));
@@ -454,6 +455,15 @@ fn a_sink_known_to_be_down_is_probed_not_hammered() {
             before + 1,
             "one probe, no retry"
         );
+        let failing = |text: &str| {
+            text.lines()
+                .find_map(|l| {
+                    l.strip_prefix("llm_doctor_sink_failing_seconds{sink=\"webhook[0]\"} ")
+                })
+                .and_then(|v| v.parse::<f64>().ok())
+        };
+        let text = metrics_text(&app).await;
+        assert!(failing(&text).unwrap() > 0.2, "{text}");
 
         bad.fail_first.store(0, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(150)).await;
@@ -462,6 +472,7 @@ fn a_sink_known_to_be_down_is_probed_not_hammered() {
         let (code, body) = send(&url, &fingerprint(101)).await;
         assert_eq!(code, 200, "{body}");
         assert_eq!(bad.received().len(), 2);
+        assert_eq!(failing(&metrics_text(&app).await), Some(0.0));
     });
 }
 

@@ -124,6 +124,21 @@ pub fn gauge(out: &mut String, name: &str, help: &str, value: f64) {
     let _ = writeln!(out, "{name} {value}");
 }
 
+/// Appends a gauge with one value per `label` value (a fixed set, from the configuration).
+pub fn labelled_gauge(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    label: &str,
+    values: &[(&str, f64)],
+) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    for (v, value) in values {
+        let _ = writeln!(out, "{name}{{{label}=\"{}\"}} {value}", escape(v));
+    }
+}
+
 fn escape(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")

@@ -765,6 +765,23 @@ async fn metrics_page(State(app): State<Arc<App>>) -> Response {
                 "Age of the oldest notification answered 202 and not yet delivered (0 when none).",
                 depth.oldest.as_secs_f64(),
             );
+            let failing: Vec<(&str, f64)> = app
+                .settings
+                .sinks
+                .iter()
+                .enumerate()
+                .map(|(i, sink)| {
+                    let secs = app.sink_health.failing_for(i).unwrap_or_default();
+                    (sink.name.as_str(), secs.as_secs_f64())
+                })
+                .collect();
+            metrics::labelled_gauge(
+                &mut page,
+                "llm_doctor_sink_failing_seconds",
+                "How long each sink has been refusing deliveries (0 while it accepts them).",
+                "sink",
+                &failing,
+            );
             page
         },
     )

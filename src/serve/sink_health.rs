@@ -102,6 +102,12 @@ impl SinkHealth {
         })
     }
 
+    /// How long `sink` has been failing; None while it is healthy.
+    pub fn failing_for(&self, sink: usize) -> Option<Duration> {
+        let since = self.lock(sink).failing_since?;
+        Some(Instant::now().duration_since(since))
+    }
+
     fn lock(&self, sink: usize) -> std::sync::MutexGuard<'_, State> {
         // A panic while holding this lock cannot leave the state half-written; go on with it.
         self.sinks[sink]
@@ -167,7 +173,9 @@ mod tests {
         // While the probe is in flight, nobody else tries, however long it takes.
         tokio::time::advance(INTERVAL * 3).await;
         assert!(h.attempt(0, Instant::now(), 1).is_err());
+        assert_eq!(h.failing_for(0), Some(INTERVAL * 4));
         probe.succeeded();
+        assert_eq!(h.failing_for(0), None);
         assert!(h.attempt(0, Instant::now(), 1).is_ok());
         assert!(h.attempt(0, Instant::now(), 1).is_ok());
     }
