@@ -171,6 +171,33 @@ RUNS = [
      "server": {"np": 2, "c": 4096, "t": 1},
      "load": {"rate": "0.4cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
               "seed": 604}},
+    # A third fresh batch (`llamacpp-fresh3-*`), defined after the second was scored, on the
+    # same quiet host: the other faults (context, long prompts, CPU contention) with their near
+    # misses and controls, where the first runs of each shared the machine with other work.
+    {"id": "llamacpp-fresh3-context-overflow-c640", "design": "context_overflow", "host": QUIET_HOST,
+     "server": {"np": 2, "c": 640, "t": 1},
+     "load": {"rate": "0.3cap", "duration": 90, "prompt": "150-400", "n_predict": 64, "seed": 701}},
+    {"id": "llamacpp-fresh3-context-near-miss-c1280", "design": "near_miss_context", "host": QUIET_HOST,
+     "server": {"np": 2, "c": 1280, "t": 1},
+     "load": {"rate": "0.3cap", "duration": 90, "prompt": "150-400", "n_predict": 64, "seed": 702}},
+    {"id": "llamacpp-fresh3-long-prompt", "design": "long_prompt", "host": QUIET_HOST,
+     "server": {"np": 2, "c": 8192, "t": 1},
+     "load": {"rate": "0.3prefill", "duration": 120, "prompt": "1500-3000", "n_predict": 16,
+              "seed": 703}},
+    {"id": "llamacpp-fresh3-cpu-control", "design": "cpu_control", "host": QUIET_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.45cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "seed": 704}},
+    {"id": "llamacpp-fresh3-cpu-contention", "design": "cpu_contention", "host": QUIET_HOST,
+     "control": "llamacpp-fresh3-cpu-control",
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.45cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "seed": 704},
+     "contention": {"workers": 2, "nice": 0}},
+    {"id": "llamacpp-fresh3-healthy-np4-30pct", "design": "healthy", "host": QUIET_HOST,
+     "server": {"np": 4, "c": 8192, "t": 1},
+     "load": {"rate": "0.3cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "seed": 705}},
 ]
 
 
@@ -508,7 +535,7 @@ def label_run(raw, raws, cal):
     off, srv = s["offered_rps"], s["served_rps"]
     ttft99 = s["ttft_p99_s"] or 0.0
     errs, cut = s["errors"], s["cut_at_context"]
-    slot_ctx = run["server"]["c"] // run["server"]["np"]
+    slot_ctx = raw.get("n_ctx_slot") or run["server"]["c"] // run["server"]["np"]
     served_ok = srv >= 0.95 * off
     ttft50 = s["ttft_p50_s"] or 0.0
     n_slow = s.get("n_ttft_over_1s", 0)
@@ -527,7 +554,8 @@ def label_run(raw, raws, cal):
                        {k: v for k, v in s["by_status"].items() if k != "200"}, cut, s["sent"]))
         if is_healthy:
             return ("near_miss", None,
-                    "small context (-c %d, %d per slot) but largest prompt + n_predict %d fits: "
+                    "small context (-c %d, %d per slot as the server allocated it) but largest "
+                    "prompt + n_predict %d fits: "
                     % (run["server"]["c"], slot_ctx, biggest) + healthy_pred)
 
     if design in ("healthy", "healthy_low_demand", "cpu_control", "near_miss_small_ubatch",
@@ -725,7 +753,8 @@ def write_case(raw, raws, cal, overrides):
              "Slots %d, per-slot context %d. Capacity measured with 2 slots on the standard request "
              "(150-250 prompt tokens, 64 out): %.2f rps; prefill ~%.0f tokens/s. "
              "Recording: %d scrapes, %d series."
-             % (raw["load_before"], raw["load_after"], n_sl, run["server"]["c"] // n_sl,
+             % (raw["load_before"], raw["load_after"], n_sl,
+                raw.get("n_ctx_slot") or run["server"]["c"] // n_sl,
                 cal["capacity_rps"], cal["prefill_tps"], chk["scrapes"], chk["series"]))
     slow = raw.get("slow") or []
     if slow and len(slow) <= 8:
@@ -767,6 +796,14 @@ def load_raws(work):
             raw["summary"]["n_ttft_over_1s"] = sum(1 for r in reqs if (r["ttft"] or 0) > 1.0)
             raw["slow"] = [(round(r["t_sched"], 1), r["n_prompt_words"], round(r["ttft"], 2))
                            for r in reqs if (r["ttft"] or 0) > 1.0]
+            # The slot context the server allocated (its log): llama.cpp rounds -c / -np up to
+            # a multiple of 256, so -c 640 -np 2 gives slots of 512, not 320.
+            log = os.path.join(work, run["id"] + ".server.log")
+            if os.path.exists(log):
+                with open(log, errors="replace") as fh:
+                    m = re.search(r"n_ctx_slot = (\d+)", fh.read())
+                if m:
+                    raw["n_ctx_slot"] = int(m.group(1))
             raws[run["id"]] = raw
     return raws
 
