@@ -14,9 +14,10 @@ use super::parser::{BinOp, Expr, ExprKind};
 use super::types::{Mode, Scope, Slot, Type};
 
 /// The functions of the language, sorted, for messages.
-const FUNCTIONS: [&str; 7] = [
+const FUNCTIONS: [&str; 8] = [
     "abs",
     "avg_over_time",
+    "ceil",
     "known",
     "max",
     "max_over_time",
@@ -336,7 +337,9 @@ impl<'s> Checker<'s> {
         let function = &src[name.clone()];
         let (min, max) = match function {
             "min" | "max" => (2, usize::MAX),
-            "abs" | "avg_over_time" | "max_over_time" | "min_over_time" | "known" => (1, 1),
+            "abs" | "ceil" | "avg_over_time" | "max_over_time" | "min_over_time" | "known" => {
+                (1, 1)
+            }
             _ => {
                 let message = format!(
                     "unknown function `{function}` (functions: {})",
@@ -402,6 +405,14 @@ impl<'s> Checker<'s> {
                 Typed::Num(n) => Typed::Num(NumExpr::Abs(Box::new(n))),
                 other => {
                     self.operand_error("`abs` takes a number", &args[0], &other);
+                    Typed::Error
+                }
+            },
+            "ceil" => match self.check(&args[0]) {
+                Typed::Num(NumExpr::Const(v)) => Typed::Num(NumExpr::Const(v.ceil())),
+                Typed::Num(n) => Typed::Num(NumExpr::Ceil(Box::new(n))),
+                other => {
+                    self.operand_error("`ceil` takes a number", &args[0], &other);
                     Typed::Error
                 }
             },
@@ -726,7 +737,7 @@ mod tests {
         assert_eq!(kind, ErrorKind::UnknownFunction);
         assert_eq!(
             message,
-            "unknown function `mean` (functions: abs, avg_over_time, known, max, max_over_time, min, min_over_time)"
+            "unknown function `mean` (functions: abs, avg_over_time, ceil, known, max, max_over_time, min, min_over_time)"
         );
         assert_eq!(quoted, "mean");
         assert_eq!(help.as_deref(), Some("did you mean `avg_over_time`?"));

@@ -17,6 +17,8 @@ pub(crate) enum NumExpr {
     Load(Slot),
     Neg(Box<NumExpr>),
     Abs(Box<NumExpr>),
+    /// The smallest integer not below it (rounding up to a unit: `ceil(x / u) * u`).
+    Ceil(Box<NumExpr>),
     Arith(ArithOp, Box<NumExpr>, Box<NumExpr>),
     /// `min(...)` (false) or `max(...)` (true) over at least two arguments.
     MinMax(bool, Box<[NumExpr]>),
@@ -152,6 +154,7 @@ impl NumExpr {
             NumExpr::Load(slot) => load_number(env, *slot),
             NumExpr::Neg(x) => x.eval(env).map(|v| -v),
             NumExpr::Abs(x) => x.eval(env).map(f64::abs),
+            NumExpr::Ceil(x) => x.eval(env).map(f64::ceil),
             NumExpr::Arith(op, a, b) => {
                 let a = a.eval(env)?;
                 let b = b.eval(env)?;
@@ -433,6 +436,11 @@ mod tests {
         give("min(absent_signal, queue_depth) > 0", Unknown);
         give("abs(-2.5) == 2.5", True);
         give("abs(2.5) == 2.5", True);
+        // Rounding up to a unit: 320 tokens in 256-token steps is 512.
+        give("ceil(640 / 2 / 256) * 256 == 512", True);
+        give("ceil(2) == 2", True);
+        give("ceil(queue_depth / 256) == 1", True);
+        give("ceil(absent_signal) > 0", Unknown);
     }
 
     #[test]

@@ -98,6 +98,11 @@ fn num(e: &NumExpr, s: &dyn PromqlScope) -> Num {
             Num::Query(q) => Num::Query(format!("abs({q})")),
             Num::Unknown => Num::Unknown,
         },
+        NumExpr::Ceil(x) => match num(x, s) {
+            Num::Lit(v) => Num::Lit(v.ceil()),
+            Num::Query(q) => Num::Query(format!("ceil({q})")),
+            Num::Unknown => Num::Unknown,
+        },
         NumExpr::Arith(op, a, b) => {
             let sym = match op {
                 ArithOp::Add => "+",

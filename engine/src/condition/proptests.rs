@@ -86,6 +86,7 @@ const TOKENS: &[&str] = &[
     "min",
     "max",
     "abs",
+    "ceil",
     "avg_over_time",
     "max_over_time",
     "min_over_time",
@@ -263,6 +264,7 @@ fn number() -> BoxedStrategy<Gen> {
                 .prop_map(|(op, a, b)| Gen::bin(op, a, b)),
             inner.clone().prop_map(|x| Gen::Neg(Box::new(x))),
             inner.clone().prop_map(|x| Gen::Call("abs", vec![x])),
+            inner.clone().prop_map(|x| Gen::Call("ceil", vec![x])),
             (select(&["min", "max"][..]), vec(inner, 2..4))
                 .prop_map(|(f, args)| Gen::Call(f, args)),
         ]
