@@ -629,3 +629,38 @@ fn a_process_that_restarts_twice_in_the_window_is_a_crash_loop() {
     let (ids, _) = causes(&[10]);
     assert!(!ids.contains(&"crash_loop".to_string()), "{ids:?}");
 }
+
+/// Which limit binds: a replica at its batch cap with requests queued is `small_batch_limit`
+/// (a fault) where the KV cache is measured to have room, advice where nothing says whether
+/// anything has room (llama.cpp on a CPU: no KV gauge, no GPU), and not the cap at all where the
+/// KV cache is measured nearly full (the cache binds).
+#[test]
+fn a_batch_cap_is_blamed_only_where_something_is_measured_to_have_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let judge = |engine: &str, kv: Option<f64>| {
+        let kv = kv.map_or(String::new(), |v| {
+            format!("      kv_cache_usage_ratio: {{value: {v}, min: {v}, mean: {v}, max: {v}}}\n")
+        });
+        let text = format!(
+            "llm_doctor: snapshot/v1\ntargets:\n  - target: {{engine: {engine}, labels: {{instance: a}}}}\n    window: {{end: \"2026-12-01T00:10:00Z\", length: 5m}}\n    signals:\n      queue_depth: {{value: 12, min: 8, mean: 10, max: 14}}\n      running_requests: {{value: 4, min: 4, mean: 4, max: 4}}\n{kv}    facts:\n      max_num_seqs: 4\n"
+        );
+        let path = temp_file(dir.path(), &format!("{engine}-{}.yaml", kv.len()), &text);
+        let (_, out, err) = outcome(&run(&[
+            "diagnose",
+            path.to_str().unwrap(),
+            "--format",
+            "json",
+        ]));
+        let v: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"));
+        v["targets"][0]["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == "small_batch_limit")
+            .map(|c| c["severity"].as_str().unwrap().to_string())
+    };
+    assert_eq!(judge("vllm", Some(0.3)).as_deref(), Some("fault"));
+    assert_eq!(judge("llamacpp", None).as_deref(), Some("info"));
+    assert_eq!(judge("vllm", Some(0.85)), None);
+}
