@@ -9,7 +9,7 @@ use crate::suggest::did_you_mean;
 use std::ops::Range;
 
 use super::error::{ConditionError, ErrorKind};
-use super::eval::{AnyExpr, ArithOp, BoolExpr, CmpOp, NumExpr, Root, Stat, StrExpr};
+use super::eval::{AnyExpr, ArithOp, BoolExpr, CmpOp, NumExpr, Root, Stat, StrExpr, UnaryFn};
 use super::parser::{BinOp, Expr, ExprKind};
 use super::types::{Mode, Scope, Slot, Type};
 
@@ -381,6 +381,17 @@ impl<'s> Checker<'s> {
             }
             return Typed::Error;
         }
+        if let Some(f) = UnaryFn::named(function) {
+            return match self.check(&args[0]) {
+                Typed::Num(NumExpr::Const(v)) => Typed::Num(NumExpr::Const(f.apply(v))),
+                Typed::Num(n) => Typed::Num(NumExpr::Unary(f, Box::new(n))),
+                other => {
+                    let what = format!("`{function}` takes a number");
+                    self.operand_error(&what, &args[0], &other);
+                    Typed::Error
+                }
+            };
+        }
         match function {
             "min" | "max" => {
                 let mut checked = Vec::with_capacity(args.len());
@@ -400,22 +411,6 @@ impl<'s> Checker<'s> {
                 }
                 Typed::Num(NumExpr::MinMax(function == "max", checked.into()))
             }
-            "abs" => match self.check(&args[0]) {
-                Typed::Num(NumExpr::Const(v)) => Typed::Num(NumExpr::Const(v.abs())),
-                Typed::Num(n) => Typed::Num(NumExpr::Abs(Box::new(n))),
-                other => {
-                    self.operand_error("`abs` takes a number", &args[0], &other);
-                    Typed::Error
-                }
-            },
-            "ceil" => match self.check(&args[0]) {
-                Typed::Num(NumExpr::Const(v)) => Typed::Num(NumExpr::Const(v.ceil())),
-                Typed::Num(n) => Typed::Num(NumExpr::Ceil(Box::new(n))),
-                other => {
-                    self.operand_error("`ceil` takes a number", &args[0], &other);
-                    Typed::Error
-                }
-            },
             "known" => match self.check(&args[0]) {
                 Typed::Num(n) => Typed::Bool(BoolExpr::Known(Box::new(AnyExpr::Num(n)))),
                 Typed::Str(s) => Typed::Bool(BoolExpr::Known(Box::new(AnyExpr::Str(s)))),

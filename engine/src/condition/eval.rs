@@ -16,9 +16,8 @@ pub(crate) enum NumExpr {
     Const(f64),
     Load(Slot),
     Neg(Box<NumExpr>),
-    Abs(Box<NumExpr>),
-    /// The smallest integer not below it (rounding up to a unit: `ceil(x / u) * u`).
-    Ceil(Box<NumExpr>),
+    /// A function of one number (`abs`, `ceil`).
+    Unary(UnaryFn, Box<NumExpr>),
     Arith(ArithOp, Box<NumExpr>, Box<NumExpr>),
     /// `min(...)` (false) or `max(...)` (true) over at least two arguments.
     MinMax(bool, Box<[NumExpr]>),
@@ -75,6 +74,40 @@ impl ArithOp {
             ArithOp::Sub => a - b,
             ArithOp::Mul => a * b,
             ArithOp::Div => a / b,
+        }
+    }
+}
+
+/// A function of one number, named as in PromQL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum UnaryFn {
+    Abs,
+    /// The smallest integer not below it (rounding up to a unit: `ceil(x / u) * u`).
+    Ceil,
+}
+
+impl UnaryFn {
+    /// The function called `name`, if it is one.
+    pub(crate) fn named(name: &str) -> Option<UnaryFn> {
+        match name {
+            "abs" => Some(UnaryFn::Abs),
+            "ceil" => Some(UnaryFn::Ceil),
+            _ => None,
+        }
+    }
+
+    /// Its name in conditions and in PromQL.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            UnaryFn::Abs => "abs",
+            UnaryFn::Ceil => "ceil",
+        }
+    }
+
+    pub(crate) fn apply(self, x: f64) -> f64 {
+        match self {
+            UnaryFn::Abs => x.abs(),
+            UnaryFn::Ceil => x.ceil(),
         }
     }
 }
@@ -153,8 +186,7 @@ impl NumExpr {
             NumExpr::Const(v) => Some(*v),
             NumExpr::Load(slot) => load_number(env, *slot),
             NumExpr::Neg(x) => x.eval(env).map(|v| -v),
-            NumExpr::Abs(x) => x.eval(env).map(f64::abs),
-            NumExpr::Ceil(x) => x.eval(env).map(f64::ceil),
+            NumExpr::Unary(f, x) => x.eval(env).map(|v| f.apply(v)),
             NumExpr::Arith(op, a, b) => {
                 let a = a.eval(env)?;
                 let b = b.eval(env)?;

@@ -93,14 +93,9 @@ fn num(e: &NumExpr, s: &dyn PromqlScope) -> Num {
             Num::Query(q) => Num::Query(format!("-({q})")),
             Num::Unknown => Num::Unknown,
         },
-        NumExpr::Abs(x) => match num(x, s) {
-            Num::Lit(v) => Num::Lit(v.abs()),
-            Num::Query(q) => Num::Query(format!("abs({q})")),
-            Num::Unknown => Num::Unknown,
-        },
-        NumExpr::Ceil(x) => match num(x, s) {
-            Num::Lit(v) => Num::Lit(v.ceil()),
-            Num::Query(q) => Num::Query(format!("ceil({q})")),
+        NumExpr::Unary(f, x) => match num(x, s) {
+            Num::Lit(v) => Num::Lit(f.apply(v)),
+            Num::Query(q) => Num::Query(format!("{}({q})", f.name())),
             Num::Unknown => Num::Unknown,
         },
         NumExpr::Arith(op, a, b) => {
@@ -303,6 +298,15 @@ mod tests {
         assert_eq!(
             export("queue_depth / kv_cache_usage_ratio > 2"),
             q("((s0) / ((s1) != 0)) > 2.0")
+        );
+        // Functions of one number keep their PromQL names; on facts they fold.
+        assert_eq!(
+            export("ceil(queue_depth / 256) * abs(-2) >= 2"),
+            q("((ceil((s0) / 256.0)) * 2.0) >= 2.0")
+        );
+        assert_eq!(
+            export("running_requests >= ceil(fact.max_num_seqs / 100)"),
+            q("(s3) >= 3.0")
         );
     }
 
