@@ -119,8 +119,7 @@ impl Metrics {
 
 /// Appends a gauge without labels (its value comes from elsewhere at render time).
 pub fn gauge(out: &mut String, name: &str, help: &str, value: f64) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} gauge");
+    gauge_header(out, name, help);
     let _ = writeln!(out, "{name} {value}");
 }
 
@@ -132,11 +131,15 @@ pub fn labelled_gauge(
     label: &str,
     values: &[(&str, f64)],
 ) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} gauge");
+    gauge_header(out, name, help);
     for (v, value) in values {
         let _ = writeln!(out, "{name}{{{label}=\"{}\"}} {value}", escape(v));
     }
+}
+
+fn gauge_header(out: &mut String, name: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} gauge");
 }
 
 fn escape(v: &str) -> String {

@@ -51,7 +51,8 @@ impl std::fmt::Display for Refused {
 }
 
 /// An attempt allowed to go ahead; report its result with [`Attempt::succeeded`] or
-/// [`Attempt::failed`]. Dropped unreported (its request cut short), it frees the probe.
+/// [`Attempt::failed`]. A probe frees the sink for the next when it is dropped, reported or
+/// not (its request cut short).
 pub struct Attempt<'a> {
     health: &'a SinkHealth,
     sink: usize,
@@ -122,7 +123,6 @@ impl Attempt<'_> {
         let mut s = self.health.lock(self.sink);
         s.failing_since = None;
         s.last_error.clear();
-        s.probing = false;
     }
 
     /// The sink refused or could not be reached.
@@ -130,9 +130,6 @@ impl Attempt<'_> {
         let mut s = self.health.lock(self.sink);
         s.failing_since.get_or_insert_with(Instant::now);
         s.last_error = error.to_string();
-        if self.probe {
-            s.probing = false;
-        }
     }
 }
 
