@@ -535,7 +535,7 @@ def label_run(raw, raws, cal):
     off, srv = s["offered_rps"], s["served_rps"]
     ttft99 = s["ttft_p99_s"] or 0.0
     errs, cut = s["errors"], s["cut_at_context"]
-    slot_ctx = raw.get("n_ctx_slot") or run["server"]["c"] // run["server"]["np"]
+    slot_ctx = raw["slot_ctx"]
     served_ok = srv >= 0.95 * off
     ttft50 = s["ttft_p50_s"] or 0.0
     n_slow = s.get("n_ttft_over_1s", 0)
@@ -715,13 +715,16 @@ def write_case(raw, raws, cal, overrides):
     import yaml
     yaml.SafeDumper.add_representer(Lit, _lit)
     rid = raw["id"]
+    verdict, cause, pred = label_run(raw, raws, cal)
+    if rid in overrides:
+        verdict, cause, pred = overrides[rid]
+    if verdict == "unlabelled":
+        # A run that met no predicate is left out of the corpus, not labelled by hand.
+        return verdict, cause, pred, "not written"
     rec = build_recording(raw)
     om = os.path.join(OUT_DIR, rid + ".om.gz")
     rec.write(om)
     chk = check_recording(om)
-    verdict, cause, pred = label_run(raw, raws, cal)
-    if rid in overrides:
-        verdict, cause, pred = overrides[rid]
     label = {"verdict": verdict}
     if cause:
         label["cause"] = cause
@@ -754,7 +757,7 @@ def write_case(raw, raws, cal, overrides):
              "(150-250 prompt tokens, 64 out): %.2f rps; prefill ~%.0f tokens/s. "
              "Recording: %d scrapes, %d series."
              % (raw["load_before"], raw["load_after"], n_sl,
-                raw.get("n_ctx_slot") or run["server"]["c"] // n_sl,
+                raw["slot_ctx"],
                 cal["capacity_rps"], cal["prefill_tps"], chk["scrapes"], chk["series"]))
     slow = raw.get("slow") or []
     if slow and len(slow) <= 8:
@@ -797,13 +800,15 @@ def load_raws(work):
             raw["slow"] = [(round(r["t_sched"], 1), r["n_prompt_words"], round(r["ttft"], 2))
                            for r in reqs if (r["ttft"] or 0) > 1.0]
             # The slot context the server allocated (its log): llama.cpp rounds -c / -np up to
-            # a multiple of 256, so -c 640 -np 2 gives slots of 512, not 320.
+            # a multiple of 256, so -c 640 -np 2 gives slots of 512, not 320. Runs whose log is
+            # not kept had whole-unit slots, where -c / -np is the same.
+            raw["slot_ctx"] = run["server"]["c"] // run["server"]["np"]
             log = os.path.join(work, run["id"] + ".server.log")
             if os.path.exists(log):
                 with open(log, errors="replace") as fh:
                     m = re.search(r"n_ctx_slot = (\d+)", fh.read())
                 if m:
-                    raw["n_ctx_slot"] = int(m.group(1))
+                    raw["slot_ctx"] = int(m.group(1))
             raws[run["id"]] = raw
     return raws
 
