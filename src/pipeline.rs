@@ -409,14 +409,7 @@ impl FactSource for SeriesFacts<'_, '_> {
     }
 
     fn engine_label(&self, engine: &AdapterSpec, label: &str) -> Option<String> {
-        // A series under two prefixes is seen twice: harmless for a minimum.
-        engine
-            .detect
-            .iter()
-            .flat_map(|p| self.indexed.with_prefix(p))
-            .filter_map(|s| s.labels.get(label))
-            .min()
-            .map(str::to_string)
+        self.indexed.least_label(&engine.detect, label)
     }
 }
 

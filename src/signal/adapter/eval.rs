@@ -38,10 +38,18 @@ pub struct Frame {
 
 /// One target's series, indexed by sample name.
 pub struct TargetSeries<'a> {
-    by_name: BTreeMap<&'a str, Named<'a>>,
+    /// Sample names, sorted, and their series at the same index.
+    names: Vec<&'a str>,
+    named: Vec<Named<'a>>,
     /// Bucket rates already read at the latest frame (see [`TargetSeries::bucket_rates`]).
     buckets: std::sync::Mutex<BucketMemo>,
+    /// The series each selector selects: the same at every step, so found once.
+    selections: std::sync::Mutex<SelectionMemo>,
+    /// [`TargetSeries::least_label`]'s answers: (prefixes, label, value).
+    least_labels: std::sync::Mutex<Vec<LeastLabel>>,
 }
+
+type LeastLabel = (Vec<String>, String, Option<String>);
 
 /// At one frame, each histogram's `(le, rate)` pairs: the p50 and the p99 of a histogram read
 /// the same buckets, so a step reads them once.
@@ -57,6 +65,47 @@ struct BucketMemo {
 struct Named<'a> {
     series: Vec<&'a Series>,
     keys: Vec<String>,
+    /// Each series' `le` bound, parsed once (None without one).
+    les: Vec<Option<f64>>,
+}
+
+/// What [`select`] found for a selector and suffix: the index of the sample name and the
+/// indices of its series the matchers accept, in their order and sorted by label key. A
+/// postmortem reads the same few hundred selectors at every step of every target, so each is
+/// matched and sorted once per target rather than at every step.
+struct Selection {
+    name: usize,
+    in_order: std::sync::Arc<[u32]>,
+    by_key: std::sync::Arc<[u32]>,
+}
+
+/// The suffixes a numbered selector is read with, each with its own selection.
+const SUFFIXES: [&str; 4] = ["", "_bucket", "_sum", "_count"];
+
+/// Selections of numbered selectors ([`Selector::slot`]) at `slot * 4 +` the suffix's index in
+/// [`SUFFIXES`]. Selectors made while evaluating have no number and are matched each time.
+#[derive(Default)]
+struct SelectionMemo {
+    by_slot: Vec<Option<Result<Selection, Absent>>>,
+}
+
+/// A selection's name and its series, in their order or by key.
+fn in_order_or_by_key(
+    found: &Result<Selection, Absent>,
+    sorted: bool,
+) -> Result<(usize, std::sync::Arc<[u32]>), Absent> {
+    let found = found.as_ref().map_err(Clone::clone)?;
+    let indices = if sorted {
+        &found.by_key
+    } else {
+        &found.in_order
+    };
+    Ok((found.name, std::sync::Arc::clone(indices)))
+}
+
+/// Whether two selectors select the same series.
+fn selects_alike(a: &Selector, b: &Selector) -> bool {
+    a.metric == b.metric && a.matchers == b.matchers && a.where_not == b.where_not
 }
 
 impl<'a> TargetSeries<'a> {
@@ -67,37 +116,122 @@ impl<'a> TargetSeries<'a> {
             let named = by_name.entry(s.name.as_str()).or_default();
             named.series.push(s);
             named.keys.push(label_key(s));
+            named.les.push(s.labels.get("le").and_then(parse_le));
         }
+        let (names, named) = by_name.into_iter().unzip();
         TargetSeries {
-            by_name,
+            names,
+            named,
             buckets: Default::default(),
+            selections: Default::default(),
+            least_labels: Default::default(),
         }
+    }
+
+    /// The smallest value of `label` on the series under any of `prefixes`: a fact of the
+    /// series set, not of a window, so read once however many steps ask.
+    pub fn least_label(&self, prefixes: &[String], label: &str) -> Option<String> {
+        let mut memo = self
+            .least_labels
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, _, v)) = memo.iter().find(|(p, l, _)| p == prefixes && l == label) {
+            return v.clone();
+        }
+        // A series under two prefixes is seen twice: harmless for a minimum.
+        let v = prefixes
+            .iter()
+            .flat_map(|p| self.with_prefix(p))
+            .filter_map(|s| s.labels.get(label))
+            .min()
+            .map(str::to_string);
+        memo.push((prefixes.to_vec(), label.to_string(), v.clone()));
+        v
+    }
+
+    fn index_of(&self, name: &str) -> Option<usize> {
+        self.names.binary_search(&name).ok()
     }
 
     /// Series with this sample name.
     pub fn named(&self, name: &str) -> &[&'a Series] {
-        self.by_name.get(name).map_or(&[], |n| n.series.as_slice())
-    }
-
-    /// Series with this sample name, each with its label key.
-    fn named_keyed(&self, name: &str) -> impl Iterator<Item = (&'a Series, &str)> {
-        self.by_name.get(name).into_iter().flat_map(|n| {
-            n.series
-                .iter()
-                .copied()
-                .zip(n.keys.iter().map(String::as_str))
-        })
+        self.index_of(name)
+            .map_or(&[], |i| self.named[i].series.as_slice())
     }
 
     /// Series whose sample name starts with `prefix` (a range of the sorted index, not a scan).
     pub fn with_prefix<'p>(&'p self, prefix: &'p str) -> impl Iterator<Item = &'a Series> + 'p {
-        self.by_name
-            .range::<str, _>((
-                std::ops::Bound::Included(prefix),
-                std::ops::Bound::Unbounded,
-            ))
+        let first = self.names.partition_point(|n| *n < prefix);
+        self.names[first..]
+            .iter()
+            .zip(&self.named[first..])
             .take_while(move |(name, _)| name.starts_with(prefix))
             .flat_map(|(_, n)| n.series.iter().copied())
+    }
+
+    /// The series `sel` selects with `suffix` appended to its names (see [`select`]), each with
+    /// its label key, in their order.
+    fn selected(&self, sel: &Selector, suffix: &str) -> Result<Vec<(&'a Series, &str)>, Absent> {
+        let (name, indices) = self.selected_indices(sel, suffix, false)?;
+        let named = &self.named[name];
+        Ok(indices
+            .iter()
+            .map(|&j| (named.series[j as usize], named.keys[j as usize].as_str()))
+            .collect())
+    }
+
+    /// What `sel` selects with `suffix`, as the index of the sample name and of its series: in
+    /// their order, or sorted by label key.
+    fn selected_indices(
+        &self,
+        sel: &Selector,
+        suffix: &str,
+        sorted: bool,
+    ) -> Result<(usize, std::sync::Arc<[u32]>), Absent> {
+        let kind = SUFFIXES.iter().position(|x| *x == suffix);
+        let (Some(slot), Some(kind)) = (sel.slot, kind) else {
+            return in_order_or_by_key(&self.find(sel, suffix), sorted);
+        };
+        let at = slot as usize * SUFFIXES.len() + kind;
+        let mut memo = self
+            .selections
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if memo.by_slot.len() <= at {
+            memo.by_slot.resize_with(at + 1, || None);
+        }
+        let found = memo.by_slot[at].get_or_insert_with(|| self.find(sel, suffix));
+        in_order_or_by_key(found, sorted)
+    }
+
+    /// The selection of the first of the selector's names that has any series.
+    fn find(&self, sel: &Selector, suffix: &str) -> Result<Selection, Absent> {
+        for name in sel.metric.values() {
+            let full = if suffix.is_empty() {
+                std::borrow::Cow::Borrowed(name)
+            } else {
+                std::borrow::Cow::Owned(format!("{name}{suffix}"))
+            };
+            let Some(i) = self.index_of(&full) else {
+                continue;
+            };
+            let named = &self.named[i];
+            if named.series.is_empty() {
+                continue;
+            }
+            let in_order: Vec<u32> = (0..named.series.len() as u32)
+                .filter(|&j| matches(named.series[j as usize], &sel.matchers, &sel.where_not))
+                .collect();
+            let mut by_key = in_order.clone();
+            // Stable: equal keys keep their order, as a sort of the values would.
+            by_key.sort_by(|&x, &y| named.keys[x as usize].cmp(&named.keys[y as usize]));
+            return Ok(Selection {
+                name: i,
+                in_order: in_order.into(),
+                by_key: by_key.into(),
+            });
+        }
+        Err(format!("no series `{}{suffix}`", first_name(sel)))
     }
 
     /// The `(le, rate)` pairs of the `_bucket` series `sel` selects, over `frame` (totals
@@ -113,15 +247,15 @@ impl<'a> TargetSeries<'a> {
             memo.entries.clear();
         }
         // The quantile itself does not change which buckets are read.
-        let same = |s: &Selector| {
-            s.metric == sel.metric && s.matchers == sel.matchers && s.where_not == sel.where_not
-        };
-        if let Some((_, pairs)) = memo.entries.iter().find(|(s, _)| same(s)) {
+        if let Some((_, pairs)) = memo.entries.iter().find(|(s, _)| selects_alike(s, sel)) {
             return Ok(pairs.clone());
         }
         let mut pairs: Vec<(f64, f64)> = Vec::new();
-        for (s, _) in select(sel, "_bucket", self)? {
-            let Some(le) = s.labels.get("le").and_then(parse_le) else {
+        let (name, indices) = self.selected_indices(sel, "_bucket", false)?;
+        let named = &self.named[name];
+        for &j in indices.iter() {
+            let (s, le) = (named.series[j as usize], named.les[j as usize]);
+            let Some(le) = le else {
                 continue;
             };
             let v = match frame.end_ms {
@@ -138,12 +272,12 @@ impl<'a> TargetSeries<'a> {
 
     /// Every sample name present.
     pub fn names(&self) -> impl Iterator<Item = &&'a str> {
-        self.by_name.keys()
+        self.names.iter()
     }
 
     /// Every series.
     pub fn all(&self) -> impl Iterator<Item = &&'a Series> {
-        self.by_name.values().flat_map(|n| n.series.iter())
+        self.named.iter().flat_map(|n| n.series.iter())
     }
 }
 
@@ -371,19 +505,7 @@ fn eval<'t>(
             values,
             totals: false,
         }),
-        Expr::Rate(sel) => match frame.end_ms {
-            Some(end) => leaf(sel, "", ts, |s| {
-                window::rate(&s.samples, end, frame.window_ms)
-            })
-            .map(|values| Out {
-                values,
-                totals: false,
-            }),
-            None => leaf(sel, "", ts, |s| window::last_value(&s.samples)).map(|values| Out {
-                values,
-                totals: true,
-            }),
-        },
+        Expr::Rate(sel) => rates(sel, "", ts, frame),
         Expr::Increase(sel) => match frame.end_ms {
             Some(end) => leaf(sel, "", ts, |s| {
                 window::increase(&s.samples, end, frame.window_ms)
@@ -435,18 +557,8 @@ fn eval<'t>(
             }
         }
         Expr::HistMean(sel) => {
-            let sum = eval(
-                &Expr::Sum(Box::new(Expr::Rate(suffixed(sel, "_sum", ts)?))),
-                ts,
-                frame,
-                stat,
-            )?;
-            let count = eval(
-                &Expr::Sum(Box::new(Expr::Rate(suffixed(sel, "_count", ts)?))),
-                ts,
-                frame,
-                stat,
-            )?;
+            let sum = aggregate(rates(sel, "_sum", ts, frame)?, |v| v.iter().sum())?;
+            let count = aggregate(rates(sel, "_count", ts, frame)?, |v| v.iter().sum())?;
             let (s, c) = (single(&sum), single(&count));
             match (s, c) {
                 (Some(s), Some(c)) if c > 0.0 => Ok(Out {
@@ -543,6 +655,29 @@ fn eval<'t>(
             }
             Err(reasons.join(", or "))
         }
+    }
+}
+
+/// The per-second rates of the counters `sel` selects with `suffix` (totals without
+/// timestamps).
+fn rates<'t>(
+    sel: &Selector,
+    suffix: &str,
+    ts: &'t TargetSeries<'_>,
+    frame: Frame,
+) -> Result<Out<'t>, Absent> {
+    match frame.end_ms {
+        Some(end) => leaf(sel, suffix, ts, |s| {
+            window::rate(&s.samples, end, frame.window_ms)
+        })
+        .map(|values| Out {
+            values,
+            totals: false,
+        }),
+        None => leaf(sel, suffix, ts, |s| window::last_value(&s.samples)).map(|values| Out {
+            values,
+            totals: true,
+        }),
     }
 }
 
@@ -662,19 +797,6 @@ fn first_name(sel: &Selector) -> &str {
     sel.metric.values().first().copied().unwrap_or("")
 }
 
-/// The selector with the first alternative name that has series (with a suffix appended).
-fn suffixed(sel: &Selector, suffix: &str, ts: &TargetSeries<'_>) -> Result<Selector, Absent> {
-    for name in sel.metric.values() {
-        let full = format!("{name}{suffix}");
-        if !ts.named(&full).is_empty() {
-            let mut s = sel.clone();
-            s.metric = super::spec::OneOrMany::One(full);
-            return Ok(s);
-        }
-    }
-    Err(format!("no series `{}{suffix}`", first_name(sel)))
-}
-
 fn matches(s: &Series, want: &Matchers, not: &Matchers) -> bool {
     want.iter()
         .all(|(l, vals)| s.labels.get(l).is_some_and(|v| vals.values().contains(&v)))
@@ -690,20 +812,7 @@ pub(super) fn select<'t, 'a>(
     suffix: &str,
     ts: &'t TargetSeries<'a>,
 ) -> Result<Vec<(&'a Series, &'t str)>, Absent> {
-    for name in sel.metric.values() {
-        let full = if suffix.is_empty() {
-            std::borrow::Cow::Borrowed(name)
-        } else {
-            std::borrow::Cow::Owned(format!("{name}{suffix}"))
-        };
-        let mut found = ts.named_keyed(&full).peekable();
-        if found.peek().is_some() {
-            return Ok(found
-                .filter(|(s, _)| matches(s, &sel.matchers, &sel.where_not))
-                .collect());
-        }
-    }
-    Err(format!("no series `{}{suffix}`", first_name(sel)))
+    ts.selected(sel, suffix)
 }
 
 fn leaf<'t>(
@@ -712,18 +821,25 @@ fn leaf<'t>(
     ts: &'t TargetSeries<'_>,
     value: impl Fn(&Series) -> Option<f64>,
 ) -> Result<Vector<'t>, Absent> {
-    let series = select(sel, suffix, ts)?;
-    let mut out: Vector = series
+    // Taken in key order, so the vector comes out sorted by key.
+    let (name, indices) = ts.selected_indices(sel, suffix, true)?;
+    let named = &ts.named[name];
+    let out: Vector = indices
         .iter()
-        .filter_map(|&(s, key)| value(s).filter(|v| v.is_finite()).map(|v| (key, v)))
+        .filter_map(|&j| {
+            let (s, key) = (named.series[j as usize], named.keys[j as usize].as_str());
+            value(s).filter(|v| v.is_finite()).map(|v| (key, v))
+        })
         .collect();
     if out.is_empty() {
-        return Err(format!(
-            "no usable samples of `{}` in the window",
+        // The name read, when a suffix was appended to the first that has series.
+        let read = if suffix.is_empty() {
             first_name(sel)
-        ));
+        } else {
+            ts.names[name]
+        };
+        return Err(format!("no usable samples of `{read}` in the window"));
     }
-    out.sort_by(|a, b| a.0.cmp(b.0));
     Ok(out)
 }
 
@@ -831,6 +947,63 @@ mod tests {
             );
         }
         assert_eq!(shared.buckets.lock().unwrap().entries.len(), 1);
+    }
+
+    /// A numbered selector's selection is kept per target and suffix, and reads what an
+    /// unnumbered one (matched afresh) reads: values in label-key order whatever the input
+    /// order, the matchers applied, and each suffix its own series.
+    #[test]
+    fn kept_selections_read_what_fresh_ones_read() {
+        use crate::signal::series::testutil::series as labelled;
+        let points: Vec<(Option<i64>, f64)> =
+            (0..10).map(|i| (Some(i * 15_000), i as f64)).collect();
+        let all = [
+            labelled("c_total", &[("pod", "b")], &points),
+            labelled("c_total", &[("pod", "a")], &points),
+            labelled("c_total", &[("pod", "z"), ("x", "no")], &points),
+            labelled("h_sum", &[("pod", "a")], &points),
+            labelled("h_count", &[("pod", "a")], &points),
+        ];
+        let frame = Frame {
+            end_ms: Some(135_000),
+            window_ms: 60_000,
+        };
+        let ts = TargetSeries::new(all.iter());
+        let numbered = |yaml: &str, slot: u32| {
+            let mut e = expr(yaml);
+            e.selectors_mut(&mut |s| s.slot = Some(slot));
+            e
+        };
+        for (yaml, slot) in [
+            ("{rate: {metric: c_total, where_not: {x: no}}}", 0),
+            ("{hist_mean: {metric: h}}", 1),
+            ("{rate: {metric: [gone_total, c_total]}}", 2),
+        ] {
+            let fresh = eval_vector(&expr(yaml), &ts, frame, Stat::Last).map(|v| v.0);
+            for _ in 0..2 {
+                let kept = eval_vector(&numbered(yaml, slot), &ts, frame, Stat::Last);
+                assert_eq!(kept.map(|v| v.0), fresh, "{yaml}");
+            }
+        }
+        let keys: Vec<String> = eval_vector(
+            &numbered("{rate: {metric: c_total}}", 3),
+            &ts,
+            frame,
+            Stat::Last,
+        )
+        .unwrap()
+        .0
+        .iter()
+        .map(|(k, _)| k.to_string())
+        .collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted);
+        assert_eq!(keys.len(), 3);
+        // Slots 0, 2 and 3 read plain, slot 1 with `_sum` and with `_count`: five selections.
+        let memo = ts.selections.lock().unwrap();
+        let kept = memo.by_slot.iter().filter(|s| s.is_some()).count();
+        assert_eq!(kept, 5);
     }
 
     #[test]

@@ -47,6 +47,7 @@ impl Adapters {
             }
         }
         list.sort_by_key(|a| a.kind);
+        number_selectors(&mut list);
         if errors.is_empty() {
             Ok(Adapters { list })
         } else {
@@ -69,6 +70,24 @@ impl Adapters {
     /// Engine adapters.
     pub fn engines(&self) -> impl Iterator<Item = &AdapterSpec> {
         self.list.iter().filter(|a| a.kind == AdapterKind::Engine)
+    }
+}
+
+/// Gives every selector of the adapters its own [`spec::Selector::slot`].
+fn number_selectors(list: &mut [AdapterSpec]) {
+    let mut next = 0u32;
+    let mut number = |s: &mut spec::Selector| {
+        s.slot = Some(next);
+        next += 1;
+    };
+    for a in list {
+        a.signals
+            .values_mut()
+            .for_each(|e| e.selectors_mut(&mut number));
+        a.gauge_facts.values_mut().for_each(&mut number);
+        a.picks
+            .values_mut()
+            .for_each(|p| number(&mut p.largest_rate));
     }
 }
 
@@ -481,5 +500,28 @@ impl Adapters {
                         .strip_suffix(suffix)
                         .is_some_and(|b| names.contains(b))
                 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every selector of the loaded adapters has a number of its own: two sharing one would
+    /// read each other's series.
+    #[test]
+    fn every_loaded_selector_has_its_own_slot() {
+        let rules = crate::rules::load_rules(None).unwrap();
+        let mut slots = Vec::new();
+        for a in &rules.adapters.list {
+            for e in a.signals.values() {
+                e.clone().selectors_mut(&mut |s| slots.push(s.slot));
+            }
+            slots.extend(a.gauge_facts.values().map(|s| s.slot));
+            slots.extend(a.picks.values().map(|p| p.largest_rate.slot));
+        }
+        assert!(slots.len() > 100, "{} selectors", slots.len());
+        let mut numbers: Vec<u32> = slots.iter().map(|s| s.expect("numbered")).collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        assert_eq!(numbers.len(), slots.len());
     }
 }

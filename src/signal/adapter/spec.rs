@@ -191,7 +191,7 @@ impl OneOrMany {
 }
 
 /// A series selector: metric name (alternatives: the first with series wins) and label filters.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Selector {
     /// Sample name(s); older names after newer ones.
@@ -212,6 +212,26 @@ pub struct Selector {
     /// target (see [`PickSpec`]).
     #[serde(default)]
     pub pick: Option<String>,
+    /// Its number among the loaded adapters' selectors ([`Adapters::load`] numbers them), under
+    /// which a target keeps what it selects: a postmortem asks at every step. None for one made
+    /// while evaluating (a pick resolved, a suffix appended): those are found by content.
+    ///
+    /// [`Adapters::load`]: super::Adapters::load
+    #[serde(skip)]
+    pub slot: Option<u32>,
+}
+
+/// Equal when they select alike and read alike; the slot is where a selection is kept, not
+/// what it is.
+impl PartialEq for Selector {
+    fn eq(&self, other: &Self) -> bool {
+        self.metric == other.metric
+            && self.matchers == other.matchers
+            && self.where_not == other.where_not
+            && self.q == other.q
+            && self.mask == other.mask
+            && self.pick == other.pick
+    }
 }
 
 /// An expression over series, evaluated per target. Leaves yield one value per series (a
@@ -395,6 +415,36 @@ impl Expr {
         })
     }
 
+    /// Calls `f` on every selector of the expression.
+    pub fn selectors_mut(&mut self, f: &mut impl FnMut(&mut Selector)) {
+        match self {
+            Expr::Gauge(s)
+            | Expr::Rate(s)
+            | Expr::Increase(s)
+            | Expr::Changes(s)
+            | Expr::BitShare(s)
+            | Expr::Quantile(s)
+            | Expr::HistMean(s) => f(s),
+            Expr::Sum(e)
+            | Expr::Max(e)
+            | Expr::Min(e)
+            | Expr::Avg(e)
+            | Expr::Count(e)
+            | Expr::PercentToRatio(e)
+            | Expr::Scale(e, _) => e.selectors_mut(f),
+            Expr::Div(x, y) | Expr::Sub(x, y) | Expr::ZeroWhenAbsent(x, y) => {
+                x.selectors_mut(f);
+                y.selectors_mut(f);
+            }
+            Expr::Add(v) | Expr::First(v) => v.iter_mut().for_each(|e| e.selectors_mut(f)),
+            Expr::Const(_) => {}
+            Expr::Scaling(s) => {
+                s.work.selectors_mut(f);
+                s.batch.selectors_mut(f);
+            }
+        }
+    }
+
     /// The names of the picks the expression's selectors use.
     pub fn picks(&self) -> BTreeSet<&str> {
         let mut out = BTreeSet::new();
@@ -416,6 +466,7 @@ impl Expr {
                 Some(Ok((label, value))) => {
                     let mut out = s.clone();
                     out.pick = None;
+                    out.slot = None;
                     out.matchers
                         .insert(label.clone(), OneOrMany::One(value.clone()));
                     Ok(out)
