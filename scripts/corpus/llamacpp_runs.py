@@ -198,6 +198,35 @@ RUNS = [
      "server": {"np": 4, "c": 8192, "t": 1},
      "load": {"rate": "0.3cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
               "seed": 705}},
+    # A fourth fresh batch (`llamacpp-fresh4-*`), defined before any rule change of its session
+    # and scored once: shapes no earlier run had (answers of 256 tokens, an idle four-slot
+    # replica, three slots near 60 %, one slot with long prompts, four slots of 256 tokens).
+    # Answers of 256 tokens take about four times the slot time of 64, so their rates are set
+    # against a capacity of about 0.115 rps (0.11cap ~ 40 %, 0.5cap ~ 1.7x).
+    {"id": "llamacpp-fresh4-healthy-long-answers", "design": "healthy", "host": QUIET_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.11cap", "duration": 180, "prompt": "100-200", "n_predict": 256,
+              "seed": 801}},
+    {"id": "llamacpp-fresh4-overload-long-answers", "design": "overload", "host": QUIET_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.5cap", "duration": 100, "prompt": "100-200", "n_predict": 256,
+              "drain": 20, "seed": 802}},
+    {"id": "llamacpp-fresh4-idle-np4", "design": "healthy_low_demand", "host": QUIET_HOST,
+     "server": {"np": 4, "c": 8192, "t": 1},
+     "load": {"rate": 0.04, "duration": 100, "prompt": "150-250", "n_predict": 64, "seed": 803}},
+    {"id": "llamacpp-fresh4-healthy-np3-55pct", "design": "healthy", "host": QUIET_HOST,
+     "server": {"np": 3, "c": 6144, "t": 1},
+     "load": {"rate": "0.55cap", "duration": 100, "prompt": "150-300", "n_predict": 64,
+              "seed": 804}},
+    {"id": "llamacpp-fresh4-long-prompt-np1", "design": "long_prompt", "host": QUIET_HOST,
+     "server": {"np": 1, "c": 4096, "t": 1},
+     "load": {"rate": "0.3prefill", "duration": 120, "prompt": "1500-3000", "n_predict": 16,
+              "seed": 805}},
+    {"id": "llamacpp-fresh4-context-overflow-np4-c1024", "design": "context_overflow",
+     "host": QUIET_HOST,
+     "server": {"np": 4, "c": 1024, "t": 1},
+     "load": {"rate": "0.3cap", "duration": 90, "prompt": "150-400", "n_predict": 64,
+              "seed": 806}},
 ]
 
 
@@ -591,11 +620,15 @@ def label_run(raw, raws, cal):
 
     if design == "overload" or (design == "one_slot_companion" and not is_healthy):
         if srv < 0.9 * off or ttft99 > 5:
+            # The capacity was measured on 64-token answers; longer ones take longer per request.
+            n_predict = run["load"]["n_predict"]
+            measured_on = "" if n_predict == 64 else (
+                ", measured on 64-token answers; these ask for %d" % n_predict)
             return ("fault", "queue_backlog",
-                    "offered %.3f rps (%.1fx the measured capacity %.2f rps) vs served %.3f rps "
+                    "offered %.3f rps (%.1fx the measured capacity %.2f rps%s) vs served %.3f rps "
                     "(%.0f%%); client TTFT p99 %.2f s; %d requests unfinished at the end"
-                    % (off, off / cal["capacity_rps"], cal["capacity_rps"], srv, 100 * srv / off,
-                       ttft99, s["by_status"].get("unfinished", 0)))
+                    % (off, off / cal["capacity_rps"], cal["capacity_rps"], measured_on, srv,
+                       100 * srv / off, ttft99, s["by_status"].get("unfinished", 0)))
 
     if design == "long_prompt":
         ttft50 = s["ttft_p50_s"] or 0
