@@ -176,14 +176,15 @@ pub fn compile(expr: &Expr, opts: &Options<'_>) -> String {
             compile(sibling, opts)
         ),
         // No PromQL form (see `expressible`): an empty vector, for callers that show it.
-        Expr::Scaling(_) => "(vector(1) unless vector(1))".to_string(),
+        Expr::Scaling(_) | Expr::QueuedShare(_) => "(vector(1) unless vector(1))".to_string(),
     }
 }
 
 /// False when the expression needs the window's samples themselves (a batch scaling pairs
-/// counter growth with the batch interval by interval), which PromQL cannot do in one query.
+/// counter growth with the batch interval by interval, a queued share the queue with the
+/// running batch instant by instant), which PromQL cannot do in one query.
 pub fn expressible(expr: &Expr) -> bool {
-    !expr.any(&|e| matches!(e, Expr::Scaling(_)))
+    !expr.any(&|e| matches!(e, Expr::Scaling(_) | Expr::QueuedShare(_)))
 }
 
 /// `inner` (one value per series of `sel`) restricted to the series whose label is the value

@@ -12,7 +12,7 @@ use crate::signal::samples::Samples;
 use crate::signal::series::Series;
 use crate::signal::window;
 
-use super::spec::{Expr, Matchers, PickSpec, Scaling, Selector};
+use super::spec::{Expr, Matchers, PickSpec, QueuedShare, Scaling, Selector};
 
 /// Which gauge statistic a leaf reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -409,11 +409,11 @@ fn sample_instants(expr: &Expr, ts: &TargetSeries<'_>, start: i64, end: i64) -> 
 }
 
 /// True when the expression reads a gauge, so window statistics are meaningful. A batch
-/// scaling is a statistic of the window already.
+/// scaling and a queued share are statistics of the window already.
 pub fn reads_gauge(expr: &Expr) -> bool {
     match expr {
         Expr::Gauge(_) => true,
-        Expr::Scaling(_) => false,
+        Expr::Scaling(_) | Expr::QueuedShare(_) => false,
         e => e.children().into_iter().any(reads_gauge),
     }
 }
@@ -644,6 +644,10 @@ fn eval<'t>(
             values: vec![("", v)],
             totals: false,
         }),
+        Expr::QueuedShare(s) => queued_share(s, ts, frame).map(|v| Out {
+            values: vec![("", v)],
+            totals: false,
+        }),
         Expr::First(alternatives) => {
             let mut reasons = Vec::new();
             for a in alternatives {
@@ -679,6 +683,35 @@ fn rates<'t>(
             totals: true,
         }),
     }
+}
+
+/// Evaluates a [`QueuedShare`] over the window (see its docs).
+fn queued_share(s: &QueuedShare, ts: &TargetSeries<'_>, frame: Frame) -> Result<f64, Absent> {
+    let end = frame
+        .end_ms
+        .ok_or("a queued share needs samples with timestamps (record a range)")?;
+    let start = end.saturating_sub(frame.window_ms);
+    let times = sample_instants(&s.queue, ts, start, end);
+    let (mut busy, mut queued) = (0usize, 0usize);
+    for (i, &t) in times.iter().enumerate() {
+        let since = if i == 0 { start } else { times[i - 1] };
+        let at = Frame {
+            end_ms: Some(t),
+            window_ms: t - since,
+        };
+        let value = |e: &Expr| eval_signal(e, ts, at, Stat::Last).ok();
+        let (Some(queue), Some(running)) = (value(&s.queue), value(&s.running)) else {
+            continue;
+        };
+        if queue > 0.0 || running > 0.0 {
+            busy += 1;
+            queued += usize::from(queue > 0.0);
+        }
+    }
+    if busy == 0 {
+        return Err("the replica was never busy in the window".into());
+    }
+    Ok(queued as f64 / busy as f64)
 }
 
 /// Fewest intervals at each batch level for a [`Scaling`] to be read.
@@ -947,6 +980,32 @@ mod tests {
             );
         }
         assert_eq!(shared.buckets.lock().unwrap().entries.len(), 1);
+    }
+
+    /// Of the instants the replica was busy, the share at which requests waited: a spike the
+    /// replica worked through scores low; a replica that never worked has none.
+    #[test]
+    fn the_queued_share_counts_busy_instants_only() {
+        let e = expr(
+            "{queued_share: {queue: {sum: {gauge: {metric: q}}}, running: {sum: {gauge: {metric: r}}}}}",
+        );
+        let frame = Frame {
+            end_ms: Some(9_000),
+            window_ms: 60_000,
+        };
+        let share = |queue: &[f64], running: &[f64]| {
+            let all = [series("q", queue), series("r", running)];
+            eval_signal(&e, &TargetSeries::new(all.iter()), frame, Stat::Last)
+        };
+        let spike = share(
+            &[0.0, 5.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            &[0.0, 2.0, 2.0, 2.0, 2.0, 2.0, 1.0, 0.0, 0.0, 0.0],
+        );
+        assert_eq!(spike, Ok(2.0 / 6.0));
+        let backlog = share(&[0.0, 1.0, 2.0, 3.0, 3.0, 2.0, 0.0], &[1.0; 7]);
+        assert_eq!(backlog, Ok(5.0 / 7.0));
+        assert!(share(&[0.0; 5], &[0.0; 5]).is_err());
+        assert!(!crate::signal::promql::expressible(&e) && !reads_gauge(&e));
     }
 
     /// A numbered selector's selection is kept per target and suffix, and reads what an

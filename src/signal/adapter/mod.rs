@@ -459,6 +459,10 @@ fn describe(expr: &spec::Expr) -> String {
                 names(&s.work, out);
                 names(&s.batch, out);
             }
+            QueuedShare(s) => {
+                names(&s.queue, out);
+                names(&s.running, out);
+            }
             Const(_) => {}
         }
     }

@@ -288,6 +288,22 @@ pub enum Expr {
     /// How throughput grew with the running batch inside the window (see [`Scaling`]). Needs
     /// the window's samples: it has no PromQL form.
     Scaling(Box<Scaling>),
+    /// The share of the replica's busy time in which requests waited (see [`QueuedShare`]).
+    /// Needs the window's samples: it has no PromQL form.
+    QueuedShare(Box<QueuedShare>),
+}
+
+/// Of the sample instants in the window at which the replica was busy (requests running or
+/// queued), the share at which requests were queued. A burst fills the queue for a moment and
+/// leaves the replica working through it with nothing waiting; load above capacity keeps
+/// requests waiting whenever the replica works. Instants are the queue's samples; each reads
+/// the newest sample of both since the instant before.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueuedShare {
+    /// Requests waiting (a gauge).
+    pub queue: Expr,
+    /// Requests running (a gauge).
+    pub running: Expr,
 }
 
 /// Batch scaling: between consecutive samples of `batch`, each sequence's speed (the growth of
@@ -321,6 +337,7 @@ impl Expr {
             Expr::Div(a, b) | Expr::Sub(a, b) | Expr::ZeroWhenAbsent(a, b) => vec![a, b],
             Expr::Add(v) | Expr::First(v) => v.iter().collect(),
             Expr::Scaling(s) => vec![&s.work, &s.batch],
+            Expr::QueuedShare(s) => vec![&s.queue, &s.running],
             Expr::Gauge(_)
             | Expr::Rate(_)
             | Expr::Increase(_)
@@ -412,6 +429,10 @@ impl Expr {
                 batch: s.batch.map_selectors(f)?,
                 per_step: s.per_step,
             })),
+            Expr::QueuedShare(s) => Expr::QueuedShare(Box::new(QueuedShare {
+                queue: s.queue.map_selectors(f)?,
+                running: s.running.map_selectors(f)?,
+            })),
         })
     }
 
@@ -441,6 +462,10 @@ impl Expr {
             Expr::Scaling(s) => {
                 s.work.selectors_mut(f);
                 s.batch.selectors_mut(f);
+            }
+            Expr::QueuedShare(s) => {
+                s.queue.selectors_mut(f);
+                s.running.selectors_mut(f);
             }
         }
     }
@@ -489,7 +514,7 @@ impl TryFrom<serde_yaml::Value> for Expr {
             Value::Mapping(m) if m.len() == 1 => m,
             other => {
                 return Err(format!(
-                    "an expression is a map with one key (gauge, rate, increase, changes, bit_share, quantile, hist_mean, sum, max, min, avg, count, div, sub, add, scale, const, percent_to_ratio, first, zero_when_absent, scaling), got {}",
+                    "an expression is a map with one key (gauge, rate, increase, changes, bit_share, quantile, hist_mean, sum, max, min, avg, count, div, sub, add, scale, const, percent_to_ratio, first, zero_when_absent, scaling, queued_share), got {}",
                     serde_yaml::to_string(&other).unwrap_or_default().trim()
                 ))
             }
@@ -556,9 +581,34 @@ impl TryFrom<serde_yaml::Value> for Expr {
             "add" => Expr::Add(list(inner)?),
             "first" => Expr::First(list(inner)?),
             "scaling" => Expr::Scaling(Box::new(scaling(inner)?)),
+            "queued_share" => Expr::QueuedShare(Box::new(queued_share(inner)?)),
             other => return Err(format!("unknown expression `{other}`")),
         })
     }
+}
+
+/// Reads `queued_share: {queue: EXPR, running: EXPR}`.
+fn queued_share(v: serde_yaml::Value) -> Result<QueuedShare, String> {
+    let serde_yaml::Value::Mapping(m) = v else {
+        return Err("queued_share takes a map: {queue: expression, running: expression}".into());
+    };
+    let (mut queue, mut running) = (None, None);
+    for (k, v) in m {
+        match k.as_str() {
+            Some("queue") => queue = Some(Expr::try_from(v)?),
+            Some("running") => running = Some(Expr::try_from(v)?),
+            _ => {
+                return Err(format!(
+                    "queued_share: unknown key `{}` (queue, running)",
+                    k.as_str().unwrap_or("?")
+                ))
+            }
+        }
+    }
+    Ok(QueuedShare {
+        queue: queue.ok_or("queued_share needs `queue`")?,
+        running: running.ok_or("queued_share needs `running`")?,
+    })
 }
 
 /// Reads `scaling: {work: EXPR, batch: EXPR, per_step: BOOL}`.

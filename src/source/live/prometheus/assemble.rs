@@ -51,7 +51,8 @@ pub(super) fn aggregates(e: &Expr) -> bool {
         | Expr::Count(_)
         | Expr::Quantile(_)
         | Expr::HistMean(_)
-        | Expr::Scaling(_) => true,
+        | Expr::Scaling(_)
+        | Expr::QueuedShare(_) => true,
         Expr::Gauge(_)
         | Expr::Rate(_)
         | Expr::Increase(_)
