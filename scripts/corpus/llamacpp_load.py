@@ -11,7 +11,8 @@ tokens than asked). Standard library only.
     python3 llamacpp_load.py --port 8080 --rate 1.5 --duration 90 --prompt-tokens 200 \
         --n-predict 64 --out run.json
 
---prompt-tokens takes N or LO-HI (uniform). Arrivals stop at --duration; requests still open
+--prompt-tokens takes N or LO-HI (uniform). --burst AT:N adds N requests sent at once AT seconds
+after the start (marked `burst` in the records). Arrivals stop at --duration; requests still open
 --drain seconds later are abandoned (counted as unfinished; the connection is closed, which makes
 llama-server cancel the task).
 """
@@ -53,10 +54,12 @@ def make_prompt(rng, n):
     return " ".join(rng.choice(WORDS) for _ in range(max(1, n - 1)))
 
 
-def one_request(args, idx, prompt, n_prompt, t_sched, results, lock):
+def one_request(args, idx, prompt, n_prompt, t_sched, results, lock, burst=False):
     rec = {"i": idx, "t_sched": t_sched, "n_prompt_words": n_prompt, "status": None, "ttft": None,
            "e2e": None, "tokens": 0, "truncated": False, "stop_type": None, "error": None,
            "finished": False}
+    if burst:
+        rec["burst"] = True
     t0 = time.time()
     rec["t_start"] = t0
     if args.api == "v1":
@@ -171,6 +174,15 @@ def summarize(args, results, t_begin, t_arrivals_end, t_end, abandoned):
         "output_tokens_per_s": round(toks / (t_end - t_begin), 2),
         "n_predict": args.n_predict, "prompt_tokens": args.prompt_tokens,
     }
+    bursts = [r for r in ok if r.get("burst")]
+    if any(r.get("burst") for r in results):
+        steady = [r["ttft"] for r in ok if not r.get("burst") and r["ttft"] is not None]
+        burst_ttft = [r["ttft"] for r in bursts if r["ttft"] is not None]
+        s.update({
+            "burst_sent": sum(1 for r in results if r.get("burst")),
+            "burst_ttft_p50_s": pct(burst_ttft, 0.5), "burst_ttft_max_s": max(burst_ttft or [0]),
+            "steady_ttft_p50_s": pct(steady, 0.5), "steady_ttft_p99_s": pct(steady, 0.99),
+        })
     for k, v in list(s.items()):
         if isinstance(v, float):
             s[k] = round(v, 4)
@@ -189,8 +201,11 @@ def main(argv=None):
     ap.add_argument("--drain", type=float, default=30.0)
     ap.add_argument("--request-timeout", type=float, default=300.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--burst", help="AT:N, N requests at once AT seconds after the start")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
+    burst_at, burst_n = (float(args.burst.split(":")[0]), int(args.burst.split(":")[1])) \
+        if args.burst else (None, 0)
 
     if "-" in args.prompt_tokens:
         lo, hi = (int(x) for x in args.prompt_tokens.split("-"))
@@ -201,18 +216,32 @@ def main(argv=None):
     t_begin = time.time()
     next_t = t_begin + rng.expovariate(args.rate)
     idx = 0
-    while next_t < t_begin + args.duration:
-        now = time.time()
-        if next_t > now:
-            time.sleep(next_t - now)
-        n = rng.randint(lo, hi)
-        prompt = make_prompt(rng, n)
+    burst_rng = random.Random(args.seed + 1)  # the Poisson arrivals stay those of the seed
+    burst_t = t_begin + burst_at if burst_at is not None else None
+
+    def send(t_sched, r, burst):
+        nonlocal idx
+        n = r.randint(lo, hi)
+        prompt = make_prompt(r, n)
         th = threading.Thread(target=one_request,
-                              args=(args, idx, prompt, n, next_t - t_begin, results, lock),
+                              args=(args, idx, prompt, n, t_sched - t_begin, results, lock, burst),
                               daemon=True)
         th.start()
         threads.append(th)
         idx += 1
+
+    while next_t < t_begin + args.duration:
+        if burst_t is not None and burst_t <= next_t:
+            now = time.time()
+            if burst_t > now:
+                time.sleep(burst_t - now)
+            for _ in range(burst_n):
+                send(burst_t, burst_rng, True)
+            burst_t = None
+        now = time.time()
+        if next_t > now:
+            time.sleep(next_t - now)
+        send(next_t, rng, False)
         next_t += rng.expovariate(args.rate)
     t_arrivals_end = t_begin + args.duration
     if time.time() < t_arrivals_end:

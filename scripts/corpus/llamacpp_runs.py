@@ -227,6 +227,26 @@ RUNS = [
      "server": {"np": 4, "c": 1024, "t": 1},
      "load": {"rate": "0.3cap", "duration": 90, "prompt": "150-400", "n_predict": 64,
               "seed": 806}},
+    # A fifth fresh batch (`llamacpp-fresh5-*`), defined after `queued_share_ratio` was settled
+    # on train and scored once: real bursts on llama.cpp (no earlier real run had one; every
+    # burst in the corpus was simulated), a burst the slots absorb, and an overload in a shape
+    # no earlier run had (three slots at 1.3x).
+    {"id": "llamacpp-fresh5-burst-np2", "design": "burst", "host": QUIET_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.25cap", "duration": 120, "prompt": "150-250", "n_predict": 64,
+              "burst": "40:8", "seed": 901}},
+    {"id": "llamacpp-fresh5-burst-np4", "design": "burst", "host": QUIET_HOST,
+     "server": {"np": 4, "c": 8192, "t": 1},
+     "load": {"rate": "0.25cap", "duration": 120, "prompt": "150-250", "n_predict": 64,
+              "burst": "50:12", "seed": 902}},
+    {"id": "llamacpp-fresh5-burst-absorbed-np4", "design": "near_miss_burst", "host": QUIET_HOST,
+     "server": {"np": 4, "c": 8192, "t": 1},
+     "load": {"rate": "0.2cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "burst": "40:3", "seed": 903}},
+    {"id": "llamacpp-fresh5-overload-np3-1p3x", "design": "overload", "host": QUIET_HOST,
+     "server": {"np": 3, "c": 6144, "t": 1},
+     "load": {"rate": "1.3cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "drain": 20, "seed": 904}},
 ]
 
 
@@ -365,6 +385,8 @@ def do_run(run, cal, work, idle=5):
                  "--api", ld.get("api", "completion"), "--drain", str(ld.get("drain", 30)),
                  "--seed", str(ld.get("seed", sum(map(ord, run["id"])))),
                  "--out", out]
+        if ld.get("burst"):
+            largv[-2:-2] = ["--burst", ld["burst"]]
         cont = run.get("contention")
         cargv = None
         if cont:
@@ -660,6 +682,25 @@ def label_run(raw, raws, cal):
             if is_healthy:
                 return ("near_miss", None, pred + ": not degraded; " + healthy_pred)
 
+    if design in ("burst", "near_miss_burst"):
+        b50, bmax = s.get("burst_ttft_p50_s") or 0.0, s.get("burst_ttft_max_s") or 0.0
+        st50 = s.get("steady_ttft_p50_s") or 0.0
+        pred = ("%d requests at once at %s s on %d slots beside %.3f rps offered: burst TTFT p50 "
+                "%.2f s, max %.2f s; the other requests' TTFT p50 %.2f s; served %.3f of %.3f rps, "
+                "%d errors" % (s.get("burst_sent", 0), run["load"]["burst"].split(":")[0],
+                               run["server"]["np"], off, b50, bmax, st50, srv, off, errs))
+        # A burst: capacity fine on average (the run served what was offered, the other
+        # requests started promptly) while the burst itself waited.
+        if errs == 0 and served_ok and st50 < 1.0 and b50 >= 2.0:
+            return ("fault", "concurrency_burst",
+                    pred + ": the burst waited (p50 >= 2 s) while the rest was served promptly "
+                    "(p50 < 1 s) and every offered request was served")
+        if is_healthy and bmax < 2.0:
+            return ("near_miss", None, pred + ": the slots absorbed the burst (max < 2 s); "
+                    + healthy_pred)
+        # Neither: a burst run is not an overload however its numbers look.
+        return ("unlabelled", None, "UNPLANNED: " + pred)
+
     # Did not come out as designed: what the client saw.
     if is_healthy:
         return ("healthy", None, healthy_pred)
@@ -682,6 +723,8 @@ DESCRIPTIONS = {
     "cpu_control": "Control for the CPU-contention runs: the same load, no competing process.",
     "cpu_contention": "A competing CPU-bound process (2 workers, nice 0) during a normal load.",
     "near_miss_cpu": "Light CPU contention (1 worker at nice 19) during a normal load.",
+    "burst": "A moderate steady load with one burst of requests sent at once, more than the slots hold.",
+    "near_miss_burst": "A moderate steady load with one burst of requests sent at once that the slots hold."
 }
 
 
@@ -766,10 +809,11 @@ def write_case(raw, raws, cal, overrides):
     run = raw["run"]
     made_by = ("%s\n"
                "python3 scripts/corpus/llamacpp_load.py --port P --rate %s --duration %s "
-               "--prompt-tokens %s --n-predict %s --api %s --drain %s --seed %s\n"
+               "--prompt-tokens %s --n-predict %s --api %s --drain %s --seed %s%s\n"
                % (raw["engine_args"], raw["rate"], run["load"]["duration"], run["load"]["prompt"],
                   run["load"]["n_predict"], run["load"].get("api", "completion"),
-                  run["load"].get("drain", 30), raw["load_argv"][raw["load_argv"].index("--seed") + 1]))
+                  run["load"].get("drain", 30), raw["load_argv"][raw["load_argv"].index("--seed") + 1],
+                  " --burst %s" % run["load"]["burst"] if run["load"].get("burst") else ""))
     if raw.get("contention_argv"):
         made_by += " ".join(raw["contention_argv"]) + "   # during the load\n"
     made_by += ("prometheus-node-exporter --collector.disable-defaults --collector.cpu "
