@@ -1029,8 +1029,11 @@ mod tests {
         };
         let ts = TargetSeries::new(all.iter());
         let numbered = |yaml: &str, slot: u32| {
-            let mut e = expr(yaml);
-            e.selectors_mut(&mut |s| s.slot = Some(slot));
+            let Ok(e) = expr(yaml).map_selectors(&mut |s| {
+                let mut s = s.clone();
+                s.slot = Some(slot);
+                Ok::<_, std::convert::Infallible>(s)
+            });
             e
         };
         for (yaml, slot) in [

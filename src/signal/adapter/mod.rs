@@ -76,18 +76,22 @@ impl Adapters {
 /// Gives every selector of the adapters its own [`spec::Selector::slot`].
 fn number_selectors(list: &mut [AdapterSpec]) {
     let mut next = 0u32;
-    let mut number = |s: &mut spec::Selector| {
+    let mut number = |s: &spec::Selector| {
+        let mut s = s.clone();
         s.slot = Some(next);
         next += 1;
+        Ok::<_, std::convert::Infallible>(s)
     };
     for a in list {
-        a.signals
-            .values_mut()
-            .for_each(|e| e.selectors_mut(&mut number));
-        a.gauge_facts.values_mut().for_each(&mut number);
-        a.picks
-            .values_mut()
-            .for_each(|p| number(&mut p.largest_rate));
+        for e in a.signals.values_mut() {
+            let Ok(numbered) = e.map_selectors(&mut number);
+            *e = numbered;
+        }
+        let plain = a.gauge_facts.values_mut();
+        for s in plain.chain(a.picks.values_mut().map(|p| &mut p.largest_rate)) {
+            let Ok(numbered) = number(s);
+            *s = numbered;
+        }
     }
 }
 
@@ -517,7 +521,7 @@ mod tests {
         let mut slots = Vec::new();
         for a in &rules.adapters.list {
             for e in a.signals.values() {
-                e.clone().selectors_mut(&mut |s| slots.push(s.slot));
+                e.visit(&mut |n| slots.extend(n.selector().map(|s| s.slot)));
             }
             slots.extend(a.gauge_facts.values().map(|s| s.slot));
             slots.extend(a.picks.values().map(|p| p.largest_rate.slot));

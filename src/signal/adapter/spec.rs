@@ -436,40 +436,6 @@ impl Expr {
         })
     }
 
-    /// Calls `f` on every selector of the expression.
-    pub fn selectors_mut(&mut self, f: &mut impl FnMut(&mut Selector)) {
-        match self {
-            Expr::Gauge(s)
-            | Expr::Rate(s)
-            | Expr::Increase(s)
-            | Expr::Changes(s)
-            | Expr::BitShare(s)
-            | Expr::Quantile(s)
-            | Expr::HistMean(s) => f(s),
-            Expr::Sum(e)
-            | Expr::Max(e)
-            | Expr::Min(e)
-            | Expr::Avg(e)
-            | Expr::Count(e)
-            | Expr::PercentToRatio(e)
-            | Expr::Scale(e, _) => e.selectors_mut(f),
-            Expr::Div(x, y) | Expr::Sub(x, y) | Expr::ZeroWhenAbsent(x, y) => {
-                x.selectors_mut(f);
-                y.selectors_mut(f);
-            }
-            Expr::Add(v) | Expr::First(v) => v.iter_mut().for_each(|e| e.selectors_mut(f)),
-            Expr::Const(_) => {}
-            Expr::Scaling(s) => {
-                s.work.selectors_mut(f);
-                s.batch.selectors_mut(f);
-            }
-            Expr::QueuedShare(s) => {
-                s.queue.selectors_mut(f);
-                s.running.selectors_mut(f);
-            }
-        }
-    }
-
     /// The names of the picks the expression's selectors use.
     pub fn picks(&self) -> BTreeSet<&str> {
         let mut out = BTreeSet::new();
