@@ -247,6 +247,22 @@ RUNS = [
      "server": {"np": 3, "c": 6144, "t": 1},
      "load": {"rate": "1.3cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
               "drain": 20, "seed": 904}},
+    # A sixth (`llamacpp-fresh6-*`), defined after the peak condition of the burst was settled
+    # and scored once: bursts on two and three slots under a light steady load (the fifth
+    # batch's two-slot burst rode on a load this slower machine could not drain), and a clear
+    # two-slot overload beside them.
+    {"id": "llamacpp-fresh6-burst-np2", "design": "burst", "host": QUIET_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.1cap", "duration": 120, "prompt": "150-250", "n_predict": 64,
+              "burst": "40:6", "seed": 1001}},
+    {"id": "llamacpp-fresh6-burst-np3", "design": "burst", "host": QUIET_HOST,
+     "server": {"np": 3, "c": 6144, "t": 1},
+     "load": {"rate": "0.15cap", "duration": 120, "prompt": "150-250", "n_predict": 64,
+              "burst": "30:9", "seed": 1002}},
+    {"id": "llamacpp-fresh6-overload-np2-1p6x", "design": "overload", "host": QUIET_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "1.6cap", "duration": 90, "prompt": "150-250", "n_predict": 64,
+              "drain": 20, "seed": 1003}},
 ]
 
 
