@@ -169,17 +169,6 @@ impl<'a> TargetSeries<'a> {
             .flat_map(|(_, n)| n.series.iter().copied())
     }
 
-    /// The series `sel` selects with `suffix` appended to its names (see [`select`]), each with
-    /// its label key, in their order.
-    fn selected(&self, sel: &Selector, suffix: &str) -> Result<Vec<(&'a Series, &str)>, Absent> {
-        let (name, indices) = self.selected_indices(sel, suffix, false)?;
-        let named = &self.named[name];
-        Ok(indices
-            .iter()
-            .map(|&j| (named.series[j as usize], named.keys[j as usize].as_str()))
-            .collect())
-    }
-
     /// What `sel` selects with `suffix`, as the index of the sample name and of its series: in
     /// their order, or sorted by label key.
     fn selected_indices(
@@ -216,9 +205,6 @@ impl<'a> TargetSeries<'a> {
                 continue;
             };
             let named = &self.named[i];
-            if named.series.is_empty() {
-                continue;
-            }
             let in_order: Vec<u32> = (0..named.series.len() as u32)
                 .filter(|&j| matches(named.series[j as usize], &sel.matchers, &sel.where_not))
                 .collect();
@@ -685,6 +671,19 @@ fn rates<'t>(
     }
 }
 
+/// Each instant of `times` (after `start`) with the frame that reads the newest sample since
+/// the instant before, so that series scraped a moment apart still pair up.
+fn instant_frames(times: &[i64], start: i64) -> impl Iterator<Item = (i64, Frame)> + '_ {
+    times.iter().enumerate().map(move |(i, &t)| {
+        let since = if i == 0 { start } else { times[i - 1] };
+        let frame = Frame {
+            end_ms: Some(t),
+            window_ms: t - since,
+        };
+        (t, frame)
+    })
+}
+
 /// Evaluates a [`QueuedShare`] over the window (see its docs).
 fn queued_share(s: &QueuedShare, ts: &TargetSeries<'_>, frame: Frame) -> Result<f64, Absent> {
     let end = frame
@@ -693,12 +692,7 @@ fn queued_share(s: &QueuedShare, ts: &TargetSeries<'_>, frame: Frame) -> Result<
     let start = end.saturating_sub(frame.window_ms);
     let times = sample_instants(&s.queue, ts, start, end);
     let (mut busy, mut queued) = (0usize, 0usize);
-    for (i, &t) in times.iter().enumerate() {
-        let since = if i == 0 { start } else { times[i - 1] };
-        let at = Frame {
-            end_ms: Some(t),
-            window_ms: t - since,
-        };
+    for (_, at) in instant_frames(&times, start) {
         let value = |e: &Expr| eval_signal(e, ts, at, Stat::Last).ok();
         let (Some(queue), Some(running)) = (value(&s.queue), value(&s.running)) else {
             continue;
@@ -724,21 +718,12 @@ fn scaling(s: &Scaling, ts: &TargetSeries<'_>, frame: Frame) -> Result<f64, Abse
         .ok_or("batch scaling needs samples with timestamps (record a range)")?;
     let start = end.saturating_sub(frame.window_ms);
     let times = sample_instants(&s.batch, ts, start, end);
-    // Each instant reads the newest sample since the one before, so series scraped a moment
-    // apart still pair up.
-    let at = |e: &Expr, t: i64, since: i64| {
-        let frame = Frame {
-            end_ms: Some(t),
-            window_ms: t - since,
-        };
-        eval_signal(e, ts, frame, Stat::Last).ok()
-    };
     // (batch, speed of one sequence) per interval with sequences running at both ends.
     let mut intervals: Vec<(f64, f64)> = Vec::new();
     let mut prev: Option<(i64, f64, f64)> = None;
-    for (i, &t) in times.iter().enumerate() {
-        let since = if i == 0 { start } else { times[i - 1] };
-        let (Some(work), Some(batch)) = (at(&s.work, t, since), at(&s.batch, t, since)) else {
+    for (t, at) in instant_frames(&times, start) {
+        let value = |e: &Expr| eval_signal(e, ts, at, Stat::Last).ok();
+        let (Some(work), Some(batch)) = (value(&s.work), value(&s.batch)) else {
             prev = None;
             continue;
         };
@@ -845,7 +830,12 @@ pub(super) fn select<'t, 'a>(
     suffix: &str,
     ts: &'t TargetSeries<'a>,
 ) -> Result<Vec<(&'a Series, &'t str)>, Absent> {
-    ts.selected(sel, suffix)
+    let (name, indices) = ts.selected_indices(sel, suffix, false)?;
+    let named = &ts.named[name];
+    Ok(indices
+        .iter()
+        .map(|&j| (named.series[j as usize], named.keys[j as usize].as_str()))
+        .collect())
 }
 
 fn leaf<'t>(
@@ -1157,5 +1147,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("unknown key `size`"), "{err}");
+    }
+
+    #[test]
+    fn a_queued_share_without_its_running_batch_is_an_error_that_says_so() {
+        let err = serde_yaml::from_str::<Expr>("queued_share: {queue: {gauge: {metric: q}}}")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("queued_share needs `running`"), "{err}");
+        let err = serde_yaml::from_str::<Expr>("queued_share: [1, 2]")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("queued_share takes a map"), "{err}");
     }
 }
