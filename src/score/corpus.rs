@@ -315,6 +315,27 @@ pub fn diagnose_case(path: &Path, case: &CaseSpec, rules: &Rules) -> Result<Targ
     let file = dir.join(&case.recording);
     let text = crate::source::file::read_text(&file)?;
     let set = crate::source::file::parse_inputs(&[(file.display().to_string(), text)])?;
+    let opts = case_options(case, &set)?;
+    let prepared = pipeline::prepare(&set, rules, &opts)?;
+    let slos = rules
+        .playbook
+        .slo_values(&BTreeMap::new())
+        .map_err(anyhow::Error::msg)?;
+    let mut reports: Vec<TargetReport> = prepared
+        .into_iter()
+        .map(|p| TargetReport::diagnose(&rules.playbook, p, &slos))
+        .collect();
+    // A case is one replica; should a recording split into several, the worst one speaks.
+    reports.sort_by_key(|r| std::cmp::Reverse(r.diagnosis.status));
+    reports
+        .into_iter()
+        .next()
+        .context("the recording yields no target")
+}
+
+/// The options `diagnose` would run a case with: its serve command line, facts and signals,
+/// and its window (the case's, or the whole recording).
+pub fn case_options(case: &CaseSpec, set: &crate::signal::series::SeriesSet) -> Result<Options> {
     let at_ms = case
         .at
         .as_ref()
@@ -336,7 +357,7 @@ pub fn diagnose_case(path: &Path, case: &CaseSpec, rules: &Rules) -> Result<Targ
             (end - start).max(1000) + 1
         }
     };
-    let opts = Options {
+    Ok(Options {
         engine_args: case.engine_args.clone(),
         facts: case
             .facts
@@ -350,22 +371,7 @@ pub fn diagnose_case(path: &Path, case: &CaseSpec, rules: &Rules) -> Result<Targ
         // Detected from the metric names, as `diagnose` does: a case whose engine never came
         // up (a crash loop) has only GPU and host series, and `--engine` would refuse it.
         engine: None,
-    };
-    let prepared = pipeline::prepare(&set, rules, &opts)?;
-    let slos = rules
-        .playbook
-        .slo_values(&BTreeMap::new())
-        .map_err(anyhow::Error::msg)?;
-    let mut reports: Vec<TargetReport> = prepared
-        .into_iter()
-        .map(|p| TargetReport::diagnose(&rules.playbook, p, &slos))
-        .collect();
-    // A case is one replica; should a recording split into several, the worst one speaks.
-    reports.sort_by_key(|r| std::cmp::Reverse(r.diagnosis.status));
-    reports
-        .into_iter()
-        .next()
-        .context("the recording yields no target")
+    })
 }
 
 /// Runs and scores one case file.

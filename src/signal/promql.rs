@@ -12,6 +12,8 @@
 //! | `quantile` | `histogram_quantile(q, sum by (le, <target>) (rate(x_bucket[w])))` |
 //! | `hist_mean` | `sum by (<target>) (rate(x_sum[w])) / (sum by (<target>) (rate(x_count[w])) > 0)` |
 //! | `bit_share` | share of the window's samples with any mask bit set, via a subquery |
+//! | window statistics of a `div` or `sub` | the statistic of the value at each step, via a subquery |
+//! | `queued_share` | steps with requests queued over steps busy, via subqueries |
 //! | `div` | `a / (b != 0)`: a zero denominator gives no value, never Inf |
 //! | alternatives (`metric: [new, old]`, `first`) | `a or b`: the first that has series |
 //! | aggregations | `sum by (<target>) (...)` and so on, so one query serves a whole fleet |
@@ -29,7 +31,11 @@ static NO_PICKS: BTreeMap<String, PickSpec> = BTreeMap::new();
 /// How to compile.
 #[derive(Debug, Clone, Copy)]
 pub struct Options<'a> {
-    /// Range of rates and window functions, a Prometheus duration (`5m`).
+    /// Range of rates, window functions and subqueries, a Prometheus duration (`5m`). Live
+    /// triage passes its window one millisecond short (`299999ms`): Prometheus before 3.0
+    /// includes a sample on a range's left edge, which the reader's left-open window (like
+    /// Prometheus 3's) does not, and with that one sample more a rate can move by a whole
+    /// scrape interval's worth.
     pub window: &'a str,
     /// Labels that identify a target; every aggregation keeps them (`sum by (instance, pod)`).
     pub by: &'a [&'a str],
@@ -37,8 +43,9 @@ pub struct Options<'a> {
     pub matchers: &'a str,
     /// Which gauge statistic gauges read.
     pub stat: Stat,
-    /// Resolution of the subquery `bit_share` uses (the scrape interval).
-    pub step: &'a str,
+    /// When set, gauges read only a sample this recent instead of the window's newest: their
+    /// value at one step of a subquery whose steps read each sample once (see [`SampleSteps`]).
+    pub gauge_range: Option<&'a str>,
     /// The adapter's picks, for selectors that name one (resolve those whose fact is known
     /// beforehand with [`Expr::with_picks`]).
     pub picks: &'a BTreeMap<String, PickSpec>,
@@ -51,7 +58,7 @@ impl Default for Options<'_> {
             by: &[],
             matchers: "",
             stat: Stat::Last,
-            step: "15s",
+            gauge_range: None,
             picks: &NO_PICKS,
         }
     }
@@ -61,18 +68,17 @@ impl Default for Options<'_> {
 // Long on purpose: one arm per expression kind, each beside its twin in adapter::eval, so the
 // two stay reviewable side by side.
 pub fn compile(expr: &Expr, opts: &Options<'_>) -> String {
+    if opts.stat != Stat::Last && expr.stats_per_instant() {
+        return statistic_per_instant(expr, opts);
+    }
     match expr {
         Expr::Gauge(sel) => alternatives(
             sel,
             "",
             |s| {
-                let f = match opts.stat {
-                    Stat::Last => "last_over_time",
-                    Stat::Mean => "avg_over_time",
-                    Stat::Max => "max_over_time",
-                    Stat::Min => "min_over_time",
-                };
-                picked(format!("{f}({s}[{}])", opts.window), sel, opts)
+                let f = over_time(opts.stat);
+                let range = opts.gauge_range.unwrap_or(opts.window);
+                picked(format!("{f}({s}[{range}])"), sel, opts)
             },
             opts,
         ),
@@ -96,10 +102,12 @@ pub fn compile(expr: &Expr, opts: &Options<'_>) -> String {
         ),
         Expr::BitShare(sel) => {
             let mask = sel.mask.unwrap_or(0);
+            let steps = SampleSteps::of(opts);
             alternatives(
                 sel,
                 "",
                 |s| {
+                    let s = format!("last_over_time({s}[{}])", steps.lookback);
                     let bits: Vec<String> = (0..64)
                         .filter(|b| mask & (1u64 << b) != 0)
                         .map(|b| format!("floor({s} / {}) % 2", 1u64 << b))
@@ -110,10 +118,7 @@ pub fn compile(expr: &Expr, opts: &Options<'_>) -> String {
                         bits.join(" + ")
                     };
                     picked(
-                        format!(
-                            "avg_over_time((({any}) > bool 0)[{}:{}])",
-                            opts.window, opts.step
-                        ),
+                        format!("avg_over_time((({any}) > bool 0)[{}])", steps.range),
                         sel,
                         opts,
                     )
@@ -175,16 +180,80 @@ pub fn compile(expr: &Expr, opts: &Options<'_>) -> String {
             compile(a, opts),
             compile(sibling, opts)
         ),
+        Expr::QueuedShare(s) => {
+            // A step where either gauge has no fresh sample counts for neither.
+            let steps = SampleSteps::of(opts);
+            let at_step = steps.options(opts);
+            let (queue, running) = (compile(&s.queue, &at_step), compile(&s.running, &at_step));
+            let range = &steps.range;
+            format!(
+                "sum_over_time(((({queue}) > bool 0) and ({running}))[{range}]) / (sum_over_time(((({queue}) + ({running})) > bool 0)[{range}]) > 0)"
+            )
+        }
         // No PromQL form (see `expressible`): an empty vector, for callers that show it.
-        Expr::Scaling(_) | Expr::QueuedShare(_) => "(vector(1) unless vector(1))".to_string(),
+        Expr::Scaling(_) => "(vector(1) unless vector(1))".to_string(),
     }
 }
 
 /// False when the expression needs the window's samples themselves (a batch scaling pairs
-/// counter growth with the batch interval by interval, a queued share the queue with the
-/// running batch instant by instant), which PromQL cannot do in one query.
+/// counter growth with the batch interval by interval), which PromQL cannot do in one query.
 pub fn expressible(expr: &Expr) -> bool {
-    !expr.any(&|e| matches!(e, Expr::Scaling(_) | Expr::QueuedShare(_)))
+    !expr.any(&|e| matches!(e, Expr::Scaling(_)))
+}
+
+/// A window statistic of an expression that divides or subtracts (see
+/// [`Expr::stats_per_instant`]): the statistic of the expression's value at each sample instant
+/// of the window, as the reader takes it. Its gauges must be scraped together (one exporter's),
+/// so that a step reads a fresh sample of each.
+fn statistic_per_instant(expr: &Expr, opts: &Options<'_>) -> String {
+    let steps = SampleSteps::of(opts);
+    let at_instant = compile(expr, &steps.options(opts));
+    format!("{}(({at_instant})[{}])", over_time(opts.stat), steps.range)
+}
+
+/// Most steps a subquery over the window takes.
+const MAX_SAMPLE_STEPS: i64 = 1000;
+
+/// Subquery steps that read each sample of the window once, as the reader walks a window's
+/// samples: a second apart (finer than any scrape interval), each gauge reading only a sample
+/// since the step before. A window longer than MAX_SAMPLE_STEPS seconds takes that many steps,
+/// reading every few samples. Steps fall on whole multiples of the step, so a sample newer than
+/// the last of them is not read (at most a second's worth on windows up to 16 minutes).
+struct SampleSteps {
+    /// `window:step` of the subquery.
+    range: String,
+    /// How far back a gauge looks at each step: one millisecond less than a step.
+    lookback: String,
+}
+
+impl SampleSteps {
+    fn of(opts: &Options<'_>) -> SampleSteps {
+        let window_ms = crate::time::parse_duration(opts.window).unwrap_or(300_000);
+        let step_ms = (window_ms / MAX_SAMPLE_STEPS).max(1000);
+        SampleSteps {
+            range: format!("{}:{step_ms}ms", opts.window),
+            lookback: format!("{}ms", step_ms - 1),
+        }
+    }
+
+    /// Options whose gauges read their value at one step.
+    fn options<'a>(&'a self, opts: &Options<'a>) -> Options<'a> {
+        Options {
+            stat: Stat::Last,
+            gauge_range: Some(&self.lookback),
+            ..*opts
+        }
+    }
+}
+
+/// The range function that takes `stat` over a window.
+fn over_time(stat: Stat) -> &'static str {
+    match stat {
+        Stat::Last => "last_over_time",
+        Stat::Mean => "avg_over_time",
+        Stat::Max => "max_over_time",
+        Stat::Min => "min_over_time",
+    }
 }
 
 /// `inner` (one value per series of `sel`) restricted to the series whose label is the value
@@ -354,6 +423,51 @@ mod tests {
     }
 
     #[test]
+    fn statistics_of_a_ratio_are_taken_at_each_step() {
+        let ratio = expr(
+            r#"{max: {div: [{gauge: {metric: U}}, {add: [{gauge: {metric: U}}, {gauge: {metric: F}}]}]}}"#,
+        );
+        let max = Options {
+            stat: Stat::Max,
+            ..Options::default()
+        };
+        assert_eq!(
+            compile(&ratio, &max),
+            "max_over_time((max by () ((last_over_time(U[999ms])) / (((last_over_time(U[999ms])) + (last_over_time(F[999ms]))) != 0)))[5m:1000ms])"
+        );
+        // The newest value needs no subquery; neither do statistics of a plain aggregation.
+        assert!(!compile(&ratio, &Options::default()).contains(":1000ms]"));
+        assert_eq!(
+            compile(&expr(r#"{max: {gauge: {metric: U}}}"#), &max),
+            "max by () (max_over_time(U[5m]))"
+        );
+    }
+
+    #[test]
+    fn a_queued_share_counts_steps_with_both_gauges() {
+        let share = expr(
+            "{queued_share: {queue: {sum: {gauge: {metric: q}}}, running: {sum: {gauge: {metric: r}}}}}",
+        );
+        let o = Options {
+            window: "10m",
+            ..Options::default()
+        };
+        let (q, r) = (
+            "sum by () (last_over_time(q[999ms]))",
+            "sum by () (last_over_time(r[999ms]))",
+        );
+        assert_eq!(
+            compile(&share, &o),
+            format!("sum_over_time(((({q}) > bool 0) and ({r}))[10m:1000ms]) / (sum_over_time(((({q}) + ({r})) > bool 0)[10m:1000ms]) > 0)")
+        );
+        // A day is read at 1,000 steps.
+        let day = Options { window: "1d", ..o };
+        assert!(compile(&share, &day).contains("[1d:86400ms]"));
+        assert!(compile(&share, &day).contains("[86399ms]"));
+        assert!(expressible(&share));
+    }
+
+    #[test]
     fn ratios_are_guarded_and_matchers_quoted() {
         let o = Options {
             matchers: r#"pod="vllm-0""#,
@@ -434,7 +548,7 @@ mod tests {
                 &expr(r#"{bit_share: {metric: "R", mask: 132}}"#),
                 &Options::default()
             ),
-            "avg_over_time(((floor(R / 4) % 2 + floor(R / 128) % 2) > bool 0)[5m:15s])"
+            "avg_over_time(((floor(last_over_time(R[999ms]) / 4) % 2 + floor(last_over_time(R[999ms]) / 128) % 2) > bool 0)[5m:1000ms])"
         );
         assert_eq!(
             compile(

@@ -328,7 +328,7 @@ pub fn combined_window_stats(
     memo: Option<(&mut InstantMemo, &str)>,
 ) -> Option<(f64, f64, f64)> {
     let end = frame.end_ms?;
-    if !expr.any(&|e| matches!(e, Expr::Div(..) | Expr::Sub(..))) {
+    if !expr.stats_per_instant() {
         return None;
     }
     let start = end.saturating_sub(frame.window_ms);
@@ -995,7 +995,7 @@ mod tests {
         let backlog = share(&[0.0, 1.0, 2.0, 3.0, 3.0, 2.0, 0.0], &[1.0; 7]);
         assert_eq!(backlog, Ok(5.0 / 7.0));
         assert!(share(&[0.0; 5], &[0.0; 5]).is_err());
-        assert!(!crate::signal::promql::expressible(&e) && !reads_gauge(&e));
+        assert!(crate::signal::promql::expressible(&e) && !reads_gauge(&e));
     }
 
     /// A numbered selector's selection is kept per target and suffix, and reads what an

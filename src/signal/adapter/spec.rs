@@ -289,7 +289,6 @@ pub enum Expr {
     /// the window's samples: it has no PromQL form.
     Scaling(Box<Scaling>),
     /// The share of the replica's busy time in which requests waited (see [`QueuedShare`]).
-    /// Needs the window's samples: it has no PromQL form.
     QueuedShare(Box<QueuedShare>),
 }
 
@@ -374,6 +373,14 @@ impl Expr {
     /// True when `pred` holds for this node or any node below it.
     pub fn any(&self, pred: &dyn Fn(&Expr) -> bool) -> bool {
         pred(self) || self.children().iter().any(|c| c.any(pred))
+    }
+
+    /// True when the expression's window statistics must be taken of its value at each
+    /// instant: it divides or subtracts, and the statistic of a ratio is not the ratio of the
+    /// statistics (a framebuffer whose total drops when the process dies would show a maximum
+    /// below its minimum). Elsewhere each leaf's statistic gives the same answer.
+    pub fn stats_per_instant(&self) -> bool {
+        self.any(&|e| matches!(e, Expr::Div(..) | Expr::Sub(..)))
     }
 
     /// Every metric name the expression reads, alternatives included, in order of appearance.

@@ -46,7 +46,8 @@ pub fn prepare_from_prometheus(
 
     let plan = Plan {
         adapters: &adapters,
-        window: prom_duration(opts.window_ms),
+        // Left-open as the reader's window, on Prometheus 2 too (see `promql::Options::window`).
+        window: prom_duration(opts.window_ms - 1),
         selector: opts.selector.as_ref(),
         facts: &opts.facts,
     };
