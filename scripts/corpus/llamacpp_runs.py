@@ -263,6 +263,30 @@ RUNS = [
      "server": {"np": 2, "c": 4096, "t": 1},
      "load": {"rate": "1.6cap", "duration": 90, "prompt": "150-250", "n_predict": 64,
               "drain": 20, "seed": 1003}},
+    # A seventh (`llamacpp-fresh7-*`), defined in a session that changed no rule, before it was
+    # run, and scored once: the margins the burst and backlog gates were set on (a burst on a
+    # busier replica, a burst the slots absorb, overloads at 1.2x and on four slots) and a
+    # replica kept busy without queueing (false alarms).
+    {"id": "llamacpp-fresh7-burst-np3-busier", "design": "burst", "host": QUIET_HOST,
+     "server": {"np": 3, "c": 6144, "t": 1},
+     "load": {"rate": "0.3cap", "duration": 120, "prompt": "150-250", "n_predict": 64,
+              "burst": "50:10", "seed": 1101}},
+    {"id": "llamacpp-fresh7-burst-absorbed-np3", "design": "near_miss_burst", "host": QUIET_HOST,
+     "server": {"np": 3, "c": 6144, "t": 1},
+     "load": {"rate": "0.2cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "burst": "40:3", "seed": 1102}},
+    {"id": "llamacpp-fresh7-overload-np2-1p2x", "design": "overload", "host": QUIET_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "1.2cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "drain": 20, "seed": 1103}},
+    {"id": "llamacpp-fresh7-overload-np4-1p4x", "design": "overload", "host": QUIET_HOST,
+     "server": {"np": 4, "c": 8192, "t": 1},
+     "load": {"rate": "1.4cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "drain": 20, "seed": 1104}},
+    {"id": "llamacpp-fresh7-healthy-np2-50pct", "design": "healthy", "host": QUIET_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.5cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "seed": 1105}},
 ]
 
 
