@@ -120,22 +120,12 @@ fn compare(
         return problems;
     }
     let catalog = &rules.catalog;
-    // Signals that pair a window's samples interval by interval (a batch scaling) have no PromQL
-    // form: live triage leaves them unknown and says why.
-    let file_only: BTreeSet<&str> = (rules.adapters.list.iter())
-        .flat_map(|a| a.signals.iter())
-        .filter(|(_, e)| !llm_doctor::signal::promql::expressible(e))
-        .map(|(name, _)| name.as_str())
-        .collect();
     for (f, l) in file.iter().zip(live) {
         let who = format!("{:?}", f.snapshot.target.labels);
         for (i, def) in catalog.signals().iter().enumerate() {
             let (a, b) = (f.snapshot.signal_at(i), l.snapshot.signal_at(i));
             match (a, b) {
                 (None, None) => {}
-                (Some(_), None)
-                    if file_only.contains(def.name.as_str()) && l.snapshot.hint_at(i).is_some() => {
-                }
                 (Some(a), Some(b)) => {
                     let mut pairs = vec![("value", a.value, b.value)];
                     match (&a.stats, &b.stats) {
@@ -465,8 +455,9 @@ fn parity_fleet_mixed_and_a_fixed_number_of_queries() {
 /// Recorded corpus runs (not the hand-made fixtures), triaged live at each case's own window:
 /// the status and first cause are the file reader's. Chosen for what live triage once got
 /// wrong: an engine that died holding its memory (the window maximum of a framebuffer ratio,
-/// which must be taken of the ratio at each instant, not of its parts), and overloads told
-/// apart from bursts by the share of busy time with requests queued.
+/// which must be taken of the ratio at each instant, not of its parts), overloads told apart
+/// from bursts by the share of busy time with requests queued, and one where more slots only
+/// slow each (the batch scaling, computed from raw samples).
 #[test]
 fn corpus_cases_get_the_file_verdict_live() {
     let rules = rules();
@@ -476,6 +467,7 @@ fn corpus_cases_get_the_file_verdict_live() {
         "reports/report-pegainfer-prefill-budget-burst",
         "llamacpp/llamacpp-fresh4-overload-long-answers",
         "llamacpp/llamacpp-fresh5-burst-np4",
+        "llamacpp/llamacpp-overload-np4",
     ] {
         let path = root.join(format!("{case}.yaml"));
         let spec = llm_doctor::score::corpus::load_case(&path).unwrap();
@@ -498,7 +490,11 @@ fn corpus_cases_get_the_file_verdict_live() {
                 "{case}: live verdict differs from the file's"
             );
             assert!(first(&df).is_some(), "{case}: the file names a cause");
-            for signal in ["gpu_memory_used_ratio", "queued_share_ratio"] {
+            for signal in [
+                "gpu_memory_used_ratio",
+                "queued_share_ratio",
+                "batch_scaling_efficiency",
+            ] {
                 let value = |p: &Prepared| {
                     let v = p.snapshot.signal(&rules.catalog, signal)?;
                     Some((v.value, v.stats.as_ref().map(|s| (s.min, s.max))))

@@ -285,8 +285,9 @@ pub enum Expr {
     /// second) has: Triton creates `nv_inference_request_failure` only at the first failure, so
     /// a replica that never failed has successes and no failure series at all.
     ZeroWhenAbsent(Box<Expr>, Box<Expr>),
-    /// How throughput grew with the running batch inside the window (see [`Scaling`]). Needs
-    /// the window's samples: it has no PromQL form.
+    /// How throughput grew with the running batch inside the window (see [`Scaling`]). It pairs
+    /// the window's samples interval by interval and has no PromQL form: live triage fetches
+    /// the raw samples and evaluates it as the file reader does.
     Scaling(Box<Scaling>),
     /// The share of the replica's busy time in which requests waited (see [`QueuedShare`]).
     QueuedShare(Box<QueuedShare>),

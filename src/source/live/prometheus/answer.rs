@@ -14,6 +14,8 @@ pub(super) type Sample = (BTreeMap<String, String>, f64);
 #[derive(Debug, Clone, Default)]
 pub(super) struct Answer {
     pub(super) samples: Vec<Sample>,
+    /// The raw series of a range-vector (matrix) answer, with their samples.
+    pub(super) series: Vec<crate::signal::series::Series>,
     /// `warnings`, `infos` and `isPartial`, in words.
     pub(super) notes: Vec<String>,
 }
@@ -122,13 +124,30 @@ pub(super) fn parse_answer(
                 .map_err(|e| fail(format!("malformed scalar answer: {e}")))?;
             vec![(BTreeMap::new(), number(&v)?)]
         }
+        // Raw samples (`{__name__=~"..."}[5m]`), read as a saved answer is.
+        "matrix" if data.result.as_array().is_some_and(|r| r.is_empty()) => Vec::new(),
+        "matrix" => {
+            let text = std::str::from_utf8(body)
+                .map_err(|_| fail("a matrix answer that is not UTF-8".to_string()))?;
+            let parsed = crate::source::file::api_json::parse_with_warnings(text, "the answer")
+                .map_err(|e| fail(format!("malformed matrix answer: {e}")))?;
+            return Ok(Answer {
+                samples: Vec::new(),
+                series: parsed.set.series,
+                notes,
+            });
+        }
         other => {
             return Err(fail(format!(
-                "expected a vector or scalar answer, got `{other}`"
+                "expected a vector, matrix or scalar answer, got `{other}`"
             )))
         }
     };
-    Ok(Answer { samples, notes })
+    Ok(Answer {
+        samples,
+        series: Vec::new(),
+        notes,
+    })
 }
 
 #[cfg(test)]
@@ -171,7 +190,12 @@ mod tests {
             "{}",
             html.message
         );
-        let matrix = br#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#;
-        assert!(parse_answer(200, "", matrix).is_err());
+        let matrix = br#"{"status":"success","data":{"resultType":"matrix","result":[
+            {"metric":{"__name__":"x","pod":"a"},"values":[[1796083807,"1"],[1796083808,"2"]]}]}}"#;
+        let m = parse_answer(200, "", matrix).unwrap();
+        assert_eq!(m.series.len(), 1);
+        assert_eq!(m.series[0].samples.len(), 2);
+        let string = br#"{"status":"success","data":{"resultType":"string","result":[1,"a"]}}"#;
+        assert!(parse_answer(200, "", string).is_err());
     }
 }

@@ -14,10 +14,11 @@ use super::plan::{stat_index, stat_of, Answers, Plan, Purpose};
 use super::targets::{build_targets, LiveTarget, Routes};
 use crate::pipeline::{self, FactSource, Prepared, UserInputs};
 use crate::rules::Rules;
-use crate::signal::adapter::eval::{reads_gauge, Stat};
+use crate::signal::adapter::eval::{eval_signal, reads_gauge, Frame, Stat, TargetSeries};
 use crate::signal::adapter::spec::{Expr, Selector as SeriesSelector};
 use crate::signal::adapter::{absent_hint, fill_missing_hints, AdapterKind, AdapterSpec, Adapters};
 use crate::signal::promql;
+use crate::signal::series::Series;
 
 /// What a live triage produced.
 #[derive(Debug, Clone)]
@@ -144,9 +145,15 @@ pub(super) fn assemble(
     let order = select(adapters, &targets, &window, opts)?;
     let (errors, server_notes) = failures_and_notes(adapters, &answers);
     let (mapped, versions, infos) = map_answers(adapters, &answers, &routes);
+    let samples = route_samples(adapters, &answers, &routes);
     let lookup = Lookup {
         answers: &answers,
         mapped: &mapped,
+        samples: &samples,
+        frame: Frame {
+            end_ms: window.end_ms,
+            window_ms: window.length_ms.unwrap_or(0),
+        },
     };
     let catalog = &rules.catalog;
     let mut prepared = Vec::new();
@@ -310,10 +317,39 @@ fn map_answers<'a>(
                     }
                 }
             }
-            Purpose::Discover(_) => {}
+            Purpose::Discover(_) | Purpose::Samples(..) => {}
         }
     }
     (mapped, versions, infos)
+}
+
+/// Raw series of each `Samples` answer, per target.
+type RoutedSamples<'a> = BTreeMap<&'a Purpose, BTreeMap<usize, Vec<&'a Series>>>;
+
+/// The raw series of the `Samples` answers, routed to their targets as other answers are.
+fn route_samples<'a>(
+    adapters: &Adapters,
+    answers: &'a Answers,
+    routes: &Routes,
+) -> RoutedSamples<'a> {
+    let mut out: RoutedSamples = BTreeMap::new();
+    for (purpose, (_, outcome)) in &answers.by_purpose {
+        let (Purpose::Samples(i, _), Ok(answer)) = (purpose, outcome) else {
+            continue;
+        };
+        let by_target = out.entry(purpose).or_default();
+        for s in &answer.series {
+            let labels: BTreeMap<String, String> = s
+                .labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            if let Some(t) = routes.target_of(*i, adapters.list[*i].kind, &labels) {
+                by_target.entry(t).or_default().push(s);
+            }
+        }
+    }
+    out
 }
 
 /// Target `t`'s signals from the present adapters, the first adapter to provide one winning;
@@ -375,6 +411,9 @@ fn fill_signals<'r>(
 struct Lookup<'a> {
     pub(super) answers: &'a Answers,
     pub(super) mapped: &'a BTreeMap<&'a Purpose, Mapped>,
+    pub(super) samples: &'a RoutedSamples<'a>,
+    /// The window, for signals computed from raw samples.
+    pub(super) frame: Frame,
 }
 
 impl Lookup<'_> {
@@ -393,13 +432,7 @@ impl Lookup<'_> {
             return (Value::Known(*c), promql::compile(expr, &Default::default()));
         }
         if !promql::expressible(expr) {
-            return (
-                Value::Missing(format!(
-                    "{}: `{name}` pairs the window's samples interval by interval, which one PromQL query cannot; `llm-doctor record` the replica for a few minutes and diagnose the file (or run `postmortem --prometheus`)",
-                    a.name
-                )),
-                String::new(),
-            );
+            return self.signal_from_samples(a, i, name, expr, t);
         }
         let purpose = Purpose::Signal(i, name.to_string());
         let Some((query, outcome)) = self.answers.by_purpose.get(&purpose) else {
@@ -439,6 +472,41 @@ impl Lookup<'_> {
         (v, query.shown.clone())
     }
 
+    /// A signal with no PromQL form, computed by the file reader's evaluation from its
+    /// metrics' raw samples in the window.
+    fn signal_from_samples(
+        &self,
+        a: &AdapterSpec,
+        i: usize,
+        name: &str,
+        expr: &Expr,
+        t: usize,
+    ) -> (Value, String) {
+        let purpose = Purpose::Samples(i, name.to_string());
+        let Some((query, outcome)) = self.answers.by_purpose.get(&purpose) else {
+            return (
+                Value::Missing(format!("{}: not queried", a.name)),
+                String::new(),
+            );
+        };
+        if let Err(f) = outcome {
+            let why = format!("{}: the query failed: {}", a.name, first_line(&f.message));
+            return (Value::Missing(why), query.shown.clone());
+        }
+        let series = self
+            .samples
+            .get(&purpose)
+            .and_then(|m| m.get(&t))
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        let ts = TargetSeries::new(series.iter().copied());
+        let v = match eval_signal(expr, &ts, self.frame, Stat::Last) {
+            Ok(v) => Value::Known(v),
+            Err(why) => Value::Missing(format!("{}: {why}", a.name)),
+        };
+        (v, query.shown.clone())
+    }
+
     /// Engine `e`'s (index `i`) gauge facts for target `t`.
     pub(super) fn gauge_facts(&self, e: &AdapterSpec, i: usize, t: usize) -> BTreeMap<String, f64> {
         e.gauge_facts
@@ -466,6 +534,7 @@ fn describe_purpose(adapters: &Adapters, p: &Purpose) -> String {
         Purpose::Info(metric) => format!("info metric {metric}"),
         Purpose::Signal(i, signal) => format!("{} signal {signal}", name(*i)),
         Purpose::GaugeFact(i, fact) => format!("{} fact {fact}", name(*i)),
+        Purpose::Samples(i, signal) => format!("{} samples for {signal}", name(*i)),
     }
 }
 

@@ -32,6 +32,9 @@ pub(super) enum Purpose {
     Signal(usize, String),
     /// Gauge fact `.1` of engine adapter `.0`.
     GaugeFact(usize, String),
+    /// The raw samples in the window of the metrics signal `.1` of adapter `.0` reads, for a
+    /// signal with no PromQL form (it is computed from them as the file reader computes it).
+    Samples(usize, String),
 }
 
 #[derive(Debug, Clone)]
@@ -183,8 +186,14 @@ impl Plan<'_> {
             .collect();
         let mut out = Vec::new();
         for (name, written) in &a.signals {
-            // Constants need no query; a batch scaling has no PromQL form (its hint says so).
-            if matches!(written, Expr::Const(_)) || !promql::expressible(written) {
+            if matches!(written, Expr::Const(_)) {
+                continue;
+            }
+            if !promql::expressible(written) {
+                out.push(Query::new(
+                    Purpose::Samples(i, name.clone()),
+                    raw_samples_query(written, &matchers, &self.window),
+                ));
                 continue;
             }
             let Ok(expr) = written.with_picks(&named) else {
@@ -222,6 +231,18 @@ impl Plan<'_> {
         }
         out
     }
+}
+
+/// The raw samples in the window of every metric `expr` reads (a range vector), restricted by
+/// `matchers`: few series (a batch scaling reads two per replica), which the file reader's own
+/// evaluation then reads as it reads a recording.
+fn raw_samples_query(expr: &Expr, matchers: &str, window: &str) -> String {
+    let names: Vec<String> = expr.metric_names().iter().map(|n| regex_quote(n)).collect();
+    let mut m = vec![format!("__name__=~\"{}\"", escape(&names.join("|")))];
+    if !matchers.is_empty() {
+        m.push(matchers.to_string());
+    }
+    format!("{{{}}}[{window}]", m.join(", "))
 }
 
 /// How a gauge fact is read: the maximum of the gauge's last values (as the file reader).
