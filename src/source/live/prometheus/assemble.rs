@@ -10,7 +10,7 @@ use llm_doctor_engine::{SignalValue, Snapshot, Window};
 
 use super::answer::{Answer, Sample};
 use super::labels::label;
-use super::plan::{stat_index, stat_of, Answers, Plan, Purpose};
+use super::plan::{stat_index, stat_of, Answers, Plan, Purpose, Query};
 use super::targets::{build_targets, LiveTarget, Routes};
 use crate::pipeline::{self, FactSource, Prepared, UserInputs};
 use crate::rules::Rules;
@@ -435,41 +435,49 @@ impl Lookup<'_> {
             return self.signal_from_samples(a, i, name, expr, t);
         }
         let purpose = Purpose::Signal(i, name.to_string());
-        let Some((query, outcome)) = self.answers.by_purpose.get(&purpose) else {
-            return (
-                Value::Missing(format!("{}: not queried", a.name)),
-                String::new(),
-            );
+        let query = match self.answered(a, &purpose) {
+            Ok(query) => query,
+            Err(missing) => return missing,
         };
-        let v = match outcome {
-            Err(f) => Value::Missing(format!(
-                "{}: the query failed: {}",
-                a.name,
-                first_line(&f.message)
+        let values = self
+            .mapped
+            .get(&purpose)
+            .and_then(|m| m.get(&(t, stat_index(stat))))
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        let v = match combine(values, combine_rule(expr)) {
+            Some(v) => Value::Known(v),
+            None if values.is_empty() => Value::Missing(absent_hint(
+                a,
+                name,
+                "no series for this target in Prometheus in the window",
             )),
-            Ok(_) => {
-                let values = self
-                    .mapped
-                    .get(&purpose)
-                    .and_then(|m| m.get(&(t, stat_index(stat))))
-                    .map(Vec::as_slice)
-                    .unwrap_or(&[]);
-                match combine(values, combine_rule(expr)) {
-                    Some(v) => Value::Known(v),
-                    None if values.is_empty() => Value::Missing(absent_hint(
-                        a,
-                        name,
-                        "no series for this target in Prometheus in the window",
-                    )),
-                    None => Value::Missing(format!(
-                        "{}: {} groups of series are joined to this target and their values cannot be combined",
-                        a.name,
-                        values.len()
-                    )),
-                }
-            }
+            None => Value::Missing(format!(
+                "{}: {} groups of series are joined to this target and their values cannot be combined",
+                a.name,
+                values.len()
+            )),
         };
         (v, query.shown.clone())
+    }
+
+    /// The query sent for `purpose` once it answered, or the missing value that says why not.
+    fn answered(&self, a: &AdapterSpec, purpose: &Purpose) -> Result<&Query, (Value, String)> {
+        match self.answers.by_purpose.get(purpose) {
+            None => Err((
+                Value::Missing(format!("{}: not queried", a.name)),
+                String::new(),
+            )),
+            Some((query, Err(f))) => Err((
+                Value::Missing(format!(
+                    "{}: the query failed: {}",
+                    a.name,
+                    first_line(&f.message)
+                )),
+                query.shown.clone(),
+            )),
+            Some((query, Ok(_))) => Ok(query),
+        }
     }
 
     /// A signal with no PromQL form, computed by the file reader's evaluation from its
@@ -483,16 +491,10 @@ impl Lookup<'_> {
         t: usize,
     ) -> (Value, String) {
         let purpose = Purpose::Samples(i, name.to_string());
-        let Some((query, outcome)) = self.answers.by_purpose.get(&purpose) else {
-            return (
-                Value::Missing(format!("{}: not queried", a.name)),
-                String::new(),
-            );
+        let query = match self.answered(a, &purpose) {
+            Ok(query) => query,
+            Err(missing) => return missing,
         };
-        if let Err(f) = outcome {
-            let why = format!("{}: the query failed: {}", a.name, first_line(&f.message));
-            return (Value::Missing(why), query.shown.clone());
-        }
         let series = self
             .samples
             .get(&purpose)
