@@ -19,7 +19,11 @@
 //!    is queried, plus its gauge facts. A gauge's last value and window mean, maximum and
 //!    minimum are four compiled expressions sent as one query (see [`STAT_LABEL`]). Engines'
 //!    queries aggregate `by (pod, instance)`, exporters' by their join labels (`pod`,
-//!    `Hostname`, `hostname`, `instance`). Constants need no query.
+//!    `Hostname`, `hostname`, `instance`). Constants need no query. The window is sent one
+//!    millisecond short, so that Prometheus 2 (whose ranges include their left edge) reads the
+//!    samples of the reader's left-open window. A signal with no PromQL form (a batch scaling,
+//!    which pairs counter growth with the batch interval by interval) is one range-vector query
+//!    of its metrics' raw samples, evaluated per target by the file reader's own code.
 //!
 //!    `--selector` is matched, as for files, against each replica's identity labels, which
 //!    needs all of a replica's series: a matcher pushed into the discovery query would drop
