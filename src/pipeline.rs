@@ -394,13 +394,7 @@ impl FactSource for SeriesFacts<'_, '_> {
     fn info_labels(&self, metric: &str) -> Option<BTreeMap<String, String>> {
         // One series per engine index under data parallelism; they agree on configuration.
         let series = self.indexed.named(metric).first()?;
-        Some(
-            series
-                .labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        )
+        Some(series.labels.to_map())
     }
 
     fn gauge_fact(&self, _fact: &str, selector: &Selector) -> Option<f64> {

@@ -132,6 +132,13 @@ impl Labels {
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.0.iter().map(|(n, v)| (n.as_str(), v.as_str()))
     }
+
+    /// The labels as a map (the form live answers and facts use).
+    pub fn to_map(&self) -> BTreeMap<String, String> {
+        self.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
 }
 
 /// Writes `{a="b",c="d"}` with exposition-style escaping of values; an empty set writes

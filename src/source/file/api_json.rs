@@ -165,6 +165,19 @@ pub fn parse_with_warnings(text: &str, file: &str) -> Result<Parsed, ApiJsonErro
     })
 }
 
+/// The series of a matrix answer's `result` that a caller already read as JSON (the live
+/// client, whose envelope holds it as a value), without reading the text again.
+pub(crate) fn matrix_series(
+    result: serde_json::Value,
+    file: &str,
+) -> Result<Vec<Series>, ApiJsonError> {
+    let items: Vec<Item> = serde_json::from_value(result).map_err(|cause| ApiJsonError::Json {
+        file: file.to_string(),
+        cause,
+    })?;
+    Ok(to_series(&items, file)?.0)
+}
+
 fn invalid(file: &str, message: String) -> ApiJsonError {
     ApiJsonError::Invalid {
         file: file.to_string(),

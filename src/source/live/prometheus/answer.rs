@@ -125,15 +125,12 @@ pub(super) fn parse_answer(
             vec![(BTreeMap::new(), number(&v)?)]
         }
         // Raw samples (`{__name__=~"..."}[5m]`), read as a saved answer is.
-        "matrix" if data.result.as_array().is_some_and(|r| r.is_empty()) => Vec::new(),
         "matrix" => {
-            let text = std::str::from_utf8(body)
-                .map_err(|_| fail("a matrix answer that is not UTF-8".to_string()))?;
-            let parsed = crate::source::file::api_json::parse_with_warnings(text, "the answer")
+            let series = crate::source::file::api_json::matrix_series(data.result, "the answer")
                 .map_err(|e| fail(format!("malformed matrix answer: {e}")))?;
             return Ok(Answer {
                 samples: Vec::new(),
-                series: parsed.set.series,
+                series,
                 notes,
             });
         }
@@ -195,6 +192,16 @@ mod tests {
         let m = parse_answer(200, "", matrix).unwrap();
         assert_eq!(m.series.len(), 1);
         assert_eq!(m.series[0].samples.len(), 2);
+        let empty = br#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#;
+        assert!(parse_answer(200, "", empty).unwrap().series.is_empty());
+        let unnamed = br#"{"status":"success","data":{"resultType":"matrix","result":[
+            {"metric":{"pod":"a"},"values":[[1796083807,"1"]]}]}}"#;
+        let e = parse_answer(200, "", unnamed).unwrap_err();
+        assert!(
+            e.message.starts_with("malformed matrix answer"),
+            "{}",
+            e.message
+        );
         let string = br#"{"status":"success","data":{"resultType":"string","result":[1,"a"]}}"#;
         assert!(parse_answer(200, "", string).is_err());
     }

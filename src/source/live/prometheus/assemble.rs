@@ -339,12 +339,7 @@ fn route_samples<'a>(
         };
         let by_target = out.entry(purpose).or_default();
         for s in &answer.series {
-            let labels: BTreeMap<String, String> = s
-                .labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            if let Some(t) = routes.target_of(*i, adapters.list[*i].kind, &labels) {
+            if let Some(t) = routes.target_of(*i, adapters.list[*i].kind, &s.labels.to_map()) {
                 by_target.entry(t).or_default().push(s);
             }
         }
