@@ -287,6 +287,25 @@ RUNS = [
      "server": {"np": 2, "c": 4096, "t": 1},
      "load": {"rate": "0.5cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
               "seed": 1105}},
+    # An eighth (`llamacpp-fresh8-*`), defined after the backlog's Little's-law gate was settled
+    # on train and before it was run, scored once: busier healthy replicas (where a queue relative
+    # to the running batch could alarm falsely) and a mild overload.
+    {"id": "llamacpp-fresh8-healthy-np2-65pct", "design": "healthy", "host": QUIET_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.65cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "seed": 1201}},
+    {"id": "llamacpp-fresh8-healthy-np4-70pct", "design": "healthy", "host": QUIET_HOST,
+     "server": {"np": 4, "c": 8192, "t": 1},
+     "load": {"rate": "0.7cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "seed": 1202}},
+    {"id": "llamacpp-fresh8-healthy-np1-40pct", "design": "healthy", "host": QUIET_HOST,
+     "server": {"np": 1, "c": 2048, "t": 1},
+     "load": {"rate": "0.4cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "seed": 1203}},
+    {"id": "llamacpp-fresh8-overload-np3-1p15x", "design": "overload", "host": QUIET_HOST,
+     "server": {"np": 3, "c": 6144, "t": 1},
+     "load": {"rate": "1.15cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "drain": 20, "seed": 1204}},
 ]
 
 

@@ -664,3 +664,50 @@ fn a_batch_cap_is_blamed_only_where_something_is_measured_to_have_room() {
     assert_eq!(judge("llamacpp", None).as_deref(), Some("info"));
     assert_eq!(judge("vllm", Some(0.85)), None);
 }
+
+/// A backlog without queue times (llama.cpp): by Little's law mean queued over mean running is
+/// mean wait over mean service time, so a queue under one request is a backlog where requests
+/// waited at least 30 % as long as they were served, and not where they waited a sixth as long.
+/// Where queue times are exported they decide instead.
+#[test]
+fn a_short_queue_is_a_backlog_when_requests_wait_a_third_of_their_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let judge = |engine: &str, queue_mean: f64, extra: &str| {
+        let text = format!(
+            "llm_doctor: snapshot/v1\ntargets:\n  - target: {{engine: {engine}, labels: {{instance: a}}}}\n    window: {{end: \"2026-12-01T00:10:00Z\", length: 5m}}\n    signals:\n      queue_depth: {{value: 0, min: 0, mean: {queue_mean}, max: 4}}\n      running_requests: {{value: 2, min: 0, mean: 2.1, max: 3}}\n{extra}    facts:\n      max_num_seqs: 3\n"
+        );
+        let path = temp_file(dir.path(), &format!("{engine}-{queue_mean}.yaml"), &text);
+        let (_, out, err) = outcome(&run(&[
+            "diagnose",
+            path.to_str().unwrap(),
+            "--format",
+            "json",
+        ]));
+        let v: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"));
+        let ids: Vec<String> = v["targets"][0]["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_string())
+            .collect();
+        ids
+    };
+    // 0.83 queued beside 2.1 running: requests wait ~40 % of their service time.
+    let ids = judge("llamacpp", 0.83, "");
+    assert_eq!(
+        ids.first().map(String::as_str),
+        Some("queue_backlog"),
+        "{ids:?}"
+    );
+    // 0.3 beside 2.1: a seventh of it, ordinary queueing.
+    let ids = judge("llamacpp", 0.3, "");
+    assert!(!ids.contains(&"queue_backlog".to_string()), "{ids:?}");
+    // A measured queue time of 20 ms settles it: no backlog however the gauges compare.
+    let ids = judge(
+        "vllm",
+        0.83,
+        "      queue_time_mean_seconds: {value: 0.02, min: 0.02, mean: 0.02, max: 0.02}\n",
+    );
+    assert!(!ids.contains(&"queue_backlog".to_string()), "{ids:?}");
+}
