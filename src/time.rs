@@ -100,24 +100,8 @@ pub(crate) fn seconds_to_ms(s: &str) -> Option<i64> {
         b'+' => (false, &s[1..]),
         _ => (false, s),
     };
-    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
-    let all_digits = |x: &str| x.bytes().all(|c| c.is_ascii_digit());
-    if all_digits(int) && all_digits(frac) {
-        if int.is_empty() && frac.is_empty() {
-            return None;
-        }
-        let mut ms: i64 = 0;
-        for c in int.bytes() {
-            ms = ms.checked_mul(10)?.checked_add(i64::from(c - b'0'))?;
-        }
-        ms = ms.checked_mul(1000)?;
-        let f = frac.as_bytes();
-        for (k, scale) in [100, 10, 1].into_iter().enumerate() {
-            if let Some(&c) = f.get(k) {
-                ms = ms.checked_add(i64::from(c - b'0') * scale)?;
-            }
-        }
-        return Some(if neg { -ms } else { ms });
+    if let Some(exact) = plain_decimal_ms(body.as_bytes()) {
+        return exact.map(|ms| if neg { -ms } else { ms });
     }
     if !body.bytes().any(|c| c == b'e' || c == b'E')
         || body
@@ -129,6 +113,38 @@ pub(crate) fn seconds_to_ms(s: &str) -> Option<i64> {
     let v: f64 = s.parse().ok()?;
     let ms = (v * 1000.0).trunc();
     (ms.is_finite() && ms.abs() < 9.2e18).then_some(ms as i64)
+}
+
+/// `digits[.digits]` in milliseconds, in one pass (every sample line of a recording has a
+/// timestamp): `None` when `b` is not of that form, `Some(None)` when it is but has no digit
+/// or does not fit.
+fn plain_decimal_ms(b: &[u8]) -> Option<Option<i64>> {
+    // Whole seconds of at most 15 digits (every recording's timestamps): milliseconds that
+    // cannot overflow, so no checked arithmetic.
+    if (1..=15).contains(&b.len()) && b.iter().all(u8::is_ascii_digit) {
+        let secs = b.iter().fold(0i64, |n, &c| n * 10 + i64::from(c - b'0'));
+        return Some(Some(secs * 1000));
+    }
+    let mut ms: Option<i64> = Some(0);
+    let mut digits = 0;
+    let mut i = 0;
+    while let Some(&c) = b.get(i).filter(|c| c.is_ascii_digit()) {
+        ms = ms.and_then(|m| m.checked_mul(10)?.checked_add(i64::from(c - b'0')));
+        digits += 1;
+        i += 1;
+    }
+    ms = ms.and_then(|m| m.checked_mul(1000));
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let mut scale = 100;
+        while let Some(&c) = b.get(i).filter(|c| c.is_ascii_digit()) {
+            ms = ms.and_then(|m| m.checked_add(i64::from(c - b'0') * scale));
+            scale /= 10;
+            digits += 1;
+            i += 1;
+        }
+    }
+    (i == b.len()).then_some(ms.filter(|_| digits > 0))
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
@@ -379,6 +395,97 @@ mod tests {
             let _ = parse_time(&s);
             let _ = parse_duration(&s);
         }
+    }
+
+    /// The one-pass form against the two-pass one it replaced.
+    fn seconds_to_ms_before(s: &str) -> Option<i64> {
+        let (neg, body) = match s.as_bytes().first()? {
+            b'-' => (true, &s[1..]),
+            b'+' => (false, &s[1..]),
+            _ => (false, s),
+        };
+        let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+        let all_digits = |x: &str| x.bytes().all(|c| c.is_ascii_digit());
+        if all_digits(int) && all_digits(frac) {
+            if int.is_empty() && frac.is_empty() {
+                return None;
+            }
+            let mut ms: i64 = 0;
+            for c in int.bytes() {
+                ms = ms.checked_mul(10)?.checked_add(i64::from(c - b'0'))?;
+            }
+            ms = ms.checked_mul(1000)?;
+            let f = frac.as_bytes();
+            for (k, scale) in [100, 10, 1].into_iter().enumerate() {
+                if let Some(&c) = f.get(k) {
+                    ms = ms.checked_add(i64::from(c - b'0') * scale)?;
+                }
+            }
+            return Some(if neg { -ms } else { ms });
+        }
+        if !body.bytes().any(|c| c == b'e' || c == b'E')
+            || body
+                .bytes()
+                .any(|c| c.is_ascii_alphabetic() && c != b'e' && c != b'E')
+        {
+            return None;
+        }
+        let v: f64 = s.parse().ok()?;
+        let ms = (v * 1000.0).trunc();
+        (ms.is_finite() && ms.abs() < 9.2e18).then_some(ms as i64)
+    }
+
+    #[test]
+    fn seconds_to_ms_in_one_pass_reads_what_two_passes_read() {
+        let cases = [
+            "",
+            "-",
+            "+",
+            ".",
+            "-.",
+            "0",
+            "-0",
+            "+7",
+            "1717000000",
+            "1717000000.1",
+            "1717000000.12",
+            "1717000000.123",
+            "1717000000.1239",
+            ".5",
+            "5.",
+            "-1.5",
+            "1.5e3",
+            "1e5",
+            "1E-3",
+            "-2.5e2",
+            "1.2.3",
+            "1..2",
+            "NaN",
+            "Inf",
+            "-Inf",
+            "1e400",
+            "0x10",
+            "12a",
+            "1 2",
+            "99999999999999999999",
+            "99999999999999999999e-10",
+            "9223372036854775",
+            "9223372036854775.807",
+            "9223372036854776",
+            "-9223372036854775.808",
+            "1.e3",
+            ".e3",
+            "e3",
+            "1.5x",
+            "٣",
+            "1717000000.",
+        ];
+        for s in cases {
+            assert_eq!(seconds_to_ms(s), seconds_to_ms_before(s), "{s:?}");
+        }
+        proptest::proptest!(|(s in "[-+]?[0-9]{0,21}(\\.[0-9]{0,6})?([eE][-+]?[0-9]{1,3})?[a.]?")| {
+            proptest::prop_assert_eq!(seconds_to_ms(&s), seconds_to_ms_before(&s), "{:?}", s);
+        });
     }
 
     #[test]
