@@ -237,6 +237,56 @@ impl Samples {
         })
     }
 
+    /// The earliest and latest timestamps (`None` when no sample has one), and whether every
+    /// sample has one: from the ends of each run without walking its samples, so that joining
+    /// a fleet's series costs per series, not per sample.
+    pub fn time_span(&self) -> (Option<(i64, i64)>, bool) {
+        let widen = |span: Option<(i64, i64)>, lo: i64, hi: i64| {
+            Some(span.map_or((lo, hi), |(l, h)| (l.min(lo), h.max(hi))))
+        };
+        match &self.times {
+            Times::Runs(runs) => {
+                let mut span = None;
+                let mut begin = 0;
+                for run in runs {
+                    // A run's instants move one way (its step has either sign): its ends bound it.
+                    let (a, b) = (run.start, run.at(run.end - begin - 1));
+                    span = widen(span, a.min(b), a.max(b));
+                    begin = run.end;
+                }
+                (span, true)
+            }
+            Times::Each(each) => {
+                let mut span = None;
+                for t in each.iter().flatten() {
+                    span = widen(span, *t, *t);
+                }
+                (span, each.iter().all(Option::is_some))
+            }
+        }
+    }
+
+    /// Whether every sample has a timestamp later than the one before: runs that climb, each
+    /// starting after the last ended, are, without walking their samples.
+    pub fn is_strictly_increasing(&self) -> bool {
+        match &self.times {
+            Times::Runs(runs) => {
+                let mut begin = 0;
+                let mut last: Option<i64> = None;
+                for run in runs {
+                    let n = run.end - begin;
+                    if (n > 1 && run.step <= 0) || last.is_some_and(|t| t >= run.start) {
+                        return false;
+                    }
+                    last = Some(run.at(n - 1));
+                    begin = run.end;
+                }
+                true
+            }
+            Times::Each(each) => each.windows(2).all(|w| w[0] < w[1]),
+        }
+    }
+
     /// The samples as a vector of [`Sample`]s.
     pub fn to_vec(&self) -> Vec<Sample> {
         self.iter().collect()
@@ -248,6 +298,46 @@ impl Samples {
             return;
         }
         *self = self.iter().filter(|s| keep(s)).collect();
+    }
+
+    /// Drops the first `k` samples (a window's trim: the oldest), moving the values and
+    /// shifting the runs rather than pushing every kept sample again.
+    pub fn drop_first(&mut self, k: usize) {
+        let k = k.min(self.len);
+        if k == 0 {
+            return;
+        }
+        self.marks.take();
+        let rest = self.len - k;
+        let mut values = self.blocks.iter().flatten().skip(k).copied();
+        let mut blocks = Vec::with_capacity(rest.div_ceil(BLOCK));
+        for b in 0..rest.div_ceil(BLOCK) {
+            let mut block = Vec::with_capacity(BLOCK.min(rest - b * BLOCK));
+            block.extend(values.by_ref().take(BLOCK));
+            blocks.push(block);
+        }
+        self.blocks = blocks;
+        match &mut self.times {
+            Times::Runs(runs) => {
+                let mut begin = 0;
+                let mut kept = Vec::with_capacity(runs.len());
+                for run in runs.iter() {
+                    if run.end > k {
+                        kept.push(Run {
+                            start: run.at(k.saturating_sub(begin)),
+                            step: run.step,
+                            end: run.end - k,
+                        });
+                    }
+                    begin = run.end;
+                }
+                *runs = kept;
+            }
+            Times::Each(each) => {
+                each.drain(..k);
+            }
+        }
+        self.len = rest;
     }
 
     /// Moves every sample of `other` to the end of this one.
@@ -521,6 +611,83 @@ mod tests {
             for (i, w) in v.iter().enumerate() {
                 assert_eq!(s.time(i), w.t_ms);
             }
+            assert_eq!(s.time_span(), walked_span(&v), "{v:?}");
+            assert_eq!(s.is_strictly_increasing(), walked_increasing(&v), "{v:?}");
+        }
+    }
+
+    /// What [`Samples::time_span`] must say: the bounds and completeness of a walk.
+    fn walked_span(v: &[Sample]) -> (Option<(i64, i64)>, bool) {
+        let ts: Vec<i64> = v.iter().filter_map(|s| s.t_ms).collect();
+        let span = ts.iter().min().zip(ts.iter().max()).map(|(a, b)| (*a, *b));
+        (span, ts.len() == v.len())
+    }
+
+    #[test]
+    fn dropping_the_first_samples_keeps_the_rest_as_pushed() {
+        let cases: Vec<Vec<Sample>> = vec![
+            vec![],
+            vec![at(Some(5), 1.0)],
+            (0..600)
+                .map(|i| at(Some(1000 + i * 15), i as f64))
+                .collect(),
+            // Runs with a gap and a step change, then instants one by one.
+            (0..300)
+                .map(|i| at(Some(if i < 100 { i * 10 } else { 5000 + i * 7 }), i as f64))
+                .collect(),
+            (0..300)
+                .map(|i| at(Some(i * 1000 + i % 3), -(i as f64)))
+                .collect(),
+            vec![at(None, 1.0), at(Some(3), 2.0), at(None, 3.0)],
+        ];
+        for v in cases {
+            for k in [
+                0, 1, 2, 99, 100, 101, 255, 256, 257, 299, 300, 599, 600, 601,
+            ] {
+                let mut s = Samples::from(v.clone());
+                s.drop_first(k);
+                let want: Vec<Sample> = v.iter().skip(k).copied().collect();
+                assert_eq!(s.len(), want.len());
+                let got = s.to_vec();
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(g.t_ms, w.t_ms, "k {k}, sample {i}");
+                    assert_eq!(g.value.to_bits(), w.value.to_bits(), "k {k}, sample {i}");
+                }
+                // Still a series that grows as pushed.
+                s.push(at(Some(1_000_000), 7.0));
+                assert_eq!(s.last(), Some(at(Some(1_000_000), 7.0)));
+                assert_eq!(s.len(), want.len() + 1);
+            }
+        }
+    }
+
+    /// What [`Samples::is_strictly_increasing`] must say (`None` sorts before any instant).
+    fn walked_increasing(v: &[Sample]) -> bool {
+        v.windows(2).all(|w| w[0].t_ms < w[1].t_ms)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_time_span_of_runs_is_the_walks(
+            times in proptest::collection::vec(
+                proptest::option::weighted(0.97, -1_000_000i64..1_000_000), 0..200),
+            steady in 0usize..200,
+        ) {
+            // Mostly steady instants (runs), then whatever came.
+            let v: Vec<Sample> = (0..steady)
+                .map(|i| at(Some(5_000_000 + 15 * i as i64), 1.0))
+                .chain(times.iter().map(|t| at(*t, 2.0)))
+                .collect();
+            let s = Samples::from(v.clone());
+            proptest::prop_assert_eq!(s.time_span(), walked_span(&v));
+            proptest::prop_assert_eq!(s.is_strictly_increasing(), walked_increasing(&v));
+            // Climbing runs and their joins, where the walk is true.
+            let climbing: Vec<Sample> = (0..steady)
+                .map(|i| at(Some(15 * i as i64), 1.0))
+                .chain((0..steady).map(|i| at(Some(15 * steady as i64 + 7 * i as i64), 1.0)))
+                .collect();
+            let c = Samples::from(climbing.clone());
+            proptest::prop_assert_eq!(c.is_strictly_increasing(), walked_increasing(&climbing));
         }
     }
 

@@ -196,6 +196,33 @@ impl Series {
             .cmp(&other.name)
             .then_with(|| self.labels.cmp(&other.labels))
     }
+
+    /// Bytes that order as [`Series::key_cmp`] does: the name, then each label's name and
+    /// value, each ended by a 0 byte, with 0 and 1 inside written as 1 1 and 1 2 (so an end
+    /// sorts before any byte of a longer string).
+    fn sort_key(&self) -> Vec<u8> {
+        let mut key = Vec::with_capacity(self.name.len() + 16 * (self.labels.0.len() + 1));
+        let mut put = |text: &str| {
+            if text.bytes().all(|b| b > 1) {
+                key.extend_from_slice(text.as_bytes());
+            } else {
+                for b in text.bytes() {
+                    match b {
+                        0 => key.extend_from_slice(&[1, 1]),
+                        1 => key.extend_from_slice(&[1, 2]),
+                        b => key.push(b),
+                    }
+                }
+            }
+            key.push(0);
+        };
+        put(&self.name);
+        for (name, value) in &self.labels.0 {
+            put(name);
+            put(value);
+        }
+        key
+    }
 }
 
 /// Writes `name{labels}` (just `name` without labels).
@@ -241,7 +268,9 @@ impl SeriesSet {
             .all(|w| w[0].key_cmp(&w[1]) == Ordering::Less)
         {
             // Stable, so samples of joined duplicates keep their push order for the dedup below.
-            all.sort_by(Series::key_cmp);
+            // By a byte key built once per series: comparing names and each label pair took
+            // a dozen string comparisons a step, most of the time of joining a fleet's file.
+            all.sort_by_cached_key(Series::sort_key);
             let mut joined: Vec<Series> = Vec::with_capacity(all.len());
             for mut s in all {
                 match joined.last_mut() {
@@ -273,12 +302,10 @@ impl SeriesSet {
     fn compute_has_timestamps(&self) -> bool {
         let mut any = false;
         for s in &self.series {
-            for sample in &s.samples {
-                if sample.t_ms.is_none() {
-                    return false;
-                }
-                any = true;
+            if !s.samples.time_span().1 {
+                return false;
             }
+            any |= !s.samples.is_empty();
         }
         any
     }
@@ -391,8 +418,7 @@ impl SeriesSet {
 /// Sorts by time (stable) and keeps one sample per timestamp (the later one). Returns the
 /// first disagreement (timestamp, dropped value, kept value) and how many samples disagreed.
 fn sort_dedup_samples(samples: &mut Samples) -> Option<(Option<i64>, f64, f64, usize)> {
-    let times = samples.iter().map(|x| x.t_ms);
-    if times.clone().zip(times.skip(1)).all(|(a, b)| a < b) {
+    if samples.is_strictly_increasing() {
         return None;
     }
     let mut v = samples.to_vec();
@@ -467,6 +493,26 @@ mod tests {
         assert_eq!(Labels::default().to_string(), "");
         let s = series("vllm:x_total", &[("a", "b")], &[]);
         assert_eq!(s.to_string(), r#"vllm:x_total{a="b"}"#);
+    }
+
+    proptest::proptest! {
+        /// The byte key orders series as the comparison does, including names and values that
+        /// hold the bytes the key uses as ends and escapes, and labels that are prefixes.
+        #[test]
+        fn the_sort_key_orders_as_key_cmp(
+            a_name in "[a\\x00\\x01b]{0,3}",
+            b_name in "[a\\x00\\x01b]{0,3}",
+            a_labels in proptest::collection::vec(("[a\\x00\\x01]{0,2}", "[a\\x00\\x01]{0,2}"), 0..3),
+            b_labels in proptest::collection::vec(("[a\\x00\\x01]{0,2}", "[a\\x00\\x01]{0,2}"), 0..3),
+        ) {
+            let make = |name: &str, l: &[(String, String)]| Series {
+                name: name.to_string(),
+                labels: Labels::new(l.to_vec()),
+                samples: Samples::default(),
+            };
+            let (a, b) = (make(&a_name, &a_labels), make(&b_name, &b_labels));
+            proptest::prop_assert_eq!(a.sort_key().cmp(&b.sort_key()), a.key_cmp(&b));
+        }
     }
 
     #[test]

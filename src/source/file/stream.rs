@@ -495,8 +495,9 @@ struct Joiner<'o> {
     opts: &'o ReadOptions,
     by_raw: FastMap<String, usize>,
     series: Vec<Series>,
-    /// Per series: its newest timestamp and the length at which it is trimmed next.
-    newest: Vec<(Option<i64>, usize)>,
+    /// Per series: its newest timestamp, the length at which it is trimmed next, and its
+    /// oldest timestamp (a trim that would drop nothing is skipped).
+    newest: Vec<(Option<i64>, usize, Option<i64>)>,
     families: BTreeMap<String, MetricType>,
     /// OpenMetrics: a piece ended the file.
     ended: bool,
@@ -576,7 +577,8 @@ impl<'o> Joiner<'o> {
         }
         let retention = self.opts.retention;
         for (raw, mut s) in chunk.series {
-            self.note_span(&s.samples);
+            let (mut span, timed) = s.samples.time_span();
+            self.note_span(span, timed, s.samples.is_empty());
             if let Some(keep) = &self.opts.keep_name {
                 if !keep(&s.name) {
                     continue;
@@ -584,13 +586,14 @@ impl<'o> Joiner<'o> {
             }
             if let Retention::Range { .. } = retention {
                 s.samples.retain(|x| retention.admits(x.t_ms));
+                span = s.samples.time_span().0;
             }
-            let newest = s.samples.iter().filter_map(|x| x.t_ms).max();
             let idx = match self.by_raw.get(&raw) {
                 Some(&i) => {
                     self.series[i].samples.append(&mut s.samples);
                     let entry = &mut self.newest[i];
-                    entry.0 = entry.0.max(newest);
+                    entry.0 = entry.0.max(span.map(|(_, hi)| hi));
+                    entry.2 = min_some(entry.2, span.map(|(lo, _)| lo));
                     i
                 }
                 None => {
@@ -603,16 +606,22 @@ impl<'o> Joiner<'o> {
                     }
                     self.by_raw.insert(raw, self.series.len());
                     self.series.push(s);
-                    self.newest.push((newest, 0));
+                    self.newest
+                        .push((span.map(|(_, hi)| hi), 0, span.map(|(lo, _)| lo)));
                     self.series.len() - 1
                 }
             };
             if let Retention::LastWindow { keep_ms } = retention {
-                let (newest, trim_at) = &mut self.newest[idx];
+                let (newest, trim_at, oldest) = &mut self.newest[idx];
                 let samples = &mut self.series[idx].samples;
                 if samples.len() > *trim_at {
                     if let Some(n) = *newest {
-                        trim_before(samples, n.saturating_sub(keep_ms));
+                        let cutoff = n.saturating_sub(keep_ms);
+                        // Nothing at or before the cutoff: no walk over the samples.
+                        if oldest.is_none_or(|o| o <= cutoff) {
+                            trim_before(samples, cutoff);
+                            *oldest = samples.time_span().0.map(|(lo, _)| lo);
+                        }
                     }
                     // A day of one series can arrive in one piece: give back what the trim
                     // freed, or every series would hold a day's capacity.
@@ -624,18 +633,14 @@ impl<'o> Joiner<'o> {
         }
     }
 
-    fn note_span(&mut self, samples: &Samples) {
-        for x in samples {
-            self.any_sample = true;
-            match x.t_ms {
-                Some(t) => {
-                    self.span = Some(match self.span {
-                        Some((lo, hi)) => (lo.min(t), hi.max(t)),
-                        None => (t, t),
-                    })
-                }
-                None => self.all_timestamped = false,
-            }
+    fn note_span(&mut self, span: Option<(i64, i64)>, timed: bool, empty: bool) {
+        self.any_sample |= !empty;
+        self.all_timestamped &= timed;
+        if let Some((lo, hi)) = span {
+            self.span = Some(match self.span {
+                Some((l, h)) => (l.min(lo), h.max(hi)),
+                None => (lo, hi),
+            });
         }
     }
 
@@ -672,8 +677,12 @@ impl<'o> Joiner<'o> {
         set.normalize();
         if let Retention::LastWindow { keep_ms } = self.opts.retention {
             if let Some(newest) = self.span.map(|(_, hi)| hi) {
+                let cutoff = newest.saturating_sub(keep_ms);
                 for s in &mut set.series {
-                    trim_before(&mut s.samples, newest.saturating_sub(keep_ms));
+                    // Only where a sample is at or before the cutoff: no walk otherwise.
+                    if s.samples.time_span().0.is_none_or(|(lo, _)| lo <= cutoff) {
+                        trim_before(&mut s.samples, cutoff);
+                    }
                 }
             }
         }
@@ -692,9 +701,23 @@ fn too_many_targets(name: &str, max: usize) -> anyhow::Error {
     )
 }
 
+/// The earlier of two optional instants, either one where the other is missing.
+fn min_some(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Drops samples at or before `cutoff`; keeps those without a timestamp.
 fn trim_before(samples: &mut Samples, cutoff: i64) {
-    samples.retain(|x| x.t_ms.is_none_or(|t| t > cutoff));
+    if samples.time_span().1 && samples.is_strictly_increasing() {
+        // Every sample timed and in time order: the dropped ones are the first.
+        let k = samples.partition_point(|t| t.is_some_and(|t| t <= cutoff));
+        samples.drop_first(k);
+    } else {
+        samples.retain(|x| x.t_ms.is_none_or(|t| t > cutoff));
+    }
 }
 
 #[cfg(test)]
