@@ -173,10 +173,10 @@ impl<'a> Split<'a> {
             None => rules.adapters.clone(),
         };
         let inputs = split_targets(set, rules, opts, &adapters)?;
-        let indexed = inputs
-            .iter()
-            .map(|t| TargetSeries::new(t.series.iter().copied()))
-            .collect();
+        // Each target's index is its own work: a fleet's are built on every core.
+        let indexed = crate::parallel::map_indexed(inputs.len(), TARGETS_PER_THREAD, |i| {
+            TargetSeries::new(inputs[i].series.iter().copied())
+        });
         let memos = inputs.iter().map(|_| Default::default()).collect();
         Ok(Split {
             inputs,

@@ -180,6 +180,12 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
         &rules,
         &options,
     )?;
+    // The series are read into the prepared targets now. A fleet's are hundreds of thousands of
+    // small allocations, and freeing them took about a tenth of the run: another thread frees
+    // them beside the diagnosis, or the process ends first and the system takes them back.
+    if let Some(set) = got.set.take() {
+        let _ = std::thread::Builder::new().spawn(move || drop(set));
+    }
     if let Some(path) = &args.save_snapshot {
         let json = path.extension().is_some_and(|e| e == "json");
         std::fs::write(path, snapshot::write(&prepared, &rules.catalog, json))
