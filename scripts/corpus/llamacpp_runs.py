@@ -306,6 +306,26 @@ RUNS = [
      "server": {"np": 3, "c": 6144, "t": 1},
      "load": {"rate": "1.15cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
               "drain": 20, "seed": 1204}},
+    # A ninth (`llamacpp-fresh9-*`), defined after the eighth was scored, before it ran, and
+    # scored once: a two-slot replica just past its capacity (a queue under one request, where
+    # only the Little's-law gate can see it), a three-slot replica busier still but healthy, long
+    # prompts on four slots, and a burst on four slots beside a busier steady load.
+    {"id": "llamacpp-fresh9-overload-np2-1p1x", "design": "overload", "host": QUIET_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "1.1cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "drain": 20, "seed": 1301}},
+    {"id": "llamacpp-fresh9-healthy-np3-80pct", "design": "healthy", "host": QUIET_HOST,
+     "server": {"np": 3, "c": 6144, "t": 1},
+     "load": {"rate": "0.8cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "seed": 1302}},
+    {"id": "llamacpp-fresh9-long-prompt-np4", "design": "long_prompt", "host": QUIET_HOST,
+     "server": {"np": 4, "c": 16384, "t": 1},
+     "load": {"rate": "0.3prefill", "duration": 120, "prompt": "1500-3000", "n_predict": 16,
+              "seed": 1303}},
+    {"id": "llamacpp-fresh9-burst-np4-busier", "design": "burst", "host": QUIET_HOST,
+     "server": {"np": 4, "c": 8192, "t": 1},
+     "load": {"rate": "0.35cap", "duration": 120, "prompt": "150-250", "n_predict": 64,
+              "burst": "50:14", "seed": 1304}},
 ]
 
 
