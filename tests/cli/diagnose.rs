@@ -630,6 +630,18 @@ fn a_process_that_restarts_twice_in_the_window_is_a_crash_loop() {
     assert!(!ids.contains(&"crash_loop".to_string()), "{ids:?}");
 }
 
+/// `diagnose --format json` of a snapshot written to `dir/name`.
+fn diagnose_snapshot(dir: &std::path::Path, name: &str, text: &str) -> serde_json::Value {
+    let path = temp_file(dir, name, text);
+    let (_, out, err) = outcome(&run(&[
+        "diagnose",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"))
+}
+
 /// Which limit binds: a replica at its batch cap with requests queued is `small_batch_limit`
 /// (a fault) where the KV cache is measured to have room, advice where nothing says whether
 /// anything has room (llama.cpp on a CPU: no KV gauge, no GPU), and not the cap at all where the
@@ -644,15 +656,7 @@ fn a_batch_cap_is_blamed_only_where_something_is_measured_to_have_room() {
         let text = format!(
             "llm_doctor: snapshot/v1\ntargets:\n  - target: {{engine: {engine}, labels: {{instance: a}}}}\n    window: {{end: \"2026-12-01T00:10:00Z\", length: 5m}}\n    signals:\n      queue_depth: {{value: 12, min: 8, mean: 10, max: 14}}\n      running_requests: {{value: 4, min: 4, mean: 4, max: 4}}\n{kv}    facts:\n      max_num_seqs: 4\n"
         );
-        let path = temp_file(dir.path(), &format!("{engine}-{}.yaml", kv.len()), &text);
-        let (_, out, err) = outcome(&run(&[
-            "diagnose",
-            path.to_str().unwrap(),
-            "--format",
-            "json",
-        ]));
-        let v: serde_json::Value =
-            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"));
+        let v = diagnose_snapshot(dir.path(), &format!("{engine}-{}.yaml", kv.len()), &text);
         v["targets"][0]["causes"]
             .as_array()
             .unwrap()
@@ -676,15 +680,7 @@ fn a_short_queue_is_a_backlog_when_requests_wait_a_third_of_their_service() {
         let text = format!(
             "llm_doctor: snapshot/v1\ntargets:\n  - target: {{engine: {engine}, labels: {{instance: a}}}}\n    window: {{end: \"2026-12-01T00:10:00Z\", length: 5m}}\n    signals:\n      queue_depth: {{value: 0, min: 0, mean: {queue_mean}, max: 4}}\n      running_requests: {{value: 2, min: 0, mean: 2.1, max: 3}}\n{extra}    facts:\n      max_num_seqs: 3\n"
         );
-        let path = temp_file(dir.path(), &format!("{engine}-{queue_mean}.yaml"), &text);
-        let (_, out, err) = outcome(&run(&[
-            "diagnose",
-            path.to_str().unwrap(),
-            "--format",
-            "json",
-        ]));
-        let v: serde_json::Value =
-            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"));
+        let v = diagnose_snapshot(dir.path(), &format!("{engine}-{queue_mean}.yaml"), &text);
         let ids: Vec<String> = v["targets"][0]["causes"]
             .as_array()
             .unwrap()

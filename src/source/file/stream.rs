@@ -495,9 +495,8 @@ struct Joiner<'o> {
     opts: &'o ReadOptions,
     by_raw: FastMap<String, usize>,
     series: Vec<Series>,
-    /// Per series: its newest timestamp, the length at which it is trimmed next, and its
-    /// oldest timestamp (a trim that would drop nothing is skipped).
-    newest: Vec<(Option<i64>, usize, Option<i64>)>,
+    /// Per series, what its window trim needs.
+    trims: Vec<Trim>,
     families: BTreeMap<String, MetricType>,
     /// OpenMetrics: a piece ended the file.
     ended: bool,
@@ -520,7 +519,7 @@ impl<'o> Joiner<'o> {
             opts,
             by_raw: FastMap::default(),
             series: Vec::new(),
-            newest: Vec::new(),
+            trims: Vec::new(),
             families: BTreeMap::new(),
             ended: false,
             saw_eof: false,
@@ -591,9 +590,9 @@ impl<'o> Joiner<'o> {
             let idx = match self.by_raw.get(&raw) {
                 Some(&i) => {
                     self.series[i].samples.append(&mut s.samples);
-                    let entry = &mut self.newest[i];
-                    entry.0 = entry.0.max(span.map(|(_, hi)| hi));
-                    entry.2 = min_some(entry.2, span.map(|(lo, _)| lo));
+                    let trim = &mut self.trims[i];
+                    trim.newest = trim.newest.max(span.map(|(_, hi)| hi));
+                    trim.oldest = min_some(trim.oldest, span.map(|(lo, _)| lo));
                     i
                 }
                 None => {
@@ -606,13 +605,20 @@ impl<'o> Joiner<'o> {
                     }
                     self.by_raw.insert(raw, self.series.len());
                     self.series.push(s);
-                    self.newest
-                        .push((span.map(|(_, hi)| hi), 0, span.map(|(lo, _)| lo)));
+                    self.trims.push(Trim {
+                        newest: span.map(|(_, hi)| hi),
+                        oldest: span.map(|(lo, _)| lo),
+                        at_len: 0,
+                    });
                     self.series.len() - 1
                 }
             };
             if let Retention::LastWindow { keep_ms } = retention {
-                let (newest, trim_at, oldest) = &mut self.newest[idx];
+                let Trim {
+                    newest,
+                    oldest,
+                    at_len: trim_at,
+                } = &mut self.trims[idx];
                 let samples = &mut self.series[idx].samples;
                 if samples.len() > *trim_at {
                     if let Some(n) = *newest {
@@ -699,6 +705,14 @@ fn too_many_targets(name: &str, max: usize) -> anyhow::Error {
     anyhow::anyhow!(
         "`{name}`: more than {max} targets in the input, the most diagnosed at once (LLM_DOCTOR_MAX_TARGETS raises the limit; --selector narrows the input)"
     )
+}
+
+/// A series' newest and oldest timestamps, and the length at which it is trimmed next: a trim
+/// that would drop nothing (the oldest sample newer than the cutoff) is skipped.
+struct Trim {
+    newest: Option<i64>,
+    oldest: Option<i64>,
+    at_len: usize,
 }
 
 /// The earlier of two optional instants, either one where the other is missing.
