@@ -14,7 +14,9 @@ use super::plan::{stat_index, stat_of, Answers, Plan, Purpose, Query};
 use super::targets::{build_targets, LiveTarget, Routes};
 use crate::pipeline::{self, FactSource, Prepared, UserInputs};
 use crate::rules::Rules;
-use crate::signal::adapter::eval::{eval_signal, reads_gauge, Frame, Stat, TargetSeries};
+use crate::signal::adapter::eval::{
+    combined_window_stats, eval_signal, reads_gauge, Frame, Stat, TargetSeries,
+};
 use crate::signal::adapter::spec::{Expr, Selector as SeriesSelector};
 use crate::signal::adapter::{absent_hint, fill_missing_hints, AdapterKind, AdapterSpec, Adapters};
 use crate::signal::promql;
@@ -426,8 +428,8 @@ impl Lookup<'_> {
         if let Expr::Const(c) = expr {
             return (Value::Known(*c), promql::compile(expr, &Default::default()));
         }
-        if !promql::expressible(expr) {
-            return self.signal_from_samples(a, i, name, expr, t);
+        if super::plan::from_samples(expr) {
+            return self.signal_from_samples(a, i, name, expr, t, stat);
         }
         let purpose = Purpose::Signal(i, name.to_string());
         let query = match self.answered(a, &purpose) {
@@ -484,6 +486,7 @@ impl Lookup<'_> {
         name: &str,
         expr: &Expr,
         t: usize,
+        stat: Stat,
     ) -> (Value, String) {
         let purpose = Purpose::Samples(i, name.to_string());
         let query = match self.answered(a, &purpose) {
@@ -497,9 +500,20 @@ impl Lookup<'_> {
             .map(Vec::as_slice)
             .unwrap_or(&[]);
         let ts = TargetSeries::new(series.iter().copied());
-        let v = match eval_signal(expr, &ts, self.frame, Stat::Last) {
-            Ok(v) => Value::Known(v),
-            Err(why) => Value::Missing(format!("{}: {why}", a.name)),
+        let v = match stat {
+            Stat::Last => match eval_signal(expr, &ts, self.frame, Stat::Last) {
+                Ok(v) => Value::Known(v),
+                Err(why) => Value::Missing(format!("{}: {why}", a.name)),
+            },
+            // The statistic of the value at each sample instant, as the reader takes it.
+            stat => match combined_window_stats(expr, &ts, self.frame, None) {
+                Some((min, mean, max)) => Value::Known(match stat {
+                    Stat::Min => min,
+                    Stat::Mean => mean,
+                    _ => max,
+                }),
+                None => Value::Missing(format!("{}: no sample in the window", a.name)),
+            },
         };
         (v, query.shown.clone())
     }

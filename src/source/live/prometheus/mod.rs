@@ -22,8 +22,11 @@
 //!    `Hostname`, `hostname`, `instance`). Constants need no query. The window is sent one
 //!    millisecond short, so that Prometheus 2 (whose ranges include their left edge) reads the
 //!    samples of the reader's left-open window. A signal with no PromQL form (a batch scaling,
-//!    which pairs counter growth with the batch interval by interval) is one range-vector query
-//!    of its metrics' raw samples, evaluated per target by the file reader's own code.
+//!    which pairs counter growth with the batch interval by interval), and the window
+//!    statistics of a gauge ratio or difference (taken of the value at each sample instant),
+//!    are one range-vector query of their metrics' raw samples, evaluated per target by the
+//!    file reader's own code: as subqueries stepping a second apart over the window those
+//!    statistics were the costliest queries of a triage.
 //!
 //!    `--selector` is matched, as for files, against each replica's identity labels, which
 //!    needs all of a replica's series: a matcher pushed into the discovery query would drop

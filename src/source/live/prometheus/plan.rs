@@ -189,7 +189,7 @@ impl Plan<'_> {
             if matches!(written, Expr::Const(_)) {
                 continue;
             }
-            if !promql::expressible(written) {
+            if from_samples(written) {
                 out.push(Query::new(
                     Purpose::Samples(i, name.clone()),
                     raw_samples_query(written, &matchers, &self.window),
@@ -236,6 +236,14 @@ impl Plan<'_> {
 /// The raw samples in the window of every metric `expr` reads (a range vector), restricted by
 /// `matchers`: few series (a batch scaling reads two per replica), which the file reader's own
 /// evaluation then reads as it reads a recording.
+/// Whether a signal is computed from its metrics' raw samples in the window by the file
+/// reader's own evaluation: where PromQL has no form for it, and for window statistics of a
+/// gauge ratio or difference, whose per-sample subqueries (a step a second over the window,
+/// whatever the scrape interval) were the costliest queries a triage sent.
+pub(super) fn from_samples(expr: &Expr) -> bool {
+    !promql::expressible(expr) || (reads_gauge(expr) && expr.stats_per_instant())
+}
+
 fn raw_samples_query(expr: &Expr, matchers: &str, window: &str) -> String {
     let names: Vec<String> = expr.metric_names().iter().map(|n| regex_quote(n)).collect();
     let mut m = vec![format!("__name__=~\"{}\"", escape(&names.join("|")))];
@@ -351,6 +359,23 @@ pub(super) async fn run(plan: &Plan<'_>, http: &Http, limit: usize, url: &str) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Window statistics of a gauge ratio are read from raw samples (as the file reader takes
+    /// them), a plain gauge's from its four compiled statistics, a counter rate as PromQL.
+    #[test]
+    fn ratio_statistics_come_from_raw_samples() {
+        let rules = crate::rules::RuleFiles::shipped().load().unwrap();
+        let signal =
+            |adapter: &str, name: &str| rules.adapters.get(adapter).unwrap().signals[name].clone();
+        assert!(from_samples(&signal("dcgm", "gpu_memory_used_ratio")));
+        assert!(!from_samples(&signal("vllm", "kv_cache_usage_ratio")));
+        assert!(!from_samples(&signal("vllm", "preemptions_per_second")));
+        assert!(!from_samples(&signal("llamacpp", "queued_share_ratio")));
+        assert!(from_samples(&signal(
+            "llamacpp",
+            "batch_scaling_efficiency"
+        )));
+    }
 
     #[test]
     fn discovery_groups_by_identity_and_join_labels() {
