@@ -22,11 +22,11 @@
 //!    `Hostname`, `hostname`, `instance`). Constants need no query. The window is sent one
 //!    millisecond short, so that Prometheus 2 (whose ranges include their left edge) reads the
 //!    samples of the reader's left-open window. A signal with no PromQL form (a batch scaling,
-//!    which pairs counter growth with the batch interval by interval), and the window
-//!    statistics of a gauge ratio or difference (taken of the value at each sample instant),
-//!    are one range-vector query of their metrics' raw samples, evaluated per target by the
-//!    file reader's own code: as subqueries stepping a second apart over the window those
-//!    statistics were the costliest queries of a triage.
+//!    which pairs counter growth with the batch interval by interval), and the statistics of a
+//!    window's samples one by one (a gauge ratio's or difference's minimum, mean and maximum,
+//!    the share of samples with a bit set), are one range-vector query of their metrics' raw
+//!    samples, evaluated per target by the file reader's own code: as subqueries stepping a
+//!    second apart over the window they were the costliest queries of a triage.
 //!
 //!    `--selector` is matched, as for files, against each replica's identity labels, which
 //!    needs all of a replica's series: a matcher pushed into the discovery query would drop
@@ -49,8 +49,8 @@
 //! Semantics match the file reader except at the edges: Prometheus 2.x range selectors include
 //! a sample exactly on the window's left edge where the file reader's are left-open, and
 //! VictoriaMetrics extrapolates `rate()` differently; discovery sees series with a sample in the
-//! last 5 minutes before the evaluation time (the instant-query lookback), and `bit_share`'s
-//! subquery assumes a 15 s scrape interval. When several groups of one adapter's series are
+//! last 5 minutes before the evaluation time (the instant-query lookback). When several groups
+//! of one adapter's series are
 //! joined to one target (a pod exporting on two ports, say), values are combined where the
 //! expression allows it (sums, maxima, minima) and otherwise left unknown with a hint.
 

@@ -237,11 +237,14 @@ impl Plan<'_> {
 /// `matchers`: few series (a batch scaling reads two per replica), which the file reader's own
 /// evaluation then reads as it reads a recording.
 /// Whether a signal is computed from its metrics' raw samples in the window by the file
-/// reader's own evaluation: where PromQL has no form for it, and for window statistics of a
-/// gauge ratio or difference, whose per-sample subqueries (a step a second over the window,
-/// whatever the scrape interval) were the costliest queries a triage sent.
+/// reader's own evaluation: where PromQL has no form for it, and where it is a statistic of
+/// the window's samples one by one (the window statistics of a gauge ratio or difference, the
+/// share of samples with a bit set), whose per-sample subqueries (a step a second over the
+/// window, whatever the scrape interval) were the costliest queries a triage sent.
 pub(super) fn from_samples(expr: &Expr) -> bool {
-    !promql::expressible(expr) || (reads_gauge(expr) && expr.stats_per_instant())
+    !promql::expressible(expr)
+        || (reads_gauge(expr) && expr.stats_per_instant())
+        || expr.any(&|e| matches!(e, Expr::BitShare(_)))
 }
 
 fn raw_samples_query(expr: &Expr, matchers: &str, window: &str) -> String {
@@ -375,6 +378,7 @@ mod tests {
             "llamacpp",
             "batch_scaling_efficiency"
         )));
+        assert!(from_samples(&signal("dcgm", "gpu_power_throttle_ratio")));
     }
 
     #[test]
