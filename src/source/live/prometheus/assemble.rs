@@ -369,23 +369,10 @@ fn fill_signals<'r>(
             if provided.contains(name.as_str()) {
                 continue;
             }
-            let value = |stat| lookup.signal(a, i, name, expr, t, stat);
-            match value(Stat::Last) {
+            match lookup.signal(a, i, name, expr, t, Stat::Last) {
                 (Value::Known(v), promql) => {
-                    // A statistic that is missing falls back to the value, as in the file
-                    // reader.
-                    let stats = reads_gauge(expr).then(|| {
-                        let get = |s| match value(s).0 {
-                            Value::Known(x) => x,
-                            Value::Missing(_) => v,
-                        };
-                        WindowStats {
-                            min: get(Stat::Min),
-                            mean: get(Stat::Mean),
-                            max: get(Stat::Max),
-                            last: v,
-                        }
-                    });
+                    let stats =
+                        reads_gauge(expr).then(|| lookup.window_stats(a, i, name, expr, t, v));
                     let sv = SignalValue {
                         value: v,
                         stats,
@@ -429,7 +416,7 @@ impl Lookup<'_> {
             return (Value::Known(*c), promql::compile(expr, &Default::default()));
         }
         if super::plan::from_samples(expr) {
-            return self.signal_from_samples(a, i, name, expr, t, stat);
+            return self.signal_from_samples(a, i, name, expr, t);
         }
         let purpose = Purpose::Signal(i, name.to_string());
         let query = match self.answered(a, &purpose) {
@@ -477,8 +464,43 @@ impl Lookup<'_> {
         }
     }
 
-    /// A signal with no PromQL form, computed by the file reader's evaluation from its
-    /// metrics' raw samples in the window.
+    /// Gauge signal `name`'s window statistics for target `t`, whose value is `last`; a
+    /// statistic that is missing falls back to the value, as in the file reader.
+    fn window_stats(
+        &self,
+        a: &AdapterSpec,
+        i: usize,
+        name: &str,
+        expr: &Expr,
+        t: usize,
+        last: f64,
+    ) -> WindowStats {
+        if super::plan::from_samples(expr) {
+            // All three from one pass over the instants, as the reader takes them.
+            let (min, mean, max) =
+                combined_window_stats(expr, &self.target_samples(i, name, t), self.frame, None)
+                    .unwrap_or((last, last, last));
+            return WindowStats {
+                min,
+                mean,
+                max,
+                last,
+            };
+        }
+        let get = |stat| match self.signal(a, i, name, expr, t, stat).0 {
+            Value::Known(x) => x,
+            Value::Missing(_) => last,
+        };
+        WindowStats {
+            min: get(Stat::Min),
+            mean: get(Stat::Mean),
+            max: get(Stat::Max),
+            last,
+        }
+    }
+
+    /// A signal computed by the file reader's evaluation from its metrics' raw samples in the
+    /// window (see [`super::plan::from_samples`]).
     fn signal_from_samples(
         &self,
         a: &AdapterSpec,
@@ -486,36 +508,32 @@ impl Lookup<'_> {
         name: &str,
         expr: &Expr,
         t: usize,
-        stat: Stat,
     ) -> (Value, String) {
-        let purpose = Purpose::Samples(i, name.to_string());
-        let query = match self.answered(a, &purpose) {
+        let query = match self.answered(a, &Purpose::Samples(i, name.to_string())) {
             Ok(query) => query,
             Err(missing) => return missing,
         };
+        let v = match eval_signal(
+            expr,
+            &self.target_samples(i, name, t),
+            self.frame,
+            Stat::Last,
+        ) {
+            Ok(v) => Value::Known(v),
+            Err(why) => Value::Missing(format!("{}: {why}", a.name)),
+        };
+        (v, query.shown.clone())
+    }
+
+    /// Target `t`'s raw series from signal `name`'s `Samples` answer, indexed as the reader's.
+    fn target_samples(&self, i: usize, name: &str, t: usize) -> TargetSeries<'_> {
         let series = self
             .samples
-            .get(&purpose)
+            .get(&Purpose::Samples(i, name.to_string()))
             .and_then(|m| m.get(&t))
             .map(Vec::as_slice)
             .unwrap_or(&[]);
-        let ts = TargetSeries::new(series.iter().copied());
-        let v = match stat {
-            Stat::Last => match eval_signal(expr, &ts, self.frame, Stat::Last) {
-                Ok(v) => Value::Known(v),
-                Err(why) => Value::Missing(format!("{}: {why}", a.name)),
-            },
-            // The statistic of the value at each sample instant, as the reader takes it.
-            stat => match combined_window_stats(expr, &ts, self.frame, None) {
-                Some((min, mean, max)) => Value::Known(match stat {
-                    Stat::Min => min,
-                    Stat::Mean => mean,
-                    _ => max,
-                }),
-                None => Value::Missing(format!("{}: no sample in the window", a.name)),
-            },
-        };
-        (v, query.shown.clone())
+        TargetSeries::new(series.iter().copied())
     }
 
     /// Engine `e`'s (index `i`) gauge facts for target `t`.

@@ -33,7 +33,7 @@ pub(super) enum Purpose {
     /// Gauge fact `.1` of engine adapter `.0`.
     GaugeFact(usize, String),
     /// The raw samples in the window of the metrics signal `.1` of adapter `.0` reads, for a
-    /// signal with no PromQL form (it is computed from them as the file reader computes it).
+    /// signal computed from them as the file reader computes it (see [`from_samples`]).
     Samples(usize, String),
 }
 
@@ -233,9 +233,6 @@ impl Plan<'_> {
     }
 }
 
-/// The raw samples in the window of every metric `expr` reads (a range vector), restricted by
-/// `matchers`: few series (a batch scaling reads two per replica), which the file reader's own
-/// evaluation then reads as it reads a recording.
 /// Whether a signal is computed from its metrics' raw samples in the window by the file
 /// reader's own evaluation: where PromQL has no form for it, and where it is a statistic of
 /// the window's samples one by one (the window statistics of a gauge ratio or difference, the
@@ -247,6 +244,8 @@ pub(super) fn from_samples(expr: &Expr) -> bool {
         || expr.any(&|e| matches!(e, Expr::BitShare(_)))
 }
 
+/// The raw samples in the window of every metric `expr` reads (a range vector), restricted by
+/// `matchers`, which the file reader's own evaluation then reads as it reads a recording.
 fn raw_samples_query(expr: &Expr, matchers: &str, window: &str) -> String {
     let names: Vec<String> = expr.metric_names().iter().map(|n| regex_quote(n)).collect();
     let mut m = vec![format!("__name__=~\"{}\"", escape(&names.join("|")))];
