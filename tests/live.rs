@@ -510,6 +510,8 @@ fn every_corpus_case_gets_the_file_verdict_live() {
 fn corpus_signals_live_triage_once_missed_equal_the_files() {
     let rules = rules();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    // How often each signal was compared with a value on both sides.
+    let mut compared: BTreeMap<&str, usize> = BTreeMap::new();
     for case in [
         "reports/report-sglang-eagle-mem-fraction-oom",
         "reports/report-pegainfer-prefill-budget-burst",
@@ -536,6 +538,7 @@ fn corpus_signals_live_triage_once_missed_equal_the_files() {
                     "{case} {signal}: file {a:?}, live {b:?}"
                 );
                 if let (Some((x, xs)), Some((y, ys))) = (a, b) {
+                    *compared.entry(signal).or_default() += 1;
                     assert!((x - y).abs() <= 1e-9, "{case} {signal}: file {x}, live {y}");
                     if let (Some((x0, x1)), Some((y0, y1))) = (xs, ys) {
                         assert!(
@@ -547,6 +550,8 @@ fn corpus_signals_live_triage_once_missed_equal_the_files() {
             }
         }
     }
+    // Absent on both sides would pass unseen: each signal must have been compared.
+    assert_eq!(compared.len(), 3, "{compared:?}");
 }
 
 /// Without any engine, each exporter host is a target of its own (GPU and host checks only),
