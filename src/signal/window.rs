@@ -250,6 +250,27 @@ pub fn histogram_quantile(q: f64, buckets: &mut Vec<(f64, f64)>) -> Option<f64> 
     (!v.is_nan()).then_some(v)
 }
 
+/// The lower edge of the bucket that holds the q-quantile: the quantile is known to lie above
+/// it, wherever `histogram_quantile`'s interpolation puts it inside the bucket. A histogram
+/// places a quantile only within a bucket, so an objective is proven missed only where this
+/// edge is at or above it (with V0's TTFT buckets a p99 estimated at 2.1 s may be anything
+/// from 1 to 2.5 s). A first bucket with a positive bound starts at 0, as Prometheus assumes;
+/// in the `+Inf` bucket the edge is the highest finite bound. None where `histogram_quantile`
+/// has no finite answer. Sorts and compacts `buckets` in place as it does.
+pub fn histogram_quantile_floor(q: f64, buckets: &mut Vec<(f64, f64)>) -> Option<f64> {
+    if !histogram_quantile(q, buckets)?.is_finite() {
+        return None;
+    }
+    // `histogram_quantile` left the buckets sorted, merged and monotonic: find the same bucket.
+    let n = buckets.len();
+    let rank = q * buckets[n - 1].1;
+    let b = buckets[..n - 1].partition_point(|&(_, count)| count < rank);
+    Some(match b {
+        0 => buckets[0].0.min(0.0),
+        b => buckets[b - 1].0,
+    })
+}
+
 /// Summary of a gauge over a window.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GaugeStats {
@@ -529,6 +550,68 @@ mod tests {
         assert_eq!(hq(-0.5, &[(0.1, 1.0), (INF, 2.0)]), Some(f64::NEG_INFINITY));
         // The Inf answers come before any bucket checks, as in Prometheus.
         assert_eq!(hq(2.0, &[]), Some(INF));
+    }
+
+    fn floor(q: f64, b: &[(f64, f64)]) -> Option<f64> {
+        histogram_quantile_floor(q, &mut b.to_vec())
+    }
+
+    #[test]
+    fn quantile_floor_is_the_lower_edge_of_the_bucket_holding_it() {
+        // vLLM V0's TTFT buckets around one second: a p99 interpolated at 2.2 s lies in
+        // (1, 2.5], so all the histogram proves is "above 1 s".
+        let b = [(0.5, 90.0), (1.0, 98.0), (2.5, 100.0), (INF, 100.0)];
+        close(hq(0.99, &b), 1.75);
+        assert_eq!(floor(0.99, &b), Some(1.0));
+        // Unordered input and duplicate bounds change nothing.
+        let shuffled = [
+            (INF, 100.0),
+            (2.5, 100.0),
+            (1.0, 48.0),
+            (0.5, 90.0),
+            (1.0, 50.0),
+        ];
+        assert_eq!(floor(0.99, &shuffled), Some(1.0));
+        // The first bucket starts at 0; in +Inf the quantile is above the highest bound.
+        assert_eq!(floor(0.5, &b), Some(0.0));
+        assert_eq!(
+            floor(0.5, &[(-1.0, 50.0), (1.0, 100.0), (INF, 100.0)]),
+            Some(-1.0)
+        );
+        assert_eq!(
+            floor(0.9, &[(0.1, 10.0), (0.5, 20.0), (INF, 100.0)]),
+            Some(0.5)
+        );
+        // A rank on a bound belongs to the bucket that bound closes.
+        assert_eq!(floor(0.98, &b), Some(0.5));
+        // No answer where the quantile has none, or none finite.
+        assert_eq!(floor(0.5, &[(0.1, 0.0), (INF, 0.0)]), None);
+        assert_eq!(floor(1.5, &b), None);
+        assert_eq!(floor(f64::NAN, &b), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_floor_is_a_bound_at_or_below_the_quantile(
+            counts in proptest::collection::vec(0.0f64..100.0, 1..8),
+            q in 0.0f64..=1.0,
+        ) {
+            // Cumulative counts on bounds 1, 2, 3, ... and +Inf.
+            let mut total = 0.0;
+            let mut b: Vec<(f64, f64)> = Vec::new();
+            for (i, c) in counts.iter().enumerate() {
+                total += c;
+                b.push(((i + 1) as f64, total));
+            }
+            b.push((INF, total + 1.0));
+            if let Some(v) = hq(q, &b).filter(|v| v.is_finite()) {
+                let f = floor(q, &b).expect("a floor wherever a finite quantile");
+                proptest::prop_assert!(f <= v, "floor {f} above quantile {v}");
+                proptest::prop_assert!(f == 0.0 || b.iter().any(|&(le, _)| le == f), "floor {f} not a bound");
+                // No bound lies strictly between the floor and the quantile.
+                proptest::prop_assert!(!b.iter().any(|&(le, _)| le > f && le < v));
+            }
+        }
     }
 
     #[test]

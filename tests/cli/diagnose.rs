@@ -707,3 +707,79 @@ fn a_short_queue_is_a_backlog_when_requests_wait_a_third_of_their_service() {
     );
     assert!(!ids.contains(&"queue_backlog".to_string()), "{ids:?}");
 }
+
+/// A vLLM replica's TTFT histogram (V0's bounds around a second) over five one-minute scrapes:
+/// per minute 90 requests under 0.5 s, 8 under 1 s and 2 in the bucket ending at `slow_le`.
+fn ttft_histogram(slow_le: f64) -> String {
+    let bounds = [0.5, 1.0, 2.5, 5.0];
+    let mut out = String::from("# TYPE vllm:time_to_first_token_seconds histogram\n");
+    for k in 0..=5u32 {
+        let t = 1_764_547_200 + 60 * k;
+        let n = f64::from(k);
+        for le in bounds {
+            let below = match le {
+                0.5 => 90.0,
+                1.0 => 98.0,
+                _ if le >= slow_le => 100.0,
+                _ => 98.0,
+            };
+            out.push_str(&format!(
+                "vllm:time_to_first_token_seconds_bucket{{le=\"{le}\"}} {} {t}\n",
+                below * n
+            ));
+        }
+        out.push_str(&format!(
+            "vllm:time_to_first_token_seconds_bucket{{le=\"+Inf\"}} {} {t}\n",
+            100.0 * n
+        ));
+        out.push_str(&format!(
+            "vllm:time_to_first_token_seconds_count {} {t}\n",
+            100.0 * n
+        ));
+        out.push_str(&format!(
+            "vllm:time_to_first_token_seconds_sum {} {t}\n",
+            40.0 * n
+        ));
+    }
+    out.push_str("# EOF\n");
+    out
+}
+
+/// A histogram places a quantile only within its bucket: the TTFT objective is missed when the
+/// bucket holding the p99 lies at or above it, not where the interpolated estimate passes it.
+/// A p99 estimated at 1.75 s in (1, 2.5] proves nothing against a 1.5 s objective; the same
+/// estimate proves a 1 s objective missed (the bucket starts there); a p99 in (2.5, 5] proves
+/// the 1.5 s one missed.
+#[test]
+fn a_latency_objective_is_missed_only_where_the_bucket_proves_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let high_ttft = |slow_le: f64, objective: &str| {
+        let f = temp_file(
+            dir.path(),
+            &format!("ttft-{slow_le}.om"),
+            &ttft_histogram(slow_le),
+        );
+        let (_, out, err) = outcome(&run(&[
+            "diagnose",
+            f.to_str().unwrap(),
+            "--slo",
+            &format!("ttft_p99_seconds={objective}"),
+            "--format",
+            "json",
+        ]));
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{err}"));
+        let symptom = v["targets"][0]["symptoms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "high_ttft")
+            .cloned();
+        symptom.map(|s| s["evidence"][0]["values"].clone())
+    };
+    assert_eq!(high_ttft(2.5, "1.5"), None);
+    let values = high_ttft(2.5, "1").expect("a 1 s objective is missed");
+    assert!((values["ttft_p99_seconds"].as_f64().unwrap() - 1.75).abs() < 1e-9);
+    assert_eq!(values["ttft_p99_floor_seconds"].as_f64(), Some(1.0));
+    let values = high_ttft(5.0, "1.5").expect("a p99 above 2.5 s misses 1.5 s");
+    assert_eq!(values["ttft_p99_floor_seconds"].as_f64(), Some(2.5));
+}

@@ -542,6 +542,20 @@ fn eval<'t>(
                 )),
             }
         }
+        Expr::QuantileFloor(sel) => {
+            let q = sel.q.ok_or("quantile_floor needs `q`")?;
+            let mut buckets = ts.bucket_rates(sel, frame)?;
+            match window::histogram_quantile_floor(q, &mut buckets) {
+                Some(v) => Ok(Out {
+                    values: vec![("", v)],
+                    totals: false,
+                }),
+                None => Err(format!(
+                    "`{}` has no observations in the window",
+                    first_name(sel)
+                )),
+            }
+        }
         Expr::HistMean(sel) => {
             let sum = aggregate(rates(sel, "_sum", ts, frame)?, |v| v.iter().sum())?;
             let count = aggregate(rates(sel, "_count", ts, frame)?, |v| v.iter().sum())?;

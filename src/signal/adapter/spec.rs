@@ -254,6 +254,12 @@ pub enum Expr {
     /// `histogram_quantile` of the selector's `q` over the window (bucket rates summed by `le`);
     /// the metric is the histogram's base name, without `_bucket`.
     Quantile(Selector),
+    /// The lower edge of the bucket holding that quantile: the least the quantile can be (see
+    /// [`window::histogram_quantile_floor`]). PromQL cannot turn a bucket's `le` into a value:
+    /// live triage reads the buckets' raw samples and evaluates it as the file reader does.
+    ///
+    /// [`window::histogram_quantile_floor`]: crate::signal::window::histogram_quantile_floor
+    QuantileFloor(Selector),
     /// Histogram (or summary) mean over the window: rate(_sum) / rate(_count).
     HistMean(Selector),
     /// Sum over series.
@@ -344,6 +350,7 @@ impl Expr {
             | Expr::Changes(_)
             | Expr::BitShare(_)
             | Expr::Quantile(_)
+            | Expr::QuantileFloor(_)
             | Expr::HistMean(_)
             | Expr::Const(_) => Vec::new(),
         }
@@ -358,6 +365,7 @@ impl Expr {
             | Expr::Changes(s)
             | Expr::BitShare(s)
             | Expr::Quantile(s)
+            | Expr::QuantileFloor(s)
             | Expr::HistMean(s) => Some(s),
             _ => None,
         }
@@ -410,6 +418,7 @@ impl Expr {
             Expr::Changes(s) => Expr::Changes(f(s)?),
             Expr::BitShare(s) => Expr::BitShare(f(s)?),
             Expr::Quantile(s) => Expr::Quantile(f(s)?),
+            Expr::QuantileFloor(s) => Expr::QuantileFloor(f(s)?),
             Expr::HistMean(s) => Expr::HistMean(f(s)?),
             Expr::Sum(e) => Expr::Sum(b(e, f)?),
             Expr::Max(e) => Expr::Max(b(e, f)?),
@@ -521,6 +530,7 @@ impl TryFrom<serde_yaml::Value> for Expr {
             "changes" => Expr::Changes(sel(inner)?),
             "bit_share" => Expr::BitShare(sel(inner)?),
             "quantile" => Expr::Quantile(sel(inner)?),
+            "quantile_floor" => Expr::QuantileFloor(sel(inner)?),
             "hist_mean" => Expr::HistMean(sel(inner)?),
             "sum" => Expr::Sum(sub(inner)?),
             "max" => Expr::Max(sub(inner)?),

@@ -53,6 +53,7 @@ pub(super) fn aggregates(e: &Expr) -> bool {
         | Expr::Avg(_)
         | Expr::Count(_)
         | Expr::Quantile(_)
+        | Expr::QuantileFloor(_)
         | Expr::HistMean(_)
         | Expr::Scaling(_)
         | Expr::QueuedShare(_) => true,

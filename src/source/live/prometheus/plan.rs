@@ -247,7 +247,24 @@ pub(super) fn from_samples(expr: &Expr) -> bool {
 /// The raw samples in the window of every metric `expr` reads (a range vector), restricted by
 /// `matchers`, which the file reader's own evaluation then reads as it reads a recording.
 fn raw_samples_query(expr: &Expr, matchers: &str, window: &str) -> String {
-    let names: Vec<String> = expr.metric_names().iter().map(|n| regex_quote(n)).collect();
+    let mut names: Vec<String> = Vec::new();
+    expr.visit(&mut |e| {
+        let Some(sel) = e.selector() else { return };
+        // A histogram is read from its buckets, a mean from its sum and count.
+        let suffixes: &[&str] = match e {
+            Expr::Quantile(_) | Expr::QuantileFloor(_) => &["_bucket"],
+            Expr::HistMean(_) => &["_sum", "_count"],
+            _ => &[""],
+        };
+        for n in sel.metric.values() {
+            for suffix in suffixes {
+                let name = regex_quote(&format!("{n}{suffix}"));
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+    });
     let mut m = vec![format!("__name__=~\"{}\"", escape(&names.join("|")))];
     if !matchers.is_empty() {
         m.push(matchers.to_string());
@@ -378,6 +395,20 @@ mod tests {
             "batch_scaling_efficiency"
         )));
         assert!(from_samples(&signal("dcgm", "gpu_power_throttle_ratio")));
+        assert!(!from_samples(&signal("vllm", "ttft_p99_seconds")));
+    }
+
+    /// A quantile's floor is a bucket's bound, which PromQL cannot return as a value: it is
+    /// read from the raw samples of the histogram's buckets (every metric name it may read).
+    #[test]
+    fn a_quantile_floor_reads_the_raw_buckets() {
+        let rules = crate::rules::RuleFiles::shipped().load().unwrap();
+        let floor = rules.adapters.get("vllm").unwrap().signals["itl_p99_floor_seconds"].clone();
+        assert!(from_samples(&floor));
+        assert_eq!(
+            raw_samples_query(&floor, r#"instance="a""#, "5m"),
+            r#"{__name__=~"vllm:inter_token_latency_seconds_bucket|vllm:time_per_output_token_seconds_bucket", instance="a"}[5m]"#
+        );
     }
 
     #[test]
