@@ -47,13 +47,16 @@ struct VectorSample {
 
 /// Reads an answer: a vector or a scalar (VictoriaMetrics answers `scalar()` with a vector);
 /// error answers (HTTP 400 from Prometheus, 422 from VictoriaMetrics) become failures quoting
-/// the server's message.
+/// the server's message. With `as_series`, a vector's rows are kept as series (one sample
+/// each) for the reader's evaluation (bucket rates, see `plan::from_bucket_rates`), not as
+/// samples.
 // Long on purpose: one decision per kind of answer (error status, partial, vector, scalar,
 // matrix), in the order a server can send them.
 pub(super) fn parse_answer(
     status: u16,
     content_type: &str,
     body: &[u8],
+    as_series: bool,
 ) -> Result<Answer, Failure> {
     let fail = |message: String| Failure {
         unreachable: false,
@@ -111,13 +114,20 @@ pub(super) fn parse_answer(
                 .map_err(|_| fail(format!("value {t:?} is not a number"))),
         }
     };
+    let mut series = Vec::new();
     let samples = match data.result_type.as_str() {
         "vector" => {
-            let v: Vec<VectorSample> = serde_json::from_value(data.result)
-                .map_err(|e| fail(format!("malformed vector answer: {e}")))?;
-            v.into_iter()
-                .map(|s| Ok((s.metric, number(&s.value.1)?)))
-                .collect::<Result<Vec<_>, Failure>>()?
+            if as_series {
+                series = crate::source::file::api_json::matrix_series(data.result, "the answer")
+                    .map_err(|e| fail(format!("malformed vector answer: {e}")))?;
+                Vec::new()
+            } else {
+                let v: Vec<VectorSample> = serde_json::from_value(data.result)
+                    .map_err(|e| fail(format!("malformed vector answer: {e}")))?;
+                v.into_iter()
+                    .map(|s| Ok((s.metric, number(&s.value.1)?)))
+                    .collect::<Result<Vec<_>, Failure>>()?
+            }
         }
         "scalar" => {
             let (_, v): (serde::de::IgnoredAny, String) = serde_json::from_value(data.result)
@@ -142,7 +152,7 @@ pub(super) fn parse_answer(
     };
     Ok(Answer {
         samples,
-        series: Vec::new(),
+        series,
         notes,
     })
 }
@@ -156,31 +166,41 @@ mod tests {
         let ok = br#"{"status":"success","data":{"resultType":"vector","result":[
             {"metric":{"pod":"a"},"value":[1796083807.000,"0.5"]},
             {"metric":{"pod":"b"},"value":[1796083807,"NaN"]}]},"warnings":["w"],"infos":["i"]}"#;
-        let a = parse_answer(200, "application/json", ok).unwrap();
+        let a = parse_answer(200, "application/json", ok, false).unwrap();
         assert_eq!(a.samples.len(), 2);
         assert_eq!(a.samples[0].1, 0.5);
         assert!(a.samples[1].1.is_nan());
         assert_eq!(a.notes, ["Prometheus warning: w", "Prometheus info: i"]);
 
         let scalar = br#"{"status":"success","data":{"resultType":"scalar","result":[1,"+Inf"]}}"#;
-        let s = parse_answer(200, "", scalar).unwrap();
+        let s = parse_answer(200, "", scalar, false).unwrap();
         assert_eq!(s.samples, vec![(BTreeMap::new(), f64::INFINITY)]);
+
+        // Asked as series, a vector's rows are series of one sample each.
+        let named = br#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{"__name__":"x_bucket","le":"1","pod":"a"},"value":[1796083807,"0.25"]}]}}"#;
+        let n = parse_answer(200, "", named, true).unwrap();
+        assert!(n.samples.is_empty());
+        assert_eq!(n.series.len(), 1);
+        assert_eq!(n.series[0].name, "x_bucket");
+        assert_eq!(n.series[0].samples.len(), 1);
+        assert!(a.series.is_empty());
 
         let partial =
             br#"{"status":"success","isPartial":true,"data":{"resultType":"vector","result":[]}}"#;
-        assert!(parse_answer(200, "", partial).unwrap().notes[0].contains("isPartial"));
+        assert!(parse_answer(200, "", partial, false).unwrap().notes[0].contains("isPartial"));
 
         let bad = br#"{"status":"error","errorType":"bad_data","error":"parse error at char 3"}"#;
-        let f = parse_answer(400, "application/json", bad).unwrap_err();
+        let f = parse_answer(400, "application/json", bad, false).unwrap_err();
         assert!(!f.unreachable);
         assert_eq!(f.message, "HTTP 400 bad_data: parse error at char 3");
         let vm = br#"{"status":"error","errorType":"422","error":"cannot parse"}"#;
         assert_eq!(
-            parse_answer(422, "", vm).unwrap_err().message,
+            parse_answer(422, "", vm, false).unwrap_err().message,
             "HTTP 422 422: cannot parse"
         );
 
-        let html = parse_answer(502, "text/html", b"<html>Bad gateway</html>").unwrap_err();
+        let html = parse_answer(502, "text/html", b"<html>Bad gateway</html>", false).unwrap_err();
         assert!(
             html.message
                 .starts_with("HTTP 502, Content-Type text/html: not a Prometheus API answer"),
@@ -189,20 +209,23 @@ mod tests {
         );
         let matrix = br#"{"status":"success","data":{"resultType":"matrix","result":[
             {"metric":{"__name__":"x","pod":"a"},"values":[[1796083807,"1"],[1796083808,"2"]]}]}}"#;
-        let m = parse_answer(200, "", matrix).unwrap();
+        let m = parse_answer(200, "", matrix, false).unwrap();
         assert_eq!(m.series.len(), 1);
         assert_eq!(m.series[0].samples.len(), 2);
         let empty = br#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#;
-        assert!(parse_answer(200, "", empty).unwrap().series.is_empty());
+        assert!(parse_answer(200, "", empty, false)
+            .unwrap()
+            .series
+            .is_empty());
         let unnamed = br#"{"status":"success","data":{"resultType":"matrix","result":[
             {"metric":{"pod":"a"},"values":[[1796083807,"1"]]}]}}"#;
-        let e = parse_answer(200, "", unnamed).unwrap_err();
+        let e = parse_answer(200, "", unnamed, false).unwrap_err();
         assert!(
             e.message.starts_with("malformed matrix answer"),
             "{}",
             e.message
         );
         let string = br#"{"status":"success","data":{"resultType":"string","result":[1,"a"]}}"#;
-        assert!(parse_answer(200, "", string).is_err());
+        assert!(parse_answer(200, "", string, false).is_err());
     }
 }

@@ -514,12 +514,16 @@ impl Lookup<'_> {
             Ok(query) => query,
             Err(missing) => return missing,
         };
-        let v = match eval_signal(
-            expr,
-            &self.target_samples(i, name, t),
-            self.frame,
-            Stat::Last,
-        ) {
+        // Bucket rates arrive as one value a series: totals of the window, read as they are.
+        let frame = if super::plan::from_bucket_rates(expr) {
+            Frame {
+                end_ms: None,
+                ..self.frame
+            }
+        } else {
+            self.frame
+        };
+        let v = match eval_signal(expr, &self.target_samples(i, name, t), frame, Stat::Last) {
             Ok(v) => Value::Known(v),
             Err(why) => Value::Missing(format!("{}: {why}", a.name)),
         };
@@ -564,7 +568,7 @@ fn describe_purpose(adapters: &Adapters, p: &Purpose) -> String {
         Purpose::Info(metric) => format!("info metric {metric}"),
         Purpose::Signal(i, signal) => format!("{} signal {signal}", name(*i)),
         Purpose::GaugeFact(i, fact) => format!("{} fact {fact}", name(*i)),
-        Purpose::Samples(i, signal) => format!("{} samples for {signal}", name(*i)),
+        Purpose::Samples(i, signal) => format!("{} signal {signal} (from samples)", name(*i)),
     }
 }
 

@@ -66,8 +66,9 @@ pub(super) struct Http {
 }
 
 impl Http {
-    pub(super) async fn query(&self, promql: &str) -> Result<Answer, Failure> {
-        match tokio::time::timeout(self.timeout, self.send(promql)).await {
+    /// `as_series`: a vector answer's rows as series (see [`parse_answer`]).
+    pub(super) async fn query(&self, promql: &str, as_series: bool) -> Result<Answer, Failure> {
+        match tokio::time::timeout(self.timeout, self.send(promql, as_series)).await {
             Ok(r) => r,
             Err(_) => Err(Failure {
                 unreachable: true,
@@ -76,7 +77,7 @@ impl Http {
         }
     }
 
-    pub(super) async fn send(&self, promql: &str) -> Result<Answer, Failure> {
+    pub(super) async fn send(&self, promql: &str, as_series: bool) -> Result<Answer, Failure> {
         let timeout = format!("{}ms", self.timeout.as_millis());
         let request = form_post(
             &self.client,
@@ -104,7 +105,7 @@ impl Http {
             unreachable: false,
             message,
         })?;
-        parse_answer(status.as_u16(), &content_type, &body)
+        parse_answer(status.as_u16(), &content_type, &body, as_series)
     }
 }
 

@@ -43,6 +43,9 @@ pub(super) struct Query {
     pub(super) promql: String,
     /// The PromQL shown as the values' provenance: for gauges, the last value's query alone.
     pub(super) shown: String,
+    /// Other purposes the same PromQL answers (a histogram's bucket rates serve its p50, p99
+    /// and floor), each with the PromQL it shows: sent once, the answer filed under each.
+    pub(super) shared_with: Vec<(Purpose, String)>,
 }
 
 impl Query {
@@ -51,8 +54,22 @@ impl Query {
             purpose,
             shown: promql.clone(),
             promql,
+            shared_with: Vec::new(),
         }
     }
+}
+
+/// Queries with the same PromQL merged into the first: one request, its answer filed under
+/// every purpose.
+fn merge_identical(queries: Vec<Query>) -> Vec<Query> {
+    let mut out: Vec<Query> = Vec::with_capacity(queries.len());
+    for q in queries {
+        match out.iter_mut().find(|o| o.promql == q.promql) {
+            Some(first) => first.shared_with.push((q.purpose, q.shown)),
+            None => out.push(q),
+        }
+    }
+    out
 }
 
 /// Answers by purpose, with the PromQL that was sent and the one to show.
@@ -190,10 +207,25 @@ impl Plan<'_> {
                 continue;
             }
             if from_samples(written) {
-                out.push(Query::new(
-                    Purpose::Samples(i, name.clone()),
-                    raw_samples_query(written, &matchers, &self.window),
-                ));
+                let purpose = Purpose::Samples(i, name.clone());
+                if from_bucket_rates(written) {
+                    let promql = bucket_rates_query(written, &matchers, &self.window, by);
+                    // Shown as the quantile it is, where PromQL has one.
+                    let shown = if promql::expressible(written) {
+                        promql::compile(written, &options(Stat::Last))
+                    } else {
+                        promql.clone()
+                    };
+                    out.push(Query {
+                        purpose,
+                        promql,
+                        shown,
+                        shared_with: Vec::new(),
+                    });
+                } else {
+                    let promql = raw_samples_query(written, &matchers, &self.window);
+                    out.push(Query::new(purpose, promql));
+                }
                 continue;
             }
             let Ok(expr) = written.with_picks(&named) else {
@@ -219,6 +251,7 @@ impl Plan<'_> {
                 purpose: Purpose::Signal(i, name.clone()),
                 promql,
                 shown,
+                shared_with: Vec::new(),
             });
         }
         if engine {
@@ -229,7 +262,7 @@ impl Plan<'_> {
                 ));
             }
         }
-        out
+        merge_identical(out)
     }
 }
 
@@ -239,9 +272,59 @@ impl Plan<'_> {
 /// share of samples with a bit set), whose per-sample subqueries (a step a second over the
 /// window, whatever the scrape interval) were the costliest queries a triage sent.
 pub(super) fn from_samples(expr: &Expr) -> bool {
-    !promql::expressible(expr)
+    from_bucket_rates(expr)
+        || !promql::expressible(expr)
         || (reads_gauge(expr) && expr.stats_per_instant())
         || expr.any(&|e| matches!(e, Expr::BitShare(_)))
+}
+
+/// Whether a signal reads only its histograms' bucket rates over the window (quantiles and
+/// their floors, without a pick): then the rates, summed by bound per target, are asked for
+/// and evaluated as totals by the reader's code. One query serves a histogram's p50, p99 and
+/// floor (the same PromQL, sent once: see [`merge_identical`]), where `histogram_quantile`
+/// needed a query each, and histograms were the costliest queries of a triage; a floor has
+/// no PromQL form at all (a bucket's bound is a label).
+pub(super) fn from_bucket_rates(expr: &Expr) -> bool {
+    let (mut buckets, mut others) = (0, 0);
+    expr.visit(&mut |e| match e {
+        Expr::Quantile(_) | Expr::QuantileFloor(_) => buckets += 1,
+        e if e.selector().is_some() => others += 1,
+        _ => {}
+    });
+    buckets > 0 && others == 0 && expr.picks().is_empty()
+}
+
+/// Each bucket's rate over the window, summed by bound, by the labels that route a target
+/// (`by`) and by those the selector filters on (the answer's size is targets times buckets),
+/// then named again (aggregation drops the name) so that the reader's evaluation selects them
+/// as it selects a recording's series.
+fn bucket_rates_query(expr: &Expr, matchers: &str, window: &str, by: &[&str]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    expr.visit(&mut |e| {
+        let Some(sel) = e.selector() else { return };
+        let mut labels: Vec<&str> = by.to_vec();
+        labels.push("le");
+        labels.extend(sel.matchers.keys().map(String::as_str));
+        labels.extend(sel.where_not.keys().map(String::as_str));
+        labels.sort_unstable();
+        labels.dedup();
+        for n in sel.metric.values() {
+            let name = escape(&format!("{n}_bucket"));
+            let mut m = vec![format!("__name__=\"{name}\"")];
+            if !matchers.is_empty() {
+                m.push(matchers.to_string());
+            }
+            let part = format!(
+                "label_replace(sum by ({}) (rate({{{}}}[{window}])), \"__name__\", \"{name}\", \"\", \"\")",
+                labels.join(", "),
+                m.join(", ")
+            );
+            if !parts.contains(&part) {
+                parts.push(part);
+            }
+        }
+    });
+    parts.join(" or ")
 }
 
 /// The raw samples in the window of every metric `expr` reads (a range vector), restricted by
@@ -339,7 +422,8 @@ pub(super) async fn run(plan: &Plan<'_>, http: &Http, limit: usize, url: &str) -
             let http = http.clone();
             tasks.spawn(async move {
                 let started = Instant::now();
-                let outcome = http.query(&q.promql).await;
+                let as_series = matches!(q.purpose, Purpose::Samples(..));
+                let outcome = http.query(&q.promql, as_series).await;
                 (q, outcome, started.elapsed())
             });
         }
@@ -370,6 +454,17 @@ pub(super) async fn run(plan: &Plan<'_>, http: &Http, limit: usize, url: &str) -
                 );
             }
         }
+        for (purpose, shown) in &q.shared_with {
+            let also = Query {
+                purpose: purpose.clone(),
+                promql: q.promql.clone(),
+                shown: shown.clone(),
+                shared_with: Vec::new(),
+            };
+            answers
+                .by_purpose
+                .insert(purpose.clone(), (also, outcome.clone()));
+        }
         answers.by_purpose.insert(q.purpose.clone(), (q, outcome));
     }
     Ok(answers)
@@ -395,20 +490,45 @@ mod tests {
             "batch_scaling_efficiency"
         )));
         assert!(from_samples(&signal("dcgm", "gpu_power_throttle_ratio")));
-        assert!(!from_samples(&signal("vllm", "ttft_p99_seconds")));
+        // Histogram quantiles from their bucket rates, except where an entry is picked.
+        assert!(from_bucket_rates(&signal("vllm", "ttft_p99_seconds")));
+        assert!(!from_samples(&signal("triton", "ttft_p99_seconds")));
     }
 
     /// A quantile's floor is a bucket's bound, which PromQL cannot return as a value: it is
-    /// read from the raw samples of the histogram's buckets (every metric name it may read).
+    /// computed from the rates of the histogram's buckets (every metric name it may read),
+    /// named again for the reader's selection.
     #[test]
-    fn a_quantile_floor_reads_the_raw_buckets() {
+    fn a_quantile_floor_reads_the_bucket_rates() {
         let rules = crate::rules::RuleFiles::shipped().load().unwrap();
         let floor = rules.adapters.get("vllm").unwrap().signals["itl_p99_floor_seconds"].clone();
-        assert!(from_samples(&floor));
+        assert!(from_samples(&floor) && from_bucket_rates(&floor));
         assert_eq!(
-            raw_samples_query(&floor, r#"instance="a""#, "5m"),
-            r#"{__name__=~"vllm:inter_token_latency_seconds_bucket|vllm:time_per_output_token_seconds_bucket", instance="a"}[5m]"#
+            bucket_rates_query(&floor, r#"instance="a""#, "5m", &["pod", "instance"]),
+            concat!(
+                r#"label_replace(sum by (instance, le, pod) (rate({__name__="vllm:inter_token_latency_seconds_bucket", instance="a"}[5m])), "__name__", "vllm:inter_token_latency_seconds_bucket", "", "")"#,
+                " or ",
+                r#"label_replace(sum by (instance, le, pod) (rate({__name__="vllm:time_per_output_token_seconds_bucket", instance="a"}[5m])), "__name__", "vllm:time_per_output_token_seconds_bucket", "", "")"#
+            )
         );
+        // A batch scaling reads raw samples, histogram leaves by their buckets.
+        let scaling =
+            rules.adapters.get("llamacpp").unwrap().signals["batch_scaling_efficiency"].clone();
+        assert!(!from_bucket_rates(&scaling));
+    }
+
+    /// Signals read from samples are evaluated per target without the picks a recording's
+    /// reader resolves first (Triton's model entry): none may have one.
+    #[test]
+    fn no_signal_read_from_samples_has_a_pick() {
+        let rules = crate::rules::RuleFiles::shipped().load().unwrap();
+        for a in &rules.adapters.list {
+            for (name, expr) in &a.signals {
+                if from_samples(expr) {
+                    assert!(expr.picks().is_empty(), "{}: {name}", a.name);
+                }
+            }
+        }
     }
 
     #[test]
