@@ -165,13 +165,10 @@ pub fn parse_with_warnings(text: &str, file: &str) -> Result<Parsed, ApiJsonErro
     })
 }
 
-/// The series of a matrix answer's `result` that a caller already read as JSON (the live
-/// client, whose envelope holds it as a value), without reading the text again.
-pub(crate) fn matrix_series(
-    result: serde_json::Value,
-    file: &str,
-) -> Result<Vec<Series>, ApiJsonError> {
-    let items: Vec<Item> = serde_json::from_value(result).map_err(|cause| ApiJsonError::Json {
+/// The series of a query answer's `result`, given as its JSON text (a vector's rows or a
+/// matrix's series): the live client keeps it unparsed until it knows the result's type.
+pub(crate) fn series_of_text(result: &str, file: &str) -> Result<Vec<Series>, ApiJsonError> {
+    let items: Vec<Item> = serde_json::from_str(result).map_err(|cause| ApiJsonError::Json {
         file: file.to_string(),
         cause,
     })?;

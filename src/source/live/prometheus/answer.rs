@@ -35,7 +35,10 @@ type Envelope = crate::source::file::api_json::Envelope<Data>;
 struct Data {
     #[serde(rename = "resultType")]
     result_type: String,
-    result: serde_json::Value,
+    /// Parsed once its type is known, straight into what it holds: a histogram's bucket rates
+    /// for a fleet are thousands of rows, which an intermediate `Value` made the costliest part
+    /// of a triage's client.
+    result: Box<serde_json::value::RawValue>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -118,11 +121,12 @@ pub(super) fn parse_answer(
     let samples = match data.result_type.as_str() {
         "vector" => {
             if as_series {
-                series = crate::source::file::api_json::matrix_series(data.result, "the answer")
-                    .map_err(|e| fail(format!("malformed vector answer: {e}")))?;
+                series =
+                    crate::source::file::api_json::series_of_text(data.result.get(), "the answer")
+                        .map_err(|e| fail(format!("malformed vector answer: {e}")))?;
                 Vec::new()
             } else {
-                let v: Vec<VectorSample> = serde_json::from_value(data.result)
+                let v: Vec<VectorSample> = serde_json::from_str(data.result.get())
                     .map_err(|e| fail(format!("malformed vector answer: {e}")))?;
                 v.into_iter()
                     .map(|s| Ok((s.metric, number(&s.value.1)?)))
@@ -130,14 +134,16 @@ pub(super) fn parse_answer(
             }
         }
         "scalar" => {
-            let (_, v): (serde::de::IgnoredAny, String) = serde_json::from_value(data.result)
-                .map_err(|e| fail(format!("malformed scalar answer: {e}")))?;
+            let (_, v): (serde::de::IgnoredAny, String) =
+                serde_json::from_str(data.result.get())
+                    .map_err(|e| fail(format!("malformed scalar answer: {e}")))?;
             vec![(BTreeMap::new(), number(&v)?)]
         }
         // Raw samples (`{__name__=~"..."}[5m]`), read as a saved answer is.
         "matrix" => {
-            let series = crate::source::file::api_json::matrix_series(data.result, "the answer")
-                .map_err(|e| fail(format!("malformed matrix answer: {e}")))?;
+            let series =
+                crate::source::file::api_json::series_of_text(data.result.get(), "the answer")
+                    .map_err(|e| fail(format!("malformed matrix answer: {e}")))?;
             return Ok(Answer {
                 samples: Vec::new(),
                 series,
