@@ -243,6 +243,14 @@ def main(argv=None):
             time.sleep(next_t - now)
         send(next_t, rng, False)
         next_t += rng.expovariate(args.rate)
+    # A burst due after the last steady arrival is still sent (before this, it was lost:
+    # llamacpp-fresh10-burst-np2 got no burst).
+    if burst_t is not None and burst_t < t_begin + args.duration:
+        now = time.time()
+        if burst_t > now:
+            time.sleep(burst_t - now)
+        for _ in range(burst_n):
+            send(burst_t, burst_rng, True)
     t_arrivals_end = t_begin + args.duration
     if time.time() < t_arrivals_end:
         time.sleep(t_arrivals_end - time.time())

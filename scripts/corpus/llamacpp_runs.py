@@ -326,6 +326,26 @@ RUNS = [
      "server": {"np": 4, "c": 8192, "t": 1},
      "load": {"rate": "0.35cap", "duration": 120, "prompt": "150-250", "n_predict": 64,
               "burst": "50:14", "seed": 1304}},
+    # A tenth (`llamacpp-fresh10-*`), defined after the latency floors (which llama.cpp does not
+    # export, so no rule read here changed) and before it ran, scored once: the designs of the
+    # corpus on shapes it has fewer of (two slots with longer answers, an overload at 1.3x on
+    # two slots, long prompts on two slots, a burst on two slots).
+    {"id": "llamacpp-fresh10-healthy-np2-55pct-long-answers", "design": "healthy",
+     "host": QUIET_HOST, "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.55cap", "duration": 100, "prompt": "150-250", "n_predict": 128,
+              "seed": 1401}},
+    {"id": "llamacpp-fresh10-overload-np2-1p3x", "design": "overload", "host": QUIET_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "1.3cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "drain": 20, "seed": 1402}},
+    {"id": "llamacpp-fresh10-long-prompt-np2", "design": "long_prompt", "host": QUIET_HOST,
+     "server": {"np": 2, "c": 8192, "t": 1},
+     "load": {"rate": "0.3prefill", "duration": 120, "prompt": "1500-3000", "n_predict": 16,
+              "seed": 1403}},
+    {"id": "llamacpp-fresh10-burst-np2", "design": "burst", "host": QUIET_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.3cap", "duration": 120, "prompt": "150-250", "n_predict": 64,
+              "burst": "50:8", "seed": 1404}},
 ]
 
 
