@@ -521,7 +521,7 @@ fn eval<'t>(
                 totals: false,
             })
         }
-        Expr::Quantile(sel) => {
+        Expr::Quantile(sel) | Expr::QuantileFloor(sel) => {
             let q = sel.q.ok_or("quantile needs `q`")?;
             let mut buckets = ts.bucket_rates(sel, frame)?;
             if buckets.is_empty() {
@@ -530,27 +530,17 @@ fn eval<'t>(
                     first_name(sel)
                 ));
             }
-            // Sum by le: histogram_quantile merges equal bounds itself.
-            match window::histogram_quantile(q, &mut buckets) {
+            // Sum by le: both merge equal bounds themselves.
+            let v = match expr {
+                Expr::QuantileFloor(_) => window::histogram_quantile_floor(q, &mut buckets),
+                _ => window::histogram_quantile(q, &mut buckets),
+            };
+            match v {
                 Some(v) if v.is_finite() => Ok(Out {
                     values: vec![("", v)],
                     totals: false,
                 }),
                 _ => Err(format!(
-                    "`{}` has no observations in the window",
-                    first_name(sel)
-                )),
-            }
-        }
-        Expr::QuantileFloor(sel) => {
-            let q = sel.q.ok_or("quantile_floor needs `q`")?;
-            let mut buckets = ts.bucket_rates(sel, frame)?;
-            match window::histogram_quantile_floor(q, &mut buckets) {
-                Some(v) => Ok(Out {
-                    values: vec![("", v)],
-                    totals: false,
-                }),
-                None => Err(format!(
                     "`{}` has no observations in the window",
                     first_name(sel)
                 )),
