@@ -10,7 +10,7 @@
 //! | `gauge` | `last_over_time(x[w])` (or `avg_`/`max_`/`min_over_time` for window statistics) |
 //! | `rate`, `increase` | `rate(x[w])`, `increase(x[w])` |
 //! | `quantile` | `histogram_quantile(q, sum by (le, <target>) (rate(x_bucket[w])))` |
-//! | `quantile_floor` | none: a bucket's bound is a label, so live triage reads the raw buckets |
+//! | `quantile_floor` | none: a bucket's bound is a label, so live triage fetches the bucket rates |
 //! | `hist_mean` | `sum by (<target>) (rate(x_sum[w])) / (sum by (<target>) (rate(x_count[w])) > 0)` |
 //! | `bit_share` | share of the window's samples with any mask bit set, via a subquery |
 //! | window statistics of a `div` or `sub` | the statistic of the value at each step, via a subquery |
@@ -200,7 +200,8 @@ pub fn compile(expr: &Expr, opts: &Options<'_>) -> String {
 /// counter growth with the batch interval by interval), which PromQL cannot do in one query
 /// (written with nested subqueries, it was a 23 KB query taking 3.5 s on 100 replicas), or a
 /// bucket's bound as a value (a quantile's floor: PromQL has no function from a label to a
-/// value); live triage reads such a signal's raw samples instead.
+/// value); live triage reads such a signal's raw samples, or a histogram's bucket rates,
+/// instead.
 pub fn expressible(expr: &Expr) -> bool {
     !expr.any(&|e| matches!(e, Expr::Scaling(_) | Expr::QuantileFloor(_)))
 }

@@ -256,7 +256,7 @@ pub enum Expr {
     Quantile(Selector),
     /// The lower edge of the bucket holding that quantile: the least the quantile can be (see
     /// [`window::histogram_quantile_floor`]). PromQL cannot turn a bucket's `le` into a value:
-    /// live triage reads the buckets' raw samples and evaluates it as the file reader does.
+    /// live triage fetches the buckets' rates and evaluates it as the file reader does.
     ///
     /// [`window::histogram_quantile_floor`]: crate::signal::window::histogram_quantile_floor
     QuantileFloor(Selector),

@@ -32,8 +32,9 @@ pub(super) enum Purpose {
     Signal(usize, String),
     /// Gauge fact `.1` of engine adapter `.0`.
     GaugeFact(usize, String),
-    /// The raw samples in the window of the metrics signal `.1` of adapter `.0` reads, for a
-    /// signal computed from them as the file reader computes it (see [`from_samples`]).
+    /// The raw samples in the window of the metrics signal `.1` of adapter `.0` reads, or their
+    /// histograms' bucket rates (see [`from_bucket_rates`]), for a signal computed from them as
+    /// the file reader computes it (see [`from_samples`]).
     Samples(usize, String),
 }
 
@@ -266,8 +267,9 @@ impl Plan<'_> {
     }
 }
 
-/// Whether a signal is computed from its metrics' raw samples in the window by the file
-/// reader's own evaluation: where PromQL has no form for it, and where it is a statistic of
+/// Whether a signal is computed by the file reader's own evaluation, from its histograms'
+/// bucket rates (see [`from_bucket_rates`]) or from its metrics' raw samples in the window:
+/// where PromQL has no form for it, and where it is a statistic of
 /// the window's samples one by one (the window statistics of a gauge ratio or difference, the
 /// share of samples with a bit set), whose per-sample subqueries (a step a second over the
 /// window, whatever the scrape interval) were the costliest queries a triage sent.
@@ -511,10 +513,25 @@ mod tests {
                 r#"label_replace(sum by (instance, le, pod) (rate({__name__="vllm:time_per_output_token_seconds_bucket", instance="a"}[5m])), "__name__", "vllm:time_per_output_token_seconds_bucket", "", "")"#
             )
         );
-        // A batch scaling reads raw samples, histogram leaves by their buckets.
+        // A batch scaling reads raw samples.
         let scaling =
             rules.adapters.get("llamacpp").unwrap().signals["batch_scaling_efficiency"].clone();
         assert!(!from_bucket_rates(&scaling));
+    }
+
+    /// Raw samples are read under the names a recording has: a histogram's buckets, a mean's
+    /// sum and count, a gauge as it is.
+    #[test]
+    fn raw_samples_are_asked_for_by_the_names_series_carry() {
+        let ratio: Expr = serde_yaml::from_str(
+            "{div: [{hist_mean: {metric: d}}, {add: [{gauge: {metric: g}}, {quantile: {metric: h, q: 0.5}}]}]}",
+        )
+        .unwrap();
+        assert!(from_samples(&ratio) && !from_bucket_rates(&ratio));
+        assert_eq!(
+            raw_samples_query(&ratio, "", "5m"),
+            r#"{__name__=~"d_sum|d_count|g|h_bucket"}[5m]"#
+        );
     }
 
     /// Signals read from samples are evaluated per target without the picks a recording's
