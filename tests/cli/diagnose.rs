@@ -708,6 +708,41 @@ fn a_short_queue_is_a_backlog_when_requests_wait_a_third_of_their_service() {
     assert!(!ids.contains(&"queue_backlog".to_string()), "{ids:?}");
 }
 
+/// A burst leaves capacity fine on average, and the KV cache is a capacity too: the same spike
+/// of arrivals on a replica whose cache was mostly full all window (80 % or more on average) is
+/// load above what its blocks hold, and the cache, not the burst, comes first.
+#[test]
+fn a_spike_on_a_mostly_full_kv_cache_is_not_a_burst() {
+    let dir = tempfile::tempdir().unwrap();
+    let judge = |kv_mean: f64| {
+        let text = format!(
+            "llm_doctor: snapshot/v1\ntargets:\n  - target: {{engine: vllm, labels: {{instance: a}}}}\n    window: {{end: \"2026-12-01T00:10:00Z\", length: 5m}}\n    signals:\n      queue_depth: {{value: 2, min: 0, mean: 3, max: 40}}\n      running_requests: {{value: 10, min: 2, mean: 10, max: 40}}\n      queued_share_ratio: {{value: 0.3}}\n      kv_cache_usage_ratio: {{value: 0.5, min: 0.1, mean: {kv_mean}, max: 0.99}}\n      preemptions_per_second: {{value: 0.2}}\n    facts:\n      max_num_seqs: 256\n"
+        );
+        let v = diagnose_snapshot(dir.path(), &format!("kv-{kv_mean}.yaml"), &text);
+        let ids: Vec<String> = v["targets"][0]["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_string())
+            .collect();
+        ids
+    };
+    // The cache filled only with the spike (a fifth full on average): a burst.
+    let ids = judge(0.2);
+    assert_eq!(
+        ids.first().map(String::as_str),
+        Some("concurrency_burst"),
+        "{ids:?}"
+    );
+    // Nine tenths full on average: the cache binds.
+    let ids = judge(0.9);
+    assert_eq!(
+        ids.first().map(String::as_str),
+        Some("kv_cache_exhaustion"),
+        "{ids:?}"
+    );
+}
+
 /// A vLLM replica's TTFT histogram (V0's bounds around a second) over five one-minute scrapes:
 /// per minute 90 requests under 0.5 s, 8 under 1 s and 2 in the bucket ending at `slow_le`.
 fn ttft_histogram(slow_le: f64) -> String {
