@@ -3,7 +3,8 @@
 # dcgm-exporter and node_exporter series at 15 s) of 1, 6 and 24 hours, beside `diagnose` of the
 # same file in the same run; then `postmortem --prometheus` over a day of a real Prometheus
 # (4 replicas backfilled with promtool) against the slowest range query it sends, and each
-# query alone. Needs scripts/install-test-servers.sh. Leaves nothing running.
+# query alone. Needs scripts/install-test-servers.sh. Leaves nothing running. With `ab`, compares
+# this build's postmortem CPU with $BASELINE's instead (below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
@@ -27,6 +28,24 @@ measure() { # label, command...
   read -r wall user sys rss < <(tail -n 1 "$work/t")
   printf '  %-34s wall %6.2f s  cpu %6.2f s  peak %5.0f MB\n' "$label" "$wall" "$(echo "$user + $sys" | bc)" "$(echo "$rss / 1024" | bc)"
 }
+
+# `BASELINE=<binary> scripts/bench-postmortem.sh ab [ROUNDS]`: this build against another, the
+# 4 x 24 h postmortem alternating, CPU (user + system) min / median / max, outputs compared.
+if [ "${1:-}" = ab ]; then
+  f=$(fleet 4 24)
+  for i in $(seq "${2:-10}"); do
+    for x in base new; do
+      b=$bin; [ $x = base ] && b=${BASELINE:?BASELINE=<binary> to compare with}
+      /usr/bin/time -f "%U %S" -o "$work/t" "$b" postmortem "$f" --format json -q >"$work/$x.json" 2>/dev/null
+      read -r user sys < "$work/t"; echo "$user + $sys" | bc >> "$work/$x.cpu"
+    done
+  done
+  for x in base new; do
+    sort -n "$work/$x.cpu" | awk -v n=$x '{a[NR]=$1} END {printf "  %-4s cpu min %.2f s  median %.2f s  max %.2f s\n", n, a[1], a[int((NR+1)/2)], a[NR]}'
+  done
+  cmp -s "$work/base.json" "$work/new.json" && echo "  outputs identical" || echo "  OUTPUTS DIFFER"
+  exit 0
+fi
 
 echo "# postmortem vs diagnose, same file, alternating (${RUNS:-2} runs)"
 for hours in 1 6 24; do

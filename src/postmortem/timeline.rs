@@ -128,10 +128,15 @@ pub fn slide(
         let prepared = split.values_at(i, range.frame_at(t))?;
         for (k, def) in catalog.signals().iter().enumerate() {
             if let Some(v) = prepared.snapshot.signal_at(k) {
-                timeline
-                    .signals
-                    .entry(def.name.clone())
-                    .or_insert_with(|| vec![f64::NAN; n])[step] = v.value;
+                // Looked up before inserting: the name is copied once per track, not per step.
+                match timeline.signals.get_mut(&def.name) {
+                    Some(column) => column[step] = v.value,
+                    None => {
+                        let mut column = vec![f64::NAN; n];
+                        column[step] = v.value;
+                        timeline.signals.insert(def.name.clone(), column);
+                    }
+                }
             }
         }
         let d = llm_doctor_engine::diagnose(&rules.playbook, &prepared.snapshot, slos);

@@ -268,7 +268,7 @@ impl<'a> TargetSeries<'a> {
 }
 
 /// A vector: one value per label set (labels without `le`, as a [`label_key`]), sorted by key.
-type Vector<'t> = Vec<(&'t str, f64)>;
+type Vector<'t> = smallvec::SmallVec<[(&'t str, f64); 4]>;
 
 /// Result of evaluating an expression.
 struct Out<'t> {
@@ -537,7 +537,7 @@ fn eval<'t>(
             };
             match v {
                 Some(v) if v.is_finite() => Ok(Out {
-                    values: vec![("", v)],
+                    values: smallvec::smallvec![("", v)],
                     totals: false,
                 }),
                 _ => Err(format!(
@@ -552,7 +552,7 @@ fn eval<'t>(
             let (s, c) = (single(&sum), single(&count));
             match (s, c) {
                 (Some(s), Some(c)) if c > 0.0 => Ok(Out {
-                    values: vec![("", s / c)],
+                    values: smallvec::smallvec![("", s / c)],
                     totals: false,
                 }),
                 _ => Err(format!(
@@ -574,7 +574,7 @@ fn eval<'t>(
         Expr::Count(e) => {
             let out = eval(e, ts, frame, stat)?;
             Ok(Out {
-                values: vec![("", out.values.len() as f64)],
+                values: smallvec::smallvec![("", out.values.len() as f64)],
                 totals: false,
             })
         }
@@ -609,7 +609,7 @@ fn eval<'t>(
             Ok(out)
         }
         Expr::Const(c) => Ok(Out {
-            values: vec![("", *c)],
+            values: smallvec::smallvec![("", *c)],
             totals: false,
         }),
         Expr::PercentToRatio(e) => {
@@ -631,11 +631,11 @@ fn eval<'t>(
             Ok(o) => Ok(o),
         },
         Expr::Scaling(s) => scaling(s, ts, frame).map(|v| Out {
-            values: vec![("", v)],
+            values: smallvec::smallvec![("", v)],
             totals: false,
         }),
         Expr::QueuedShare(s) => queued_share(s, ts, frame).map(|v| Out {
-            values: vec![("", v)],
+            values: smallvec::smallvec![("", v)],
             totals: false,
         }),
         Expr::First(alternatives) => {
@@ -777,9 +777,9 @@ fn aggregate<'t>(out: Out<'t>, f: impl Fn(&[f64]) -> f64) -> Result<Out<'t>, Abs
     if out.values.is_empty() {
         return Err("no series to aggregate".into());
     }
-    let v: Vec<f64> = out.values.iter().map(|(_, v)| *v).collect();
+    let v: smallvec::SmallVec<[f64; 8]> = out.values.iter().map(|(_, v)| *v).collect();
     Ok(Out {
-        values: vec![("", f(&v))],
+        values: smallvec::smallvec![("", f(&v))],
         totals: out.totals,
     })
 }
@@ -792,13 +792,23 @@ fn binary<'t>(
     totals: bool,
     f: impl Fn(f64, f64) -> Option<f64>,
 ) -> Result<Out<'t>, Absent> {
-    let mut values = Vec::new();
+    let mut values = Vector::new();
     if b.len() == 1 && b[0].0.is_empty() {
         let y = b[0].1;
         values.extend(a.into_iter().filter_map(|(k, x)| f(x, y).map(|v| (k, v))));
     } else if a.len() == 1 && a[0].0.is_empty() {
         let x = a[0].1;
         values.extend(b.into_iter().filter_map(|(k, y)| f(x, y).map(|v| (k, v))));
+    } else if b.len() <= 16 {
+        // A target's vectors are short (a series per GPU at most): a scan beats a map. The last
+        // of equal keys wins, as when they are collected into one.
+        for (k, x) in a {
+            if let Some(&(_, y)) = b.iter().rev().find(|(kb, _)| *kb == k) {
+                if let Some(v) = f(x, y) {
+                    values.push((k, v));
+                }
+            }
+        }
     } else {
         let bm: BTreeMap<&str, f64> = b.into_iter().collect();
         for (k, x) in a {

@@ -262,7 +262,8 @@ pub fn fill_signals(
 
 /// [`fill_signals`] over series already indexed, keeping combined gauges' instant values in
 /// `memo` when given (a window that slides reuses them). Without `provenance` each signal's
-/// `source` is left empty: a postmortem's steps keep only values.
+/// `source` is left empty and no hint says how to get a missing one: a postmortem's steps keep
+/// only values and verdicts.
 #[allow(clippy::too_many_arguments)]
 pub fn fill_signals_from(
     snapshot: &mut Snapshot,
@@ -292,7 +293,9 @@ pub fn fill_signals_from(
             let expr: &spec::Expr = match &resolved {
                 Ok(e) => e,
                 Err(reason) => {
-                    let _ = snapshot.set_hint(catalog, name, absent_hint(a, name, reason));
+                    if provenance {
+                        let _ = snapshot.set_hint(catalog, name, absent_hint(a, name, reason));
+                    }
                     continue;
                 }
             };
@@ -360,20 +363,23 @@ pub fn fill_signals_from(
                     let _ = snapshot.set_signal(catalog, name, sv);
                     provided.insert(name);
                 }
-                Err(reason) => {
+                Err(reason) if provenance => {
                     let _ = snapshot.set_hint(catalog, name, absent_hint(a, name, &reason));
                 }
+                Err(_) => {}
             }
         }
     }
-    fill_missing_hints(
-        snapshot,
-        catalog,
-        adapters,
-        &present,
-        input.engine.as_deref(),
-        &provided,
-    );
+    if provenance {
+        fill_missing_hints(
+            snapshot,
+            catalog,
+            adapters,
+            &present,
+            input.engine.as_deref(),
+            &provided,
+        );
+    }
 }
 
 impl Adapters {
