@@ -346,6 +346,33 @@ RUNS = [
      "server": {"np": 2, "c": 4096, "t": 1},
      "load": {"rate": "0.3cap", "duration": 120, "prompt": "150-250", "n_predict": 64,
               "burst": "50:8", "seed": 1404}},
+    # An eleventh (`llamacpp-fresh11-*`), defined in a later session after its one rule change
+    # (a burst on a mostly full KV cache, which llama.cpp does not export) and before it ran,
+    # scored once: the two-slot burst the tenth never sent, four slots with longer answers at
+    # about 0.6 of their capacity, heavy CPU contention on three slots beside its control, and
+    # four slots just past capacity.
+    {"id": "llamacpp-fresh11-burst-np2", "design": "burst", "host": QUIET_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.25cap", "duration": 120, "prompt": "150-250", "n_predict": 64,
+              "burst": "50:8", "seed": 1501}},
+    {"id": "llamacpp-fresh11-healthy-np4-long-answers", "design": "healthy", "host": QUIET_HOST,
+     "server": {"np": 4, "c": 8192, "t": 1},
+     "load": {"rate": "0.3cap", "duration": 100, "prompt": "150-250", "n_predict": 128,
+              "seed": 1502}},
+    {"id": "llamacpp-fresh11-cpu-control-np3", "design": "cpu_control", "host": QUIET_HOST,
+     "server": {"np": 3, "c": 6144, "t": 1},
+     "load": {"rate": "0.4cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "seed": 1503}},
+    {"id": "llamacpp-fresh11-cpu-contention-np3", "design": "cpu_contention", "host": QUIET_HOST,
+     "control": "llamacpp-fresh11-cpu-control-np3",
+     "server": {"np": 3, "c": 6144, "t": 1},
+     "load": {"rate": "0.4cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "seed": 1503},
+     "contention": {"workers": 2, "nice": 0}},
+    {"id": "llamacpp-fresh11-overload-np4-1p15x", "design": "overload", "host": QUIET_HOST,
+     "server": {"np": 4, "c": 8192, "t": 1},
+     "load": {"rate": "1.15cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
+              "drain": 20, "seed": 1505}},
 ]
 
 
