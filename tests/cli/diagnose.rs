@@ -614,13 +614,7 @@ fn a_process_that_restarts_twice_in_the_window_is_a_crash_loop() {
         let (_, out, err) = outcome(&run(&["diagnose", f.to_str().unwrap(), "--format", "json"]));
         let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{err}"));
         let t = v["targets"][0].clone();
-        let ids: Vec<String> = t["causes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["id"].as_str().unwrap().to_string())
-            .collect();
-        (ids, t)
+        (cause_ids(&t), t)
     };
     let (ids, t) = causes(&[6, 14]);
     assert_eq!(ids.first().map(String::as_str), Some("crash_loop"), "{t}");
@@ -631,6 +625,16 @@ fn a_process_that_restarts_twice_in_the_window_is_a_crash_loop() {
 }
 
 /// `diagnose --format json` of a snapshot written to `dir/name`.
+/// The ids of a JSON target's causes, in rank order.
+fn cause_ids(target: &serde_json::Value) -> Vec<String> {
+    target["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
 fn diagnose_snapshot(dir: &std::path::Path, name: &str, text: &str) -> serde_json::Value {
     let path = temp_file(dir, name, text);
     let (_, out, err) = outcome(&run(&[
@@ -681,13 +685,7 @@ fn a_short_queue_is_a_backlog_when_requests_wait_a_third_of_their_service() {
             "llm_doctor: snapshot/v1\ntargets:\n  - target: {{engine: {engine}, labels: {{instance: a}}}}\n    window: {{end: \"2026-12-01T00:10:00Z\", length: 5m}}\n    signals:\n      queue_depth: {{value: 0, min: 0, mean: {queue_mean}, max: 4}}\n      running_requests: {{value: 2, min: 0, mean: 2.1, max: 3}}\n{extra}    facts:\n      max_num_seqs: 3\n"
         );
         let v = diagnose_snapshot(dir.path(), &format!("{engine}-{queue_mean}.yaml"), &text);
-        let ids: Vec<String> = v["targets"][0]["causes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["id"].as_str().unwrap().to_string())
-            .collect();
-        ids
+        cause_ids(&v["targets"][0])
     };
     // 0.83 queued beside 2.1 running: requests wait ~40 % of their service time.
     let ids = judge("llamacpp", 0.83, "");
@@ -719,13 +717,7 @@ fn a_spike_on_a_mostly_full_kv_cache_is_not_a_burst() {
             "llm_doctor: snapshot/v1\ntargets:\n  - target: {{engine: vllm, labels: {{instance: a}}}}\n    window: {{end: \"2026-12-01T00:10:00Z\", length: 5m}}\n    signals:\n      queue_depth: {{value: 2, min: 0, mean: 3, max: 40}}\n      running_requests: {{value: 10, min: 2, mean: 10, max: 40}}\n      queued_share_ratio: {{value: 0.3}}\n      kv_cache_usage_ratio: {{value: 0.5, min: 0.1, mean: {kv_mean}, max: 0.99}}\n      preemptions_per_second: {{value: 0.2}}\n    facts:\n      max_num_seqs: 256\n"
         );
         let v = diagnose_snapshot(dir.path(), &format!("kv-{kv_mean}.yaml"), &text);
-        let ids: Vec<String> = v["targets"][0]["causes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["id"].as_str().unwrap().to_string())
-            .collect();
-        ids
+        cause_ids(&v["targets"][0])
     };
     // The cache filled only with the spike (a fifth full on average): a burst.
     let ids = judge(0.2);
