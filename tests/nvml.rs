@@ -22,7 +22,7 @@ use llm_doctor::source::live::nvml::{
 };
 use llm_doctor_engine::report::{Diagnosis, Status};
 
-use crate::support::{outcome, root};
+use crate::support::{cause_ids, outcome, root};
 
 /// 2026-12-01T00:00:00Z, where the fake clock starts.
 const T0: i64 = 1_796_083_200_000;
@@ -466,15 +466,6 @@ fn json(out: &Output) -> (i32, serde_json::Value, String) {
     let v = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}\n{stderr}"));
     (code, v, stderr)
-}
-
-fn cause_ids(target: &serde_json::Value) -> Vec<String> {
-    target["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[test]

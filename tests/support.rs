@@ -68,3 +68,13 @@ pub fn temp_file(dir: &Path, name: &str, text: &str) -> PathBuf {
     std::fs::write(&p, text).unwrap();
     p
 }
+
+/// The ids of a JSON diagnosis target's causes, in rank order.
+pub fn cause_ids(target: &serde_json::Value) -> Vec<String> {
+    target["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect()
+}

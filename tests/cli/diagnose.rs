@@ -1,6 +1,6 @@
 //! `diagnose`: outputs, exit codes and clear errors for bad input.
 
-use crate::support::{golden, outcome, run, temp_file};
+use crate::support::{cause_ids, golden, outcome, run, temp_file};
 
 const FIXTURE: &str = "fixtures/kv_cache_exhaustion.om.gz";
 const ARGS: &str = "vllm serve Qwen/Qwen2.5-7B-Instruct --max-num-seqs 256";
@@ -625,16 +625,6 @@ fn a_process_that_restarts_twice_in_the_window_is_a_crash_loop() {
 }
 
 /// `diagnose --format json` of a snapshot written to `dir/name`.
-/// The ids of a JSON target's causes, in rank order.
-fn cause_ids(target: &serde_json::Value) -> Vec<String> {
-    target["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].as_str().unwrap().to_string())
-        .collect()
-}
-
 fn diagnose_snapshot(dir: &std::path::Path, name: &str, text: &str) -> serde_json::Value {
     let path = temp_file(dir, name, text);
     let (_, out, err) = outcome(&run(&[
