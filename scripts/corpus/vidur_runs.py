@@ -276,6 +276,40 @@ RUNS = [
     run("vidur-fresh5-llama2-7b-a40-overload-code", L27, "a40", "code", 3.0, "queue_backlog", cap=256, seed=115),
     run("vidur-fresh5-llama3-8b-a100-burst-nearmiss-cv3", L3, "a100", "conv", 2.0, "near_miss:concurrency_burst",
         arrival="gamma", cv=3.0, seed=116, present="gamma arrivals (CV 3) that the replica absorbs"),
+    # A sixth batch (`vidur-fresh6-*`), defined in a later session before it ran, with no rule
+    # changed since the fifth was scored, and scored once: pairings of model, hardware, traffic and
+    # fault the corpus has fewer of (phi-2 on H100 with code, a 70B TP4 replica with 512-token
+    # chunks, the small-KV fault on code and arxiv traffic, batch caps on TP2 and A40, overloads on
+    # A40 and arxiv traffic, bursts on TP2 and A40), each with a near miss beside a fault.
+    run("vidur-fresh6-phi2-h100-healthy-code", PHI, "h100", "code", 5.0, "healthy", seed=121),
+    run("vidur-fresh6-llama2-7b-a100-healthy-conv-v0", L27, "a100", "conv", 3.0, "healthy", v0=True, seed=122),
+    run("vidur-fresh6-codellama34b-a100-tp2-healthy-code", CL34, "a100", "code", 1.0, "healthy", tp=2, seed=123),
+    run("vidur-fresh6-llama2-70b-a100-tp4-healthy-code-chunk512", L270, "a100", "code", 0.5, "healthy", tp=4,
+        chunk=512, seed=124),
+    run("vidur-fresh6-llama2-7b-h100-small-kv-code", L27, "h100", "code", 5.0, "kv_cache_exhaustion",
+        num_blocks=700, seed=125),
+    run("vidur-fresh6-llama3-8b-a100-small-kv-arxiv", L3, "a100", "arxiv", 1.2, "kv_cache_exhaustion",
+        num_blocks=1500, seed=126),
+    run("vidur-fresh6-codellama34b-h100-tp2-small-batch-cap6", CL34, "h100", "conv", 4.0, "small_batch_limit",
+        tp=2, cap=6, seed=127),
+    run("vidur-fresh6-llama2-7b-a40-small-batch-cap4-v0", L27, "a40", "conv", 1.5, "small_batch_limit", cap=4,
+        v0=True, seed=128),
+    run("vidur-fresh6-phi2-a40-overload-code", PHI, "a40", "code", 4.0, "queue_backlog", cap=256, seed=129),
+    run("vidur-fresh6-llama2-7b-a100-overload-arxiv", L27, "a100", "arxiv", 3.0, "queue_backlog", cap=256,
+        seed=130),
+    run("vidur-fresh6-codellama34b-h100-tp2-no-chunk-arxiv-v0", CL34, "h100", "arxiv", 1.0,
+        "prefill_decode_interference", tp=2, v0=True, seed=131),
+    run("vidur-fresh6-codellama34b-a100-tp2-burst-cv8", CL34, "a100", "conv", 1.2, "concurrency_burst", tp=2,
+        arrival="gamma", cv=8.0, seed=132),
+    run("vidur-fresh6-phi2-a40-burst-cv6-code", PHI, "a40", "code", 1.2, "concurrency_burst", arrival="gamma",
+        cv=6.0, seed=133),
+    run("vidur-fresh6-llama2-7b-h100-small-kv-code-nearmiss", L27, "h100", "code", 1.5,
+        "near_miss:kv_cache_exhaustion", num_blocks=700, seed=134,
+        present="700 KV blocks (the small-KV code run's), at 1.5 req/s"),
+    run("vidur-fresh6-llama2-7b-a100-burst-nearmiss-cv2", L27, "a100", "conv", 1.5, "near_miss:concurrency_burst",
+        arrival="gamma", cv=2.0, seed=135, present="gamma arrivals (CV 2) that the replica absorbs"),
+    run("vidur-fresh6-phi2-a40-overload-code-nearmiss", PHI, "a40", "code", 1.5, "near_miss:queue_backlog",
+        cap=256, seed=136, present="the code overload run's deployment at 1.5 req/s instead of 4"),
 ]
 
 
