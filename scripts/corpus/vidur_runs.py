@@ -310,6 +310,48 @@ RUNS = [
         arrival="gamma", cv=2.0, seed=135, present="gamma arrivals (CV 2) that the replica absorbs"),
     run("vidur-fresh6-phi2-a40-overload-code-nearmiss", PHI, "a40", "code", 1.5, "near_miss:queue_backlog",
         cap=256, seed=136, present="the code overload run's deployment at 1.5 req/s instead of 4"),
+    # A seventh batch (`vidur-fresh7-*`), defined after the sixth was scored (all right) and
+    # before it ran, nothing changed between: operating points near the edges, where a verdict is
+    # harder (healthy at 0.8-0.85 of capacity, overloads at 1.15-1.2x, a cache that fills in bursts
+    # at a load served in full, batch caps of 8-16 that bind part of the time, bursts on a busy
+    # baseline, prefills unchunked on V1), capacities from the earlier runs' measured figures.
+    run("vidur-fresh7-llama3-8b-a100-healthy-conv-0p8", L3, "a100", "conv", 5.6, "healthy", seed=141),
+    run("vidur-fresh7-phi2-a40-healthy-conv-0p85", PHI, "a40", "conv", 3.3, "healthy", seed=142),
+    run("vidur-fresh7-codellama34b-h100-tp2-healthy-conv-0p8", CL34, "h100", "conv", 6.8, "healthy", tp=2,
+        seed=143),
+    run("vidur-fresh7-llama2-7b-h100-healthy-conv", L27, "h100", "conv", 8.0, "healthy", seed=144),
+    run("vidur-fresh7-llama3-8b-a100-overload-1p2x", L3, "a100", "conv", 8.4, "queue_backlog", cap=256, seed=145),
+    run("vidur-fresh7-phi2-a40-overload-1p15x", PHI, "a40", "conv", 4.5, "queue_backlog", cap=256, seed=146),
+    run("vidur-fresh7-codellama34b-h100-tp2-overload-1p2x", CL34, "h100", "conv", 10.2, "queue_backlog", tp=2,
+        cap=256, seed=147),
+    run("vidur-fresh7-llama3-8b-a100-small-kv-3rps", L3, "a100", "conv", 3.0, "kv_cache_exhaustion",
+        num_blocks=1200, seed=148),
+    run("vidur-fresh7-phi2-a100-small-kv", PHI, "a100", "conv", 3.0, "kv_cache_exhaustion", num_blocks=300,
+        seed=149),
+    run("vidur-fresh7-llama2-7b-a100-small-kv-v0", L27, "a100", "conv", 2.0, "kv_cache_exhaustion",
+        num_blocks=600, v0=True, seed=150),
+    run("vidur-fresh7-llama3-8b-a100-small-batch-cap16", L3, "a100", "conv", 5.0, "small_batch_limit", cap=16,
+        seed=151),
+    run("vidur-fresh7-phi2-h100-small-batch-cap8", PHI, "h100", "conv", 6.0, "small_batch_limit", cap=8,
+        seed=152),
+    run("vidur-fresh7-codellama34b-h100-tp2-small-batch-nearmiss-cap16", CL34, "h100", "conv", 3.0,
+        "near_miss:small_batch_limit", tp=2, cap=16, seed=153, present="--max-num-seqs 16 (low), at 3 req/s"),
+    run("vidur-fresh7-llama3-8b-a100-burst-cv4-busy", L3, "a100", "conv", 4.5, "concurrency_burst",
+        arrival="gamma", cv=4.0, seed=154),
+    run("vidur-fresh7-llama2-7b-h100-burst-cv6", L27, "h100", "conv", 6.0, "concurrency_burst", arrival="gamma",
+        cv=6.0, seed=155),
+    run("vidur-fresh7-phi2-a40-burst-nearmiss-cv2", PHI, "a40", "conv", 2.0, "near_miss:concurrency_burst",
+        arrival="gamma", cv=2.0, seed=156, present="gamma arrivals (CV 2) that the replica absorbs"),
+    run("vidur-fresh7-llama3-8b-a100-no-chunk-code-2p5", L3, "a100", "code", 2.5, "prefill_decode_interference",
+        sched="vllm", seed=157),
+    run("vidur-fresh7-llama2-7b-h100-no-chunk-conv-nearmiss-v0", L27, "h100", "conv", 3.0,
+        "near_miss:prefill_decode_interference", v0=True, seed=158,
+        present="no chunked prefill (V0), short conversation prompts on an H100"),
+    run("vidur-fresh7-llama2-7b-a40-tiny-chunk-128", L27, "a40", "code", 1.0, "small_batch_limit",
+        sched="sarathi", chunk=128, seed=159),
+    run("vidur-fresh7-llama2-7b-a100-small-kv-nearmiss-v0", L27, "a100", "conv", 0.8,
+        "near_miss:kv_cache_exhaustion", num_blocks=600, v0=True, seed=160,
+        present="600 KV blocks (the V0 small-KV run's), at 0.8 req/s"),
 ]
 
 
