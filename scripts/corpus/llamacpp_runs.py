@@ -405,6 +405,32 @@ RUNS = [
      "server": {"np": 3, "c": 6144, "t": 1},
      "load": {"rate": "0.25cap", "duration": 120, "prompt": "150-250", "n_predict": 64,
               "burst": "50:9", "seed": 1605}},
+    # A thirteenth (`llamacpp-fresh13-*`), defined in a later session before it ran, with no rule
+    # changed since the twelfth was scored, on the same machine and its calibration: moderate
+    # loads (0.4-0.6 of capacity) on two to four slots for three minutes each, where the ninth
+    # and eleventh batches found backlogs seen only in the client's tail (three minutes draw
+    # about twice the requests of the earlier runs, so a tail is less one request's luck), beside
+    # an overload at 1.3x on three slots and long prompts on two.
+    {"id": "llamacpp-fresh13-moderate-np3-40pct", "design": "healthy", "host": RECALIBRATED_HOST,
+     "server": {"np": 3, "c": 6144, "t": 1},
+     "load": {"rate": "0.4cap", "duration": 180, "prompt": "150-250", "n_predict": 64,
+              "seed": 1701}},
+    {"id": "llamacpp-fresh13-moderate-np2-60pct", "design": "healthy", "host": RECALIBRATED_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.6cap", "duration": 180, "prompt": "150-250", "n_predict": 64,
+              "seed": 1702}},
+    {"id": "llamacpp-fresh13-moderate-np4-50pct", "design": "healthy", "host": RECALIBRATED_HOST,
+     "server": {"np": 4, "c": 8192, "t": 1},
+     "load": {"rate": "0.5cap", "duration": 180, "prompt": "150-250", "n_predict": 64,
+              "seed": 1703}},
+    {"id": "llamacpp-fresh13-overload-np3-1p3x", "design": "overload", "host": RECALIBRATED_HOST,
+     "server": {"np": 3, "c": 6144, "t": 1},
+     "load": {"rate": "1.3cap", "duration": 120, "prompt": "150-250", "n_predict": 64,
+              "drain": 20, "seed": 1704}},
+    {"id": "llamacpp-fresh13-long-prompt-np2", "design": "long_prompt", "host": RECALIBRATED_HOST,
+     "server": {"np": 2, "c": 8192, "t": 1},
+     "load": {"rate": "0.3prefill", "duration": 150, "prompt": "1500-3000", "n_predict": 16,
+              "seed": 1705}},
 ]
 
 
