@@ -777,9 +777,11 @@ def label_run(r, g):
          r["sched"] == "sarathi" and (r["chunk"] or 0) <= 128 and g["busy_fraction"] >= 0.95
          and g["running_p95"] < cap / 4 and g["kv_usage_p95"] < 0.8 and g["ttft_p50_s"] > 2),
         ("queue_backlog",
-         "served < 0.8 x offered, waiting grows (mean 2nd half > 2 x 1st half and > 10), no preemption, "
+         "served < 0.9 x offered, waiting grows (mean 2nd half > 2 x 1st half and > 10), no preemption, "
          "KV p95 < 0.9, batch cap not small (>= 128): the offered load exceeds what the replica computes",
-         g["served_rps"] < 0.8 * g["offered_rps"] and g["waiting_mean_second_half"] > max(10, 2 * g["waiting_mean_first_half"])
+         # 0.9, the bound below which a replica does not keep up: at 0.8 (until the seventh batch)
+         # a mild overload, served 80-90 % with its queue growing fourfold, met no predicate.
+         g["served_rps"] < 0.9 * g["offered_rps"] and g["waiting_mean_second_half"] > max(10, 2 * g["waiting_mean_first_half"])
          and g["preemptions"] == 0 and cap >= 128 and g["kv_usage_p95"] < 0.9),
         ("prefill_decode_interference",
          "no chunked prefill, served >= 0.9 x offered, ITL p99 > 10 x ITL p50 and ITL p99 > %g s" % ITL_OBJECTIVE_S,
