@@ -352,6 +352,41 @@ RUNS = [
     run("vidur-fresh7-llama2-7b-a100-small-kv-nearmiss-v0", L27, "a100", "conv", 0.8,
         "near_miss:kv_cache_exhaustion", num_blocks=600, v0=True, seed=160,
         present="600 KV blocks (the V0 small-KV run's), at 0.8 req/s"),
+    # An eighth batch (`vidur-fresh8-*`), defined after the seventh and the overload predicate's
+    # bound were settled and before it ran, nothing else changed: A40 TP2, a 70B TP4 replica
+    # with 512-token chunks, a replica at 0.9 of its capacity, small caches on TP2 and A40, caps
+    # of 8 and 12, code bursts, unchunked prefills on an A40, 64-token chunks on conversations.
+    run("vidur-fresh8-llama3-8b-a100-healthy-conv-0p9", L3, "a100", "conv", 6.3, "healthy", seed=171),
+    run("vidur-fresh8-phi2-a100-healthy-code", PHI, "a100", "code", 4.0, "healthy", seed=172),
+    run("vidur-fresh8-llama2-70b-a100-tp4-healthy-conv-chunk512", L270, "a100", "conv", 1.0, "healthy", tp=4,
+        chunk=512, seed=173),
+    run("vidur-fresh8-codellama34b-a40-tp2-healthy-conv", CL34, "a40", "conv", 0.8, "healthy", tp=2, seed=174),
+    run("vidur-fresh8-llama2-7b-a40-healthy-conv-v0", L27, "a40", "conv", 1.0, "healthy", v0=True, seed=175),
+    run("vidur-fresh8-codellama34b-a100-tp2-small-kv", CL34, "a100", "conv", 2.5, "kv_cache_exhaustion", tp=2,
+        num_blocks=800, seed=176),
+    run("vidur-fresh8-phi2-a40-small-kv-500", PHI, "a40", "conv", 2.0, "kv_cache_exhaustion", num_blocks=500,
+        seed=177),
+    run("vidur-fresh8-llama3-8b-a100-small-kv-arxiv-nearmiss", L3, "a100", "arxiv", 0.5,
+        "near_miss:kv_cache_exhaustion", num_blocks=1500, seed=178,
+        present="1500 KV blocks (the small-KV arxiv run's), at 0.5 req/s"),
+    run("vidur-fresh8-llama2-70b-a100-tp4-overload-chunk512", L270, "a100", "conv", 2.5, "queue_backlog", tp=4,
+        cap=256, chunk=512, seed=179),
+    run("vidur-fresh8-llama2-7b-a40-overload-conv-v0", L27, "a40", "conv", 3.5, "queue_backlog", cap=256,
+        v0=True, seed=180),
+    run("vidur-fresh8-llama2-7b-a100-small-batch-cap8", L27, "a100", "conv", 4.0, "small_batch_limit", cap=8,
+        seed=181),
+    run("vidur-fresh8-phi2-a40-small-batch-nearmiss-cap12", PHI, "a40", "conv", 1.5, "near_miss:small_batch_limit",
+        cap=12, seed=182, present="--max-num-seqs 12 (low), at 1.5 req/s"),
+    run("vidur-fresh8-llama2-7b-a40-no-chunk-code-v0", L27, "a40", "code", 0.8, "prefill_decode_interference",
+        v0=True, seed=183),
+    run("vidur-fresh8-llama3-8b-a100-burst-code-cv6", L3, "a100", "code", 2.0, "concurrency_burst",
+        arrival="gamma", cv=6.0, seed=184),
+    run("vidur-fresh8-codellama34b-h100-tp2-burst-cv5", CL34, "h100", "conv", 3.0, "concurrency_burst", tp=2,
+        arrival="gamma", cv=5.0, seed=185),
+    run("vidur-fresh8-phi2-h100-burst-nearmiss-cv2", PHI, "h100", "conv", 4.0, "near_miss:concurrency_burst",
+        arrival="gamma", cv=2.0, seed=186, present="gamma arrivals (CV 2) that the replica absorbs"),
+    run("vidur-fresh8-llama3-8b-a100-tiny-chunk-64-conv", L3, "a100", "conv", 3.0, "small_batch_limit",
+        sched="sarathi", chunk=64, seed=187),
 ]
 
 
