@@ -431,6 +431,28 @@ RUNS = [
      "server": {"np": 2, "c": 8192, "t": 1},
      "load": {"rate": "0.3prefill", "duration": 150, "prompt": "1500-3000", "n_predict": 16,
               "seed": 1705}},
+    # A fourteenth (`llamacpp-fresh14-*`), defined after the thirteenth was scored and before it
+    # ran, nothing changed between: prompts that fit a slot but whose answers outgrow it (cut
+    # at the slot's context, not refused) beside the same load on a slot twice as large, and a
+    # CPU-contention pair (two competing workers) at 0.45 of capacity for two and a half minutes.
+    {"id": "llamacpp-fresh14-context-cut-np2-c1024", "design": "context_overflow",
+     "host": RECALIBRATED_HOST, "server": {"np": 2, "c": 1024, "t": 1},
+     "load": {"rate": "0.3cap", "duration": 120, "prompt": "300-450", "n_predict": 128,
+              "seed": 1801}},
+    {"id": "llamacpp-fresh14-context-near-miss-np2-c2048", "design": "near_miss_context",
+     "host": RECALIBRATED_HOST, "server": {"np": 2, "c": 2048, "t": 1},
+     "load": {"rate": "0.3cap", "duration": 120, "prompt": "300-450", "n_predict": 128,
+              "seed": 1801}},
+    {"id": "llamacpp-fresh14-cpu-control", "design": "cpu_control", "host": RECALIBRATED_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.45cap", "duration": 150, "prompt": "150-250", "n_predict": 64,
+              "seed": 1803}},
+    {"id": "llamacpp-fresh14-cpu-contention-2w", "design": "cpu_contention",
+     "host": RECALIBRATED_HOST, "control": "llamacpp-fresh14-cpu-control",
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.45cap", "duration": 150, "prompt": "150-250", "n_predict": 64,
+              "seed": 1803},
+     "contention": {"workers": 2, "nice": 0}},
 ]
 
 
