@@ -453,6 +453,27 @@ RUNS = [
      "load": {"rate": "0.45cap", "duration": 150, "prompt": "150-250", "n_predict": 64,
               "seed": 1803},
      "contention": {"workers": 2, "nice": 0}},
+    # A fifteenth (`llamacpp-fresh15-*`), defined after the fourteenth was scored and before it
+    # ran, nothing changed between: a light load on two slots for three minutes, an overload at
+    # 1.5x on two slots, and a contention pair with three competing workers on three slots.
+    {"id": "llamacpp-fresh15-light-np2-30pct", "design": "healthy", "host": RECALIBRATED_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.3cap", "duration": 180, "prompt": "150-250", "n_predict": 64,
+              "seed": 1901}},
+    {"id": "llamacpp-fresh15-overload-np2-1p5x", "design": "overload", "host": RECALIBRATED_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "1.5cap", "duration": 120, "prompt": "150-250", "n_predict": 64,
+              "drain": 20, "seed": 1902}},
+    {"id": "llamacpp-fresh15-cpu-control-np3", "design": "cpu_control", "host": RECALIBRATED_HOST,
+     "server": {"np": 3, "c": 6144, "t": 1},
+     "load": {"rate": "0.35cap", "duration": 150, "prompt": "150-250", "n_predict": 64,
+              "seed": 1903}},
+    {"id": "llamacpp-fresh15-cpu-contention-np3-3w", "design": "cpu_contention",
+     "host": RECALIBRATED_HOST, "control": "llamacpp-fresh15-cpu-control-np3",
+     "server": {"np": 3, "c": 6144, "t": 1},
+     "load": {"rate": "0.35cap", "duration": 150, "prompt": "150-250", "n_predict": 64,
+              "seed": 1903},
+     "contention": {"workers": 3, "nice": 0}},
 ]
 
 
