@@ -113,15 +113,9 @@ RUNS = [
      "load": {"rate": "0.5cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
               "seed": 202}},
     {"id": "llamacpp-cpu-contention", "design": "cpu_contention", "control": "llamacpp-cpu-control",
-     "server": {"np": 2, "c": 4096, "t": 1},
-     "load": {"rate": "0.5cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
-              "seed": 202},
      "contention": {"workers": 2, "nice": 0}},
     {"id": "llamacpp-cpu-light-contention", "design": "near_miss_cpu",
      "control": "llamacpp-cpu-control",
-     "server": {"np": 2, "c": 4096, "t": 1},
-     "load": {"rate": "0.5cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
-              "seed": 202},
      "contention": {"workers": 1, "nice": 19}},
     {"id": "llamacpp-healthy-np2-60pct", "design": "healthy",
      "server": {"np": 2, "c": 4096, "t": 1},
@@ -191,11 +185,8 @@ RUNS = [
      "server": {"np": 2, "c": 4096, "t": 1},
      "load": {"rate": "0.45cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
               "seed": 704}},
-    {"id": "llamacpp-fresh3-cpu-contention", "design": "cpu_contention", "host": QUIET_HOST,
+    {"id": "llamacpp-fresh3-cpu-contention", "design": "cpu_contention",
      "control": "llamacpp-fresh3-cpu-control",
-     "server": {"np": 2, "c": 4096, "t": 1},
-     "load": {"rate": "0.45cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
-              "seed": 704},
      "contention": {"workers": 2, "nice": 0}},
     {"id": "llamacpp-fresh3-healthy-np4-30pct", "design": "healthy", "host": QUIET_HOST,
      "server": {"np": 4, "c": 8192, "t": 1},
@@ -366,11 +357,8 @@ RUNS = [
      "server": {"np": 3, "c": 6144, "t": 1},
      "load": {"rate": "0.4cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
               "seed": 1503}},
-    {"id": "llamacpp-fresh11-cpu-contention-np3", "design": "cpu_contention", "host": QUIET_HOST,
+    {"id": "llamacpp-fresh11-cpu-contention-np3", "design": "cpu_contention",
      "control": "llamacpp-fresh11-cpu-control-np3",
-     "server": {"np": 3, "c": 6144, "t": 1},
-     "load": {"rate": "0.4cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
-              "seed": 1503},
      "contention": {"workers": 2, "nice": 0}},
     {"id": "llamacpp-fresh11-overload-np4-1p15x", "design": "overload", "host": QUIET_HOST,
      "server": {"np": 4, "c": 8192, "t": 1},
@@ -396,10 +384,7 @@ RUNS = [
      "load": {"rate": "0.45cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
               "seed": 1603}},
     {"id": "llamacpp-fresh12-cpu-contention-3w", "design": "cpu_contention",
-     "host": RECALIBRATED_HOST, "control": "llamacpp-fresh12-cpu-control",
-     "server": {"np": 2, "c": 4096, "t": 1},
-     "load": {"rate": "0.45cap", "duration": 100, "prompt": "150-250", "n_predict": 64,
-              "seed": 1603},
+     "control": "llamacpp-fresh12-cpu-control",
      "contention": {"workers": 3, "nice": 0}},
     {"id": "llamacpp-fresh12-burst-np3", "design": "burst", "host": RECALIBRATED_HOST,
      "server": {"np": 3, "c": 6144, "t": 1},
@@ -448,10 +433,7 @@ RUNS = [
      "load": {"rate": "0.45cap", "duration": 150, "prompt": "150-250", "n_predict": 64,
               "seed": 1803}},
     {"id": "llamacpp-fresh14-cpu-contention-2w", "design": "cpu_contention",
-     "host": RECALIBRATED_HOST, "control": "llamacpp-fresh14-cpu-control",
-     "server": {"np": 2, "c": 4096, "t": 1},
-     "load": {"rate": "0.45cap", "duration": 150, "prompt": "150-250", "n_predict": 64,
-              "seed": 1803},
+     "control": "llamacpp-fresh14-cpu-control",
      "contention": {"workers": 2, "nice": 0}},
     # A fifteenth (`llamacpp-fresh15-*`), defined after the fourteenth was scored and before it
     # ran, nothing changed between: a light load on two slots for three minutes, an overload at
@@ -469,12 +451,20 @@ RUNS = [
      "load": {"rate": "0.35cap", "duration": 150, "prompt": "150-250", "n_predict": 64,
               "seed": 1903}},
     {"id": "llamacpp-fresh15-cpu-contention-np3-3w", "design": "cpu_contention",
-     "host": RECALIBRATED_HOST, "control": "llamacpp-fresh15-cpu-control-np3",
-     "server": {"np": 3, "c": 6144, "t": 1},
-     "load": {"rate": "0.35cap", "duration": 150, "prompt": "150-250", "n_predict": 64,
-              "seed": 1903},
+     "control": "llamacpp-fresh15-cpu-control-np3",
      "contention": {"workers": 3, "nice": 0}},
 ]
+
+
+# A run beside a control (CPU contention) repeats the control's machine, deployment and load,
+# seed included, so that only the competing work differs: taken from the control, not written
+# twice.
+_BY_ID = {r["id"]: r for r in RUNS}
+for _run in RUNS:
+    if "control" in _run:
+        for _key in ("host", "server", "load"):
+            if _key in _BY_ID[_run["control"]]:
+                _run.setdefault(_key, _BY_ID[_run["control"]][_key])
 
 
 def free_port():
