@@ -19,6 +19,8 @@ import urllib.request
 
 
 def main():
+    if len(sys.argv) not in (6, 7):
+        sys.exit(__doc__)
     log, url, start, end, step = sys.argv[1:6]
     in_flight = int(sys.argv[6]) if len(sys.argv) > 6 else 8
     queries = [json.loads(line)["params"]["query"] for line in open(log)]
@@ -29,7 +31,9 @@ def main():
         try:
             body, err = urllib.request.urlopen(url + "/api/v1/query_range", data, timeout=600).read(), None
         except urllib.error.HTTPError as e:
-            body, err = b"", json.loads(e.read()).get("error", "")
+            body, err = b"", json.loads(e.read()).get("error", "") or str(e)
+        except urllib.error.URLError as e:
+            body, err = b"", str(e.reason)
         return time.time() - t, len(body), err, q
 
     t = time.time()
@@ -37,6 +41,8 @@ def main():
         results = list(pool.map(send, queries))
     wall = time.time() - t
     ok = [r for r in results if r[2] is None]
+    if not ok:
+        sys.exit("no query was answered as a range query: %s" % results[0][2] if results else "no queries in " + log)
     print("%d queries, %d in flight: wall %.2f s, slowest %.2f s, %d answered (%.1f MB), %d refused"
           % (len(queries), in_flight, wall, max(r[0] for r in ok), len(ok),
              sum(r[1] for r in ok) / 1e6, len(results) - len(ok)))
