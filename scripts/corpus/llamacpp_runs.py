@@ -453,6 +453,38 @@ RUNS = [
     {"id": "llamacpp-fresh15-cpu-contention-np3-3w", "design": "cpu_contention",
      "control": "llamacpp-fresh15-cpu-control-np3",
      "contention": {"workers": 3, "nice": 0}},
+    # A sixteenth (`llamacpp-fresh16-*`), defined after the fifteenth was scored and before it
+    # ran, no rule changed since: CPU contention across loads and worker counts, each beside a
+    # control with the same arrivals, for three minutes each (about twice the requests of the
+    # earlier pairs). The contention runs so far could not tell contention that cost the
+    # clients something from contention that did not; these give both sides more members.
+    {"id": "llamacpp-fresh16-cpu-control-np2-45pct", "design": "cpu_control",
+     "host": RECALIBRATED_HOST, "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.45cap", "duration": 180, "prompt": "150-250", "n_predict": 64,
+              "seed": 2001}},
+    {"id": "llamacpp-fresh16-cpu-contention-np2-45pct-3w", "design": "cpu_contention",
+     "control": "llamacpp-fresh16-cpu-control-np2-45pct",
+     "contention": {"workers": 3, "nice": 0}},
+    {"id": "llamacpp-fresh16-cpu-control-np2-30pct", "design": "cpu_control",
+     "host": RECALIBRATED_HOST, "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.3cap", "duration": 180, "prompt": "150-250", "n_predict": 64,
+              "seed": 2003}},
+    {"id": "llamacpp-fresh16-cpu-contention-np2-30pct-2w", "design": "cpu_contention",
+     "control": "llamacpp-fresh16-cpu-control-np2-30pct",
+     "contention": {"workers": 2, "nice": 0}},
+    {"id": "llamacpp-fresh16-cpu-contention-np2-30pct-4w", "design": "cpu_contention",
+     "control": "llamacpp-fresh16-cpu-control-np2-30pct",
+     "contention": {"workers": 4, "nice": 0}},
+    {"id": "llamacpp-fresh16-cpu-control-np3-40pct", "design": "cpu_control",
+     "host": RECALIBRATED_HOST, "server": {"np": 3, "c": 6144, "t": 1},
+     "load": {"rate": "0.4cap", "duration": 180, "prompt": "150-250", "n_predict": 64,
+              "seed": 2005}},
+    {"id": "llamacpp-fresh16-cpu-contention-np3-40pct-1w", "design": "cpu_contention",
+     "control": "llamacpp-fresh16-cpu-control-np3-40pct",
+     "contention": {"workers": 1, "nice": 0}},
+    {"id": "llamacpp-fresh16-cpu-contention-np3-40pct-2w", "design": "cpu_contention",
+     "control": "llamacpp-fresh16-cpu-control-np3-40pct",
+     "contention": {"workers": 2, "nice": 0}},
 ]
 
 
