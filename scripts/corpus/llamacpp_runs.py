@@ -975,7 +975,7 @@ DESCRIPTIONS = {
     "near_miss_context": "Small context, but every prompt + n_predict still fits a slot.",
     "long_prompt": "Long prompts (1,500-3,000 tokens), short outputs, moderate rate.",
     "cpu_control": "Control for the CPU-contention runs: the same load, no competing process.",
-    "cpu_contention": "A competing CPU-bound process (2 workers, nice 0) during a normal load.",
+    "cpu_contention": "A competing CPU-bound process ({workers} workers, nice {nice}) during a normal load.",
     "near_miss_cpu": "Light CPU contention (1 worker at nice 19) during a normal load.",
     "burst": "A moderate steady load with one burst of requests sent at once, more than the slots hold.",
     "near_miss_burst": "A moderate steady load with one burst of requests sent at once that the slots hold."
@@ -1112,6 +1112,8 @@ def write_case(raw, raws, cal, overrides):
         "notes": Lit(notes + "\n"),
     }
     desc = DESCRIPTIONS.get(run["design"], run["design"])
+    if run.get("contention"):
+        desc = desc.format(**run["contention"])
     text = "# %s\n" % desc + yaml.safe_dump(case, sort_keys=False, width=4096, allow_unicode=False)
     with open(os.path.join(OUT_DIR, rid + ".yaml"), "w") as fh:
         fh.write(text)
