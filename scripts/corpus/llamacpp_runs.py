@@ -485,6 +485,40 @@ RUNS = [
     {"id": "llamacpp-fresh16-cpu-contention-np3-40pct-2w", "design": "cpu_contention",
      "control": "llamacpp-fresh16-cpu-control-np3-40pct",
      "contention": {"workers": 2, "nice": 0}},
+    # A seventeenth (`llamacpp-fresh17-*`), defined after the sixteenth was scored and the
+    # contention rule changed (cpu_bottleneck without a GPU needs requests waiting), before it
+    # ran. Competing work so far ran in its own session, and the kernel's autogroup scheduling
+    # gave llama-server's one compute thread its core whatever the workers: contention that
+    # slows the replica itself was never recorded. Here llama-server and one stress-ng worker
+    # are both pinned to CPU 0 (taskset), where each session gets half of the core (measured
+    # before: a pinned busy loop got 0.50 of CPU 0 beside one pinned worker, at nice 0 or 19):
+    # decode at about half speed, at three loads (0.15, 0.3, 0.45 of capacity), each beside a
+    # control pinned the same way with the same arrivals; one more at 0.3 with the worker at
+    # nice 19. The light loads ask whether a replica slowed without requests waiting is found.
+    {"id": "llamacpp-fresh17-pinned-control-np2-15pct", "design": "cpu_control",
+     "host": RECALIBRATED_HOST, "server": {"np": 2, "c": 4096, "t": 1, "cpus": "0"},
+     "load": {"rate": "0.15cap", "duration": 300, "prompt": "150-250", "n_predict": 64,
+              "seed": 2101}},
+    {"id": "llamacpp-fresh17-pinned-contention-np2-15pct-1w", "design": "cpu_contention",
+     "control": "llamacpp-fresh17-pinned-control-np2-15pct",
+     "contention": {"workers": 1, "nice": 0, "cpus": "0"}},
+    {"id": "llamacpp-fresh17-pinned-control-np2-30pct", "design": "cpu_control",
+     "host": RECALIBRATED_HOST, "server": {"np": 2, "c": 4096, "t": 1, "cpus": "0"},
+     "load": {"rate": "0.3cap", "duration": 180, "prompt": "150-250", "n_predict": 64,
+              "seed": 2103}},
+    {"id": "llamacpp-fresh17-pinned-contention-np2-30pct-1w", "design": "cpu_contention",
+     "control": "llamacpp-fresh17-pinned-control-np2-30pct",
+     "contention": {"workers": 1, "nice": 0, "cpus": "0"}},
+    {"id": "llamacpp-fresh17-pinned-contention-np2-30pct-1w-nice19", "design": "cpu_contention",
+     "control": "llamacpp-fresh17-pinned-control-np2-30pct",
+     "contention": {"workers": 1, "nice": 19, "cpus": "0"}},
+    {"id": "llamacpp-fresh17-pinned-control-np2-45pct", "design": "cpu_control",
+     "host": RECALIBRATED_HOST, "server": {"np": 2, "c": 4096, "t": 1, "cpus": "0"},
+     "load": {"rate": "0.45cap", "duration": 180, "prompt": "150-250", "n_predict": 64,
+              "seed": 2105}},
+    {"id": "llamacpp-fresh17-pinned-contention-np2-45pct-1w", "design": "cpu_contention",
+     "control": "llamacpp-fresh17-pinned-control-np2-45pct",
+     "contention": {"workers": 1, "nice": 0, "cpus": "0"}},
 ]
 
 
@@ -516,6 +550,11 @@ def server_argv(srv, port):
         argv += ["-ub", str(srv["ub"])]
     argv += ["--port", str(port), "--host", "127.0.0.1"]
     return argv
+
+
+def pinned(argv, cpus):
+    """`argv` run on the CPUs listed (taskset -c), or anywhere when none are."""
+    return ["taskset", "-c", cpus] + argv if cpus else argv
 
 
 def short_cmd(argv):
@@ -611,7 +650,8 @@ def do_run(run, cal, work, idle=5):
     srv = ne = stress = None
     load_before = load1()
     try:
-        srv = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        srv = subprocess.Popen(pinned(argv, run["server"].get("cpus")), stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True)
         wait_health(port, srv)
         ne = subprocess.Popen([NODE_EXPORTER, "--web.listen-address=127.0.0.1:%d" % nport,
                                "--collector.disable-defaults", "--collector.cpu",
@@ -639,8 +679,9 @@ def do_run(run, cal, work, idle=5):
         cont = run.get("contention")
         cargv = None
         if cont:
-            cargv = ["nice", "-n", str(cont["nice"]), "stress-ng", "--cpu", str(cont["workers"]),
-                     "--cpu-method", "matrixprod", "--timeout", "%ds" % (ld["duration"] + 40)]
+            cargv = pinned(["nice", "-n", str(cont["nice"]), "stress-ng", "--cpu",
+                            str(cont["workers"]), "--cpu-method", "matrixprod", "--timeout",
+                            "%ds" % (ld["duration"] + 40)], cont.get("cpus"))
             stress = subprocess.Popen(cargv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                       start_new_session=True)
         lp = subprocess.run(largv, capture_output=True, text=True)
@@ -924,10 +965,12 @@ def label_run(raw, raws, cal):
             c99, c50 = c["ttft_p99_s"] or 0.0, c["ttft_p50_s"] or 0.0
             t50 = s["ttft_p50_s"] or 0.0
             e99, ce99 = s["e2e_p99_s"] or 0.0, c["e2e_p99_s"] or 0.0
-            pred = ("competing stress-ng --cpu %d at nice %d; client TTFT p50 %.2f s / p99 %.2f s, "
+            pin = (" pinned with the server to CPU %s" % run["contention"]["cpus"]
+                   if run["contention"].get("cpus") else "")
+            pred = ("competing stress-ng --cpu %d at nice %d%s; client TTFT p50 %.2f s / p99 %.2f s, "
                     "e2e p99 %.2f s, served %.3f rps vs the same run without it (%s): TTFT p50 "
                     "%.2f s / p99 %.2f s, e2e p99 %.2f s, served %.3f rps"
-                    % (run["contention"]["workers"], run["contention"]["nice"], t50, ttft99, e99,
+                    % (run["contention"]["workers"], run["contention"]["nice"], pin, t50, ttft99, e99,
                        srv, ctl["id"], c50, c99, ce99, c["served_rps"]))
             degraded = (ttft99 >= 2 * c99 or e99 >= 1.5 * ce99 or srv < 0.9 * c["served_rps"])
             if degraded:
@@ -1068,6 +1111,8 @@ def write_case(raw, raws, cal, overrides):
                   run["load"]["n_predict"], run["load"].get("api", "completion"),
                   run["load"].get("drain", 30), raw["load_argv"][raw["load_argv"].index("--seed") + 1],
                   " --burst %s" % run["load"]["burst"] if run["load"].get("burst") else ""))
+    if run["server"].get("cpus"):
+        made_by += "# llama-server run as: taskset -c %s llama-server ...\n" % run["server"]["cpus"]
     if raw.get("contention_argv"):
         made_by += " ".join(raw["contention_argv"]) + "   # during the load\n"
     made_by += ("prometheus-node-exporter --collector.disable-defaults --collector.cpu "
@@ -1114,6 +1159,9 @@ def write_case(raw, raws, cal, overrides):
     desc = DESCRIPTIONS.get(run["design"], run["design"])
     if run.get("contention"):
         desc = desc.format(**run["contention"])
+    if run["server"].get("cpus"):
+        desc += " llama-server pinned to CPU %s%s." % (
+            run["server"]["cpus"], ", the competing process too" if run.get("contention") else "")
     text = "# %s\n" % desc + yaml.safe_dump(case, sort_keys=False, width=4096, allow_unicode=False)
     with open(os.path.join(OUT_DIR, rid + ".yaml"), "w") as fh:
         fh.write(text)
