@@ -1018,7 +1018,7 @@ DESCRIPTIONS = {
     "near_miss_context": "Small context, but every prompt + n_predict still fits a slot.",
     "long_prompt": "Long prompts (1,500-3,000 tokens), short outputs, moderate rate.",
     "cpu_control": "Control for the CPU-contention runs: the same load, no competing process.",
-    "cpu_contention": "A competing CPU-bound process ({workers} workers, nice {nice}) during a normal load.",
+    "cpu_contention": "A competing CPU-bound process (stress-ng --cpu {workers}, nice {nice}) during a normal load.",
     "near_miss_cpu": "Light CPU contention (1 worker at nice 19) during a normal load.",
     "burst": "A moderate steady load with one burst of requests sent at once, more than the slots hold.",
     "near_miss_burst": "A moderate steady load with one burst of requests sent at once that the slots hold."
@@ -1027,6 +1027,12 @@ DESCRIPTIONS = {
 
 # Written after looking at each run's per-request records (the client side), not the metrics.
 NOTES = {
+    "llamacpp-fresh17-pinned-control-np2-15pct": "Three arrivals within 0.5 s at ~255 s on two "
+        "slots: the third waited for a slot (TTFT 6.7 s); every other request had TTFT <= 2.2 s. "
+        "The tail-only backlog call rests on that one request of 13.",
+    "llamacpp-fresh17-pinned-contention-np2-15pct-1w": "Same arrivals as its control (seed 2101); "
+        "each request decoded at about half the control's pace (e2e 10-12 s for the requests of "
+        "the clusters at ~148 s and ~255 s, against 3.6-6 s).",
     "llamacpp-idle-np2": "The Poisson draw gave only 2 arrivals in 90 s (rate 0.05 rps).",
     "llamacpp-healthy-np4-50pct-v1": "OpenAI-style /v1/completions. Three arrivals within 0.7 s "
         "at ~5 s ran batched 3 at a time; batched decode is slow on this CPU build, so those three "
