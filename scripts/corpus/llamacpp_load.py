@@ -120,6 +120,12 @@ def one_request(args, idx, prompt, n_prompt, t_sched, results, lock, burst=False
                         rec["truncated"] = bool(obj.get("truncated"))
                         rec["stop_type"] = obj.get("stop_type")
                         rec["tokens_evaluated"] = obj.get("tokens_evaluated")
+                        # The server's own prompt time: TTFT less it is the wait for a slot
+                        # (plus HTTP), which tells a queue from a slow prefill.
+                        tim = obj.get("timings") or {}
+                        if "prompt_ms" in tim:
+                            rec["server_prompt_s"] = tim["prompt_ms"] / 1000.0
+                            rec["server_predicted_s"] = tim.get("predicted_ms", 0.0) / 1000.0
                         last = obj
                         break
                     rec["tokens"] = obj.get("tokens_predicted", rec["tokens"] + 1)
@@ -174,6 +180,12 @@ def summarize(args, results, t_begin, t_arrivals_end, t_end, abandoned):
         "output_tokens_per_s": round(toks / (t_end - t_begin), 2),
         "n_predict": args.n_predict, "prompt_tokens": args.prompt_tokens,
     }
+    # Where the server said how long each prompt took (the /completion API): the wait before it.
+    waits = [r["ttft"] - r["server_prompt_s"] for r in ok
+             if r["ttft"] is not None and r.get("server_prompt_s") is not None]
+    if waits:
+        s.update({"wait_p50_s": pct(waits, 0.5), "wait_p99_s": pct(waits, 0.99),
+                  "n_wait_over_1s": sum(1 for w in waits if w > 1.0)})
     bursts = [r for r in ok if r.get("burst")]
     if any(r.get("burst") for r in results):
         steady = [r["ttft"] for r in ok if not r.get("burst") and r["ttft"] is not None]

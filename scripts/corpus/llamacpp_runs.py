@@ -859,7 +859,7 @@ def r2(x):
 
 def gt_of(raw):
     s = raw["summary"]
-    return {
+    gt = {
         "offered_rps": s["offered_rps"], "served_rps": s["served_rps"],
         "served_rps_in_window": s["served_rps_in_window"],
         "requests_sent": s["sent"], "requests_ok": s["completed_ok"],
@@ -872,6 +872,12 @@ def gt_of(raw):
         "prompt_tokens": s["prompt_tokens"], "n_predict": s["n_predict"],
         "load1_before": raw["load_before"], "load1_after": raw["load_after"],
     }
+    # Runs whose load generator read the server's timings: the wait for a slot (TTFT less its prompt
+    # time), to tell a queue from a slow prefill when a label rests on the latency tail.
+    if "wait_p50_s" in s:
+        gt.update({"client_wait_p50_s": r2(s["wait_p50_s"]), "client_wait_p99_s": r2(s["wait_p99_s"]),
+                   "requests_waiting_over_1s": s["n_wait_over_1s"]})
+    return gt
 
 
 def label_run(raw, raws, cal):
