@@ -519,6 +519,27 @@ RUNS = [
     {"id": "llamacpp-fresh17-pinned-contention-np2-45pct-1w", "design": "cpu_contention",
      "control": "llamacpp-fresh17-pinned-control-np2-45pct",
      "contention": {"workers": 1, "nice": 0, "cpus": "0"}},
+    # An eighteenth (`llamacpp-fresh18-*`), defined after the seventeenth was scored, before it
+    # ran, no rule changed since: moderate loads of the kind that came out as tail-only backlogs
+    # (two slots at 0.6 of capacity, three at 0.8), with the load generator now keeping each
+    # request's wait for a slot (TTFT less the server's prompt time), so the case says whether
+    # a slow tail waited or prefilled slowly. Labels by the same script as before.
+    {"id": "llamacpp-fresh18-moderate-np2-45pct", "design": "healthy", "host": RECALIBRATED_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.45cap", "duration": 180, "prompt": "150-250", "n_predict": 64,
+              "seed": 2205}},
+    {"id": "llamacpp-fresh18-moderate-np2-60pct", "design": "healthy", "host": RECALIBRATED_HOST,
+     "server": {"np": 2, "c": 4096, "t": 1},
+     "load": {"rate": "0.6cap", "duration": 180, "prompt": "150-250", "n_predict": 64,
+              "seed": 2201}},
+    {"id": "llamacpp-fresh18-moderate-np3-80pct", "design": "healthy", "host": RECALIBRATED_HOST,
+     "server": {"np": 3, "c": 6144, "t": 1},
+     "load": {"rate": "0.8cap", "duration": 180, "prompt": "150-250", "n_predict": 64,
+              "seed": 2203}},
+    {"id": "llamacpp-fresh18-moderate-np4-60pct", "design": "healthy", "host": RECALIBRATED_HOST,
+     "server": {"np": 4, "c": 8192, "t": 1},
+     "load": {"rate": "0.6cap", "duration": 180, "prompt": "150-250", "n_predict": 64,
+              "seed": 2207}},
 ]
 
 
