@@ -44,10 +44,12 @@ MODEL = os.environ.get("LLAMA_MODEL", "/work/cache/llamacorpus/gemma-3-270m-q4_k
 NODE_EXPORTER = "prometheus-node-exporter"
 HOST = "cpu-node-1"
 
-# Runs as data. server: llama-server flags besides -m/--metrics/--no-webui/--port/--host.
-# load: llamacpp_load.py arguments. contention: a competing CPU load during the load
-# ({"workers": N, "nice": K}: stress-ng --cpu N at nice K). design: what the run was meant to show
-# (the label comes from what the client saw, see label_run).
+# Runs as data. server: llama-server flags besides -m/--metrics/--no-webui/--port/--host, and
+# optionally "cpus" (the server runs under taskset -c CPUS; not a flag of its own). load:
+# llamacpp_load.py arguments. contention: a competing CPU load during the load
+# ({"workers": N, "nice": K, "cpus": C}: stress-ng --cpu N at nice K, on CPUs C when given).
+# design: what the run was meant to show (the label comes from what the client saw, see
+# label_run).
 # Where the runs ran, unless a run says otherwise.
 SHARED_HOST = "2 cores (AMD EPYC) shared with other work niced at 19 (a simulator, a Rust build)."
 QUIET_HOST = ("2 cores (AMD EPYC) with nothing else running (a later machine of the same kind; "
@@ -521,7 +523,8 @@ RUNS = [
      "contention": {"workers": 1, "nice": 0, "cpus": "0"}},
     # An eighteenth (`llamacpp-fresh18-*`), defined after the seventeenth was scored, before it
     # ran, no rule changed since: moderate loads of the kind that came out as tail-only backlogs
-    # (two slots at 0.6 of capacity, three at 0.8), with the load generator now keeping each
+    # (two slots at 0.45 and 0.6 of capacity, three at 0.8, four at 0.6), with the load
+    # generator now keeping each
     # request's wait for a slot (TTFT less the server's prompt time), so the case says whether
     # a slow tail waited or prefilled slowly. Labels by the same script as before.
     {"id": "llamacpp-fresh18-moderate-np2-45pct", "design": "healthy", "host": RECALIBRATED_HOST,
@@ -575,7 +578,7 @@ def server_argv(srv, port):
 
 def pinned(argv, cpus):
     """`argv` run on the CPUs listed (taskset -c), or anywhere when none are."""
-    return ["taskset", "-c", cpus] + argv if cpus else argv
+    return argv if cpus is None else ["taskset", "-c", str(cpus)] + argv
 
 
 def short_cmd(argv):
@@ -896,7 +899,7 @@ def gt_of(raw):
     # Runs whose load generator read the server's timings: the wait for a slot (TTFT less its prompt
     # time), to tell a queue from a slow prefill when a label rests on the latency tail.
     if "wait_p50_s" in s:
-        gt.update({"client_wait_p50_s": r2(s["wait_p50_s"]), "client_wait_p99_s": r2(s["wait_p99_s"]),
+        gt.update({"slot_wait_p50_s": r2(s["wait_p50_s"]), "slot_wait_p99_s": r2(s["wait_p99_s"]),
                    "requests_waiting_over_1s": s["n_wait_over_1s"]})
     return gt
 
@@ -992,8 +995,10 @@ def label_run(raw, raws, cal):
             c99, c50 = c["ttft_p99_s"] or 0.0, c["ttft_p50_s"] or 0.0
             t50 = s["ttft_p50_s"] or 0.0
             e99, ce99 = s["e2e_p99_s"] or 0.0, c["e2e_p99_s"] or 0.0
-            pin = (" pinned with the server to CPU %s" % run["contention"]["cpus"]
-                   if run["contention"].get("cpus") else "")
+            ccpus, scpus = run["contention"].get("cpus"), run["server"].get("cpus")
+            pin = ("" if ccpus is None else
+                   " pinned with the server to CPU %s" % ccpus if ccpus == scpus else
+                   " pinned to CPU %s" % ccpus)
             pred = ("competing stress-ng --cpu %d at nice %d%s; client TTFT p50 %.2f s / p99 %.2f s, "
                     "e2e p99 %.2f s, served %.3f rps vs the same run without it (%s): TTFT p50 "
                     "%.2f s / p99 %.2f s, e2e p99 %.2f s, served %.3f rps"
@@ -1055,7 +1060,8 @@ DESCRIPTIONS = {
 # Written after looking at each run's per-request records (the client side), not the metrics.
 NOTES = {
     "llamacpp-fresh17-pinned-control-np2-15pct": "Three arrivals within 0.5 s at ~255 s on two "
-        "slots: the third waited for a slot (TTFT 6.7 s); every other request had TTFT <= 2.2 s. "
+        "slots: the third waited for a slot (TTFT 6.7 s, its own prompt of 163 words included); "
+        "every other request had TTFT <= 2.2 s. "
         "The tail-only backlog call rests on that one request of 13.",
     "llamacpp-fresh17-pinned-contention-np2-15pct-1w": "Same arrivals as its control (seed 2101); "
         "each request decoded at about half the control's pace (e2e 10-12 s for the requests of "
@@ -1144,7 +1150,7 @@ def write_case(raw, raws, cal, overrides):
                   run["load"]["n_predict"], run["load"].get("api", "completion"),
                   run["load"].get("drain", 30), raw["load_argv"][raw["load_argv"].index("--seed") + 1],
                   " --burst %s" % run["load"]["burst"] if run["load"].get("burst") else ""))
-    if run["server"].get("cpus"):
+    if run["server"].get("cpus") is not None:
         made_by += "# llama-server run as: taskset -c %s llama-server ...\n" % run["server"]["cpus"]
     if raw.get("contention_argv"):
         made_by += " ".join(raw["contention_argv"]) + "   # during the load\n"
@@ -1192,9 +1198,10 @@ def write_case(raw, raws, cal, overrides):
     desc = DESCRIPTIONS.get(run["design"], run["design"])
     if run.get("contention"):
         desc = desc.format(**run["contention"])
-    if run["server"].get("cpus"):
-        desc += " llama-server pinned to CPU %s%s." % (
-            run["server"]["cpus"], ", the competing process too" if run.get("contention") else "")
+    scpus = run["server"].get("cpus")
+    if scpus is not None:
+        same = (run.get("contention") or {}).get("cpus") == scpus
+        desc += " llama-server pinned to CPU %s%s." % (scpus, ", the competing process too" if same else "")
     text = "# %s\n" % desc + yaml.safe_dump(case, sort_keys=False, width=4096, allow_unicode=False)
     with open(os.path.join(OUT_DIR, rid + ".yaml"), "w") as fh:
         fh.write(text)
