@@ -733,23 +733,25 @@ fn a_spike_on_a_mostly_full_kv_cache_is_not_a_burst() {
 #[test]
 fn host_contention_without_a_gpu_is_a_cause_only_where_requests_wait() {
     let dir = tempfile::tempdir().unwrap();
-    let judge = |queue_mean: f64| {
+    let judge = |queue_mean: f64, running_mean: f64| {
         let text = format!(
-            "llm_doctor: snapshot/v1\ntargets:\n  - target: {{engine: llamacpp, labels: {{instance: a}}}}\n    window: {{end: \"2026-12-01T00:10:00Z\", length: 5m}}\n    signals:\n      queue_depth: {{value: 0, min: 0, mean: {queue_mean}, max: 2}}\n      running_requests: {{value: 1, min: 0, mean: 0.7, max: 2}}\n      host_cpu_utilization_ratio: {{value: 0.93}}\n      host_cpu_busiest_core_ratio: {{value: 0.94}}\n      host_cpu_pressure_ratio: {{value: 0.6}}\n    facts:\n      max_num_seqs: 2\n"
+            "llm_doctor: snapshot/v1\ntargets:\n  - target: {{engine: llamacpp, labels: {{instance: a}}}}\n    window: {{end: \"2026-12-01T00:10:00Z\", length: 5m}}\n    signals:\n      queue_depth: {{value: 0, min: 0, mean: {queue_mean}, max: 2}}\n      running_requests: {{value: 1, min: 0, mean: {running_mean}, max: 2}}\n      host_cpu_utilization_ratio: {{value: 0.93}}\n      host_cpu_busiest_core_ratio: {{value: 0.94}}\n      host_cpu_pressure_ratio: {{value: 0.6}}\n    facts:\n      max_num_seqs: 2\n"
         );
-        let v = diagnose_snapshot(dir.path(), &format!("host-{queue_mean}.yaml"), &text);
-        cause_ids(&v["targets"][0])
+        let name = format!("host-{queue_mean}-{running_mean}.yaml");
+        cause_ids(&diagnose_snapshot(dir.path(), &name, &text)["targets"][0])
     };
     // 0.14 queued beside 0.7 running: requests wait a fifth of their service time.
-    let ids = judge(0.14);
+    let ids = judge(0.14, 0.7);
     assert_eq!(
         ids.first().map(String::as_str),
         Some("cpu_bottleneck"),
         "{ids:?}"
     );
-    // Nothing waits: the contended host costs users nothing measurable.
-    let ids = judge(0.0);
-    assert!(!ids.contains(&"cpu_bottleneck".to_string()), "{ids:?}");
+    // Nothing waits: the contended host costs users nothing measurable, busy or idle.
+    for running_mean in [0.7, 0.0] {
+        let ids = judge(0.0, running_mean);
+        assert!(!ids.contains(&"cpu_bottleneck".to_string()), "{ids:?}");
+    }
 }
 
 /// A vLLM replica's TTFT histogram (V0's bounds around a second) over five one-minute scrapes:
