@@ -543,6 +543,24 @@ RUNS = [
      "server": {"np": 4, "c": 8192, "t": 1},
      "load": {"rate": "0.6cap", "duration": 180, "prompt": "150-250", "n_predict": 64,
               "seed": 2207}},
+    # A nineteenth (`llamacpp-fresh19-*`), defined after the eighteenth was scored, before it
+    # ran, no rule changed since: pinned contention (as in the seventeenth) at loads where the
+    # halved pace should make requests wait (two slots at 0.6 of capacity, three at 0.5), each
+    # beside a pinned control: does the rule that now asks for waiting requests find them?
+    {"id": "llamacpp-fresh19-pinned-control-np2-60pct", "design": "cpu_control",
+     "host": RECALIBRATED_HOST, "server": {"np": 2, "c": 4096, "t": 1, "cpus": "0"},
+     "load": {"rate": "0.6cap", "duration": 180, "prompt": "150-250", "n_predict": 64,
+              "seed": 2301}},
+    {"id": "llamacpp-fresh19-pinned-contention-np2-60pct-1w", "design": "cpu_contention",
+     "control": "llamacpp-fresh19-pinned-control-np2-60pct",
+     "contention": {"workers": 1, "nice": 0, "cpus": "0"}},
+    {"id": "llamacpp-fresh19-pinned-control-np3-50pct", "design": "cpu_control",
+     "host": RECALIBRATED_HOST, "server": {"np": 3, "c": 6144, "t": 1, "cpus": "0"},
+     "load": {"rate": "0.5cap", "duration": 180, "prompt": "150-250", "n_predict": 64,
+              "seed": 2303}},
+    {"id": "llamacpp-fresh19-pinned-contention-np3-50pct-1w", "design": "cpu_contention",
+     "control": "llamacpp-fresh19-pinned-control-np3-50pct",
+     "contention": {"workers": 1, "nice": 0, "cpus": "0"}},
 ]
 
 
