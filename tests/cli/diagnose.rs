@@ -734,8 +734,11 @@ fn a_spike_on_a_mostly_full_kv_cache_is_not_a_burst() {
 fn host_contention_without_a_gpu_is_a_cause_only_where_requests_wait() {
     let dir = tempfile::tempdir().unwrap();
     let judge = |queue_mean: f64, running_mean: f64| {
+        // A gauge whose mean is 0 was 0 all window.
+        let max = |mean: f64| if mean > 0.0 { 2 } else { 0 };
+        let (queue_max, running_max) = (max(queue_mean), max(running_mean));
         let text = format!(
-            "llm_doctor: snapshot/v1\ntargets:\n  - target: {{engine: llamacpp, labels: {{instance: a}}}}\n    window: {{end: \"2026-12-01T00:10:00Z\", length: 5m}}\n    signals:\n      queue_depth: {{value: 0, min: 0, mean: {queue_mean}, max: 2}}\n      running_requests: {{value: 1, min: 0, mean: {running_mean}, max: 2}}\n      host_cpu_utilization_ratio: {{value: 0.93}}\n      host_cpu_busiest_core_ratio: {{value: 0.94}}\n      host_cpu_pressure_ratio: {{value: 0.6}}\n    facts:\n      max_num_seqs: 2\n"
+            "llm_doctor: snapshot/v1\ntargets:\n  - target: {{engine: llamacpp, labels: {{instance: a}}}}\n    window: {{end: \"2026-12-01T00:10:00Z\", length: 5m}}\n    signals:\n      queue_depth: {{value: 0, min: 0, mean: {queue_mean}, max: {queue_max}}}\n      running_requests: {{value: 0, min: 0, mean: {running_mean}, max: {running_max}}}\n      host_cpu_utilization_ratio: {{value: 0.93}}\n      host_cpu_busiest_core_ratio: {{value: 0.94}}\n      host_cpu_pressure_ratio: {{value: 0.6}}\n    facts:\n      max_num_seqs: 2\n"
         );
         let name = format!("host-{queue_mean}-{running_mean}.yaml");
         cause_ids(&diagnose_snapshot(dir.path(), &name, &text)["targets"][0])
