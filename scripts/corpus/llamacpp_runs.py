@@ -49,7 +49,8 @@ HOST = "cpu-node-1"
 # llamacpp_load.py arguments. contention: a competing CPU load during the load
 # ({"workers": N, "nice": K, "cpus": C}: stress-ng --cpu N at nice K, on CPUs C when given).
 # design: what the run was meant to show (the label comes from what the client saw, see
-# label_run).
+# label_run). cadvisor: True puts llama-server and the competing load each in a cgroup of its
+# own, as a kubelet runs two pods, and records what cAdvisor exports of them (see CADVISOR).
 # Where the runs ran, unless a run says otherwise.
 SHARED_HOST = "2 cores (AMD EPYC) shared with other work niced at 19 (a simulator, a Rust build)."
 QUIET_HOST = ("2 cores (AMD EPYC) with nothing else running (a later machine of the same kind; "
@@ -534,6 +535,34 @@ RUNS = [
     {"id": "llamacpp-fresh19-pinned-contention-np3-50pct-1w", "design": "cpu_contention",
      "control": "llamacpp-fresh19-pinned-control-np3-50pct",
      "contention": {"workers": 1, "nice": 0, "cpus": "0"}},
+    # A twentieth (`llamacpp-fresh20-*`), defined before any rule reads the series it adds: the
+    # replica and the competing work each in a cgroup of its own, as a kubelet runs two pods,
+    # with the CPU pressure (PSI) and usage of both recorded as cAdvisor exports them. The
+    # host's view cannot tell a replica slowed by its neighbour (both pinned to CPU 0) from
+    # neighbours that only contend with each other (two workers pinned to CPU 1, the replica
+    # alone on CPU 0; or three unpinned workers beside an unpinned replica); the replica's own
+    # stall may. Each contention run beside a control with the same arrivals.
+    {"id": "llamacpp-fresh20-pinned-control-np2-45pct", "design": "cpu_control",
+     "host": RECALIBRATED_HOST, "server": {"np": 2, "c": 4096, "t": 1, "cpus": "0"},
+     "load": standard_load("0.45cap", 2401, 180), "cadvisor": True},
+    {"id": "llamacpp-fresh20-pinned-contention-np2-45pct-1w", "design": "cpu_contention",
+     "control": "llamacpp-fresh20-pinned-control-np2-45pct",
+     "contention": {"workers": 1, "nice": 0, "cpus": "0"}},
+    {"id": "llamacpp-fresh20-pinned-apart-np2-45pct-2w", "design": "cpu_contention",
+     "control": "llamacpp-fresh20-pinned-control-np2-45pct",
+     "contention": {"workers": 2, "nice": 0, "cpus": "1"}},
+    {"id": "llamacpp-fresh20-pinned-control-np3-50pct", "design": "cpu_control",
+     "host": RECALIBRATED_HOST, "server": {"np": 3, "c": 6144, "t": 1, "cpus": "0"},
+     "load": standard_load("0.5cap", 2403, 180), "cadvisor": True},
+    {"id": "llamacpp-fresh20-pinned-contention-np3-50pct-1w", "design": "cpu_contention",
+     "control": "llamacpp-fresh20-pinned-control-np3-50pct",
+     "contention": {"workers": 1, "nice": 0, "cpus": "0"}},
+    {"id": "llamacpp-fresh20-cpu-control-np2-45pct", "design": "cpu_control",
+     "host": RECALIBRATED_HOST, "server": {"np": 2, "c": 4096, "t": 1},
+     "load": standard_load("0.45cap", 2405, 180), "cadvisor": True},
+    {"id": "llamacpp-fresh20-cpu-contention-np2-45pct-3w", "design": "cpu_contention",
+     "control": "llamacpp-fresh20-cpu-control-np2-45pct",
+     "contention": {"workers": 3, "nice": 0}},
 ]
 
 
@@ -543,9 +572,76 @@ RUNS = [
 _BY_ID = {r["id"]: r for r in RUNS}
 for _run in RUNS:
     if "control" in _run:
-        for _key in ("host", "server", "load"):
+        for _key in ("host", "server", "load", "cadvisor"):
             if _key in _BY_ID[_run["control"]]:
                 _run.setdefault(_key, _BY_ID[_run["control"]][_key])
+
+
+# Two pods on one node, as the kubelet's cAdvisor (/metrics/cadvisor) names their containers.
+# The cgroups live in this machine's cgroup2 hierarchy, which accounts CPU pressure (PSI) and
+# usage per cgroup; its CPU controller stays in cgroup v1 here, so moving a process into one
+# changes no scheduling, only what is counted.
+CGROUP_ROOT = "/sys/fs/cgroup/unified/llm-doctor-corpus"
+CADVISOR = {
+    "replica": {"container": "llama-server", "pod": "llama-cpp-0", "namespace": "serving",
+                "image": "llama-server:b11434"},
+    "neighbour": {"container": "stress-ng", "pod": "batch-cruncher-0", "namespace": "batch",
+                  "image": "stress-ng"},
+}
+CADVISOR_FAMILIES = [
+    ("container_cpu_usage_seconds_total", "Cumulative cpu time consumed in seconds.",
+     "cpu.stat", "usage_usec"),
+    ("container_pressure_cpu_waiting_seconds_total",
+     "Total time duration tasks in the container have waited due to CPU congestion.",
+     "cpu.pressure", "some"),
+    ("container_pressure_cpu_stalled_seconds_total",
+     "Total time duration no tasks in the container could make progress due to CPU congestion.",
+     "cpu.pressure", "full"),
+]
+
+
+def cgroup_dir(name):
+    return os.path.join(CGROUP_ROOT, name)
+
+
+def make_cgroups():
+    for name in CADVISOR:
+        os.makedirs(cgroup_dir(name), exist_ok=True)
+
+
+def remove_cgroups():
+    for name in CADVISOR:
+        try:
+            os.rmdir(cgroup_dir(name))
+        except OSError:
+            pass
+
+
+def into_cgroup(name):
+    """A preexec_fn: the child (and all it starts) joins cgroup `name` before it execs."""
+    def join():
+        with open(os.path.join(cgroup_dir(name), "cgroup.procs"), "w") as fh:
+            fh.write("0")
+    return join
+
+
+def cadvisor_text():
+    """What cAdvisor would export of the two cgroups now (microseconds read as seconds)."""
+    out = []
+    for family, help_text, fname, key in CADVISOR_FAMILIES:
+        out.append("# HELP %s %s" % (family, help_text))
+        out.append("# TYPE %s counter" % family)
+        for name, lab in CADVISOR.items():
+            with open(os.path.join(cgroup_dir(name), fname)) as fh:
+                text = fh.read()
+            if fname == "cpu.stat":
+                usec = int(re.search(r"^%s (\d+)$" % key, text, re.M).group(1))
+            else:
+                usec = int(re.search(r"^%s .*total=(\d+)$" % key, text, re.M).group(1))
+            labels = dict(lab, id="/llm-doctor-corpus/" + name, name=name)
+            out.append("%s{%s} %.6f" % (family, ",".join('%s="%s"' % kv for kv in sorted(labels.items())),
+                                        usec / 1e6))
+    return "\n".join(out) + "\n"
 
 
 def free_port():
@@ -619,7 +715,7 @@ class Scraper(threading.Thread):
             for job, url in self.targets:
                 ts = time.time()
                 try:
-                    st, body = http_get(url, timeout=0.9)
+                    st, body = (200, url()) if callable(url) else http_get(url, timeout=0.9)
                     self.scrapes.append((ts, job, body if st == 200 else None))
                 except Exception:
                     self.scrapes.append((ts, job, None))
@@ -664,9 +760,13 @@ def do_run(run, cal, work, idle=5):
     log = open(os.path.join(work, run["id"] + ".server.log"), "w")
     srv = ne = stress = None
     load_before = load1()
+    cadvisor = run.get("cadvisor", False)
+    if cadvisor:
+        make_cgroups()
     try:
         srv = subprocess.Popen(pinned(argv, run["server"].get("cpus")), stdout=log,
-                               stderr=subprocess.STDOUT, start_new_session=True)
+                               stderr=subprocess.STDOUT, start_new_session=True,
+                               preexec_fn=into_cgroup("replica") if cadvisor else None)
         wait_health(port, srv)
         ne = subprocess.Popen([NODE_EXPORTER, "--web.listen-address=127.0.0.1:%d" % nport,
                                "--collector.disable-defaults", "--collector.cpu",
@@ -677,7 +777,8 @@ def do_run(run, cal, work, idle=5):
         time.sleep(1.0)
         st, props = http_get("http://127.0.0.1:%d/props" % port)
         scraper = Scraper([("llamacpp", "http://127.0.0.1:%d/metrics" % port),
-                           ("node", "http://127.0.0.1:%d/metrics" % nport)])
+                           ("node", "http://127.0.0.1:%d/metrics" % nport)]
+                          + ([("kubelet", cadvisor_text)] if cadvisor else []))
         scraper.start()
         time.sleep(idle)
         ld = run["load"]
@@ -698,7 +799,8 @@ def do_run(run, cal, work, idle=5):
                             str(cont["workers"]), "--cpu-method", "matrixprod", "--timeout",
                             "%ds" % (ld["duration"] + 40)], cont.get("cpus"))
             stress = subprocess.Popen(cargv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                      start_new_session=True)
+                                      start_new_session=True,
+                                      preexec_fn=into_cgroup("neighbour") if cadvisor else None)
         lp = subprocess.run(largv, capture_output=True, text=True)
         if lp.returncode != 0:
             raise RuntimeError("load generator failed: " + lp.stderr[-2000:])
@@ -713,6 +815,8 @@ def do_run(run, cal, work, idle=5):
         stop_proc(ne)
         stop_proc(srv)
         log.close()
+        if cadvisor:
+            remove_cgroups()
     with open(out) as fh:
         loaddata = json.load(fh)
     raw = {"id": run["id"], "run": run, "rate": rate, "server_argv": argv,
@@ -809,10 +913,15 @@ def parse_text(text):
 def build_recording(raw):
     rec = Recording()
     llama_lab = {"job": "llamacpp", "instance": HOST + ":8080"}
-    node_lab = {"job": "node", "instance": HOST + ":9100"}
+    if raw["run"].get("cadvisor"):
+        # Scraped as a pod: Kubernetes service discovery adds the pod's name and namespace.
+        r = CADVISOR["replica"]
+        llama_lab = dict(llama_lab, pod=r["pod"], namespace=r["namespace"])
+    labs = {"llamacpp": llama_lab, "node": {"job": "node", "instance": HOST + ":9100"},
+            "kubelet": {"job": "kubelet", "instance": HOST + ":10250"}}
     for ts, job, body in raw["scrapes"]:
         t = round(ts, 3)
-        lab = llama_lab if job == "llamacpp" else node_lab
+        lab = labs[job]
         rec.gauge("up", t, 1 if body is not None else 0, lab, "1 if the scrape succeeded")
         if body is None:
             continue
@@ -862,7 +971,8 @@ def check_recording(path):
             if any(b < a for a, b in zip(vals, vals[1:])):
                 bad.append((name, lt))
     assert not bad, ("counter went down", bad[:5])
-    n_scrapes = len(series.get(("up", '{instance="%s:8080",job="llamacpp"}' % HOST), []))
+    n_scrapes = max(len(pts) for (name, lt), pts in series.items()
+                    if name == "up" and 'instance="%s:8080"' % HOST in lt)
     return {"series": len(series), "scrapes": n_scrapes, "bytes_text": len(text)}
 
 
@@ -1150,6 +1260,14 @@ def write_case(raw, raws, cal, overrides):
                 "(scripts/corpus/llamacpp_runs.py --only %s: /metrics of both scraped every 1 s; "
                 "relabelled job=llamacpp instance=%s:8080, job=node instance=%s:9100)\n"
                 % (rid, HOST, HOST))
+    if run.get("cadvisor"):
+        r = CADVISOR["replica"]
+        made_by += ("# llama-server and the competing load each in a cgroup of its own (%s/replica, "
+                    "/neighbour); their cpu.pressure and cpu.stat read every 1 s as cAdvisor "
+                    "exports them (container_pressure_cpu_waiting/stalled_seconds_total, "
+                    "container_cpu_usage_seconds_total; job=kubelet instance=%s:10250); the "
+                    "engine relabelled pod=%s namespace=%s as Kubernetes discovery labels a pod\n"
+                    % (CGROUP_ROOT, HOST, r["pod"], r["namespace"]))
     if rid in overrides:
         made_by += ("label set by review, not by the label script: "
                     "python3 scripts/corpus/llamacpp_runs.py --write --only %s "
