@@ -32,7 +32,7 @@ pub const PLAYBOOKS: &[(&str, &str)] = &[
     embed!("rules/playbooks/remediations.yaml"),
 ];
 
-/// Adapters as shipped: engines, then GPU and host exporters.
+/// Adapters as shipped: engines, then GPU, host and container exporters.
 pub const ADAPTERS: &[(&str, &str)] = &[
     embed!("rules/signals/vllm.yaml"),
     embed!("rules/signals/sglang.yaml"),
@@ -42,6 +42,7 @@ pub const ADAPTERS: &[(&str, &str)] = &[
     embed!("rules/signals/llamacpp.yaml"),
     embed!("rules/signals/dcgm.yaml"),
     embed!("rules/signals/node.yaml"),
+    embed!("rules/signals/cadvisor.yaml"),
 ];
 
 /// Everything loaded and validated.

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use llm_doctor_engine::Target;
 
-use crate::signal::adapter::{AdapterKind, Adapters, TargetInput};
+use crate::signal::adapter::{AdapterKind, AdapterSpec, Adapters, TargetInput};
 use crate::signal::series::{Series, SeriesSet};
 
 /// Labels that identify a replica in reports.
@@ -95,6 +95,9 @@ pub enum Join {
     Orphan,
     /// Nowhere: it matches several targets (see [`ambiguous_note`]).
     Ambiguous,
+    /// Nowhere, and rightly: a container exporter's series of a pod that is no replica's (a
+    /// neighbour on the same node).
+    NotAReplica,
 }
 
 /// Decides the join of series with `keys` to targets whose (sorted) join keys are
@@ -109,6 +112,26 @@ pub fn join(keys: &[String], target_keys: &[Vec<String>]) -> Join {
         [] if target_keys.len() == 1 => Join::Elimination,
         [] => Join::Orphan,
         _ => Join::Ambiguous,
+    }
+}
+
+/// Decides where an exporter's series go. Host and GPU exporters describe the machine, so they
+/// join by pod or host ([`JoinIndex::join`]). A container exporter (cAdvisor) describes every
+/// container on the node: joined by host, a neighbour's stall would read as the replica's, so
+/// only the replica's own pod joins, and never by elimination.
+pub fn exporter_join(kind: AdapterKind, index: &JoinIndex, keys: &[String]) -> Join {
+    if kind != AdapterKind::Container {
+        return index.join(keys);
+    }
+    let pods: Vec<String> = keys
+        .iter()
+        .filter(|k| k.starts_with("pod="))
+        .cloned()
+        .collect();
+    match index.join(&pods) {
+        Join::Matched(i) if !pods.is_empty() => Join::Matched(i),
+        Join::Ambiguous => Join::Ambiguous,
+        _ => Join::NotAReplica,
     }
 }
 
@@ -183,7 +206,7 @@ pub fn host_label(first_key: &str) -> String {
 /// from an engine's own endpoint (same `instance`), such as `process_cpu_seconds_total`.
 pub fn split<'a>(set: &'a SeriesSet, adapters: &Adapters) -> Vec<TargetInput<'a>> {
     let mut engines: BTreeMap<(String, String), Vec<&'a Series>> = BTreeMap::new();
-    let mut exporters: Vec<(&'a Series, &str)> = Vec::new();
+    let mut exporters: Vec<(&'a Series, &AdapterSpec)> = Vec::new();
     let mut unowned: Vec<&'a Series> = Vec::new();
     for s in &set.series {
         if let Some((engine, replica)) = engine_replica(s, adapters) {
@@ -194,7 +217,7 @@ pub fn split<'a>(set: &'a SeriesSet, adapters: &Adapters) -> Vec<TargetInput<'a>
             continue;
         }
         match adapters.owner(&s.name) {
-            Some(a) => exporters.push((s, a.name.as_str())),
+            Some(a) => exporters.push((s, a)),
             None => unowned.push(s),
         }
     }
@@ -270,7 +293,7 @@ fn engine_targets<'a>(
 /// series no replica took, by `<adapter> <first join key>`.
 fn join_exporters<'a>(
     targets: &mut [TargetInput<'a>],
-    exporters: Vec<(&'a Series, &str)>,
+    exporters: Vec<(&'a Series, &AdapterSpec)>,
 ) -> BTreeMap<String, Vec<&'a Series>> {
     let target_keys: Vec<Vec<String>> = targets.iter().map(|t| target_keys(&t.series)).collect();
     let index = JoinIndex::new(&target_keys);
@@ -278,12 +301,13 @@ fn join_exporters<'a>(
     let mut ambiguous: BTreeMap<String, ()> = BTreeMap::new();
     // An exporter's series come in runs with the same join labels (one GPU's, one host's):
     // their keys and decision are computed once per run.
-    let mut last: Option<(JoinTuple<'a>, Vec<String>, Join)> = None;
-    for (s, adapter) in exporters {
-        let tuple = join_tuple(s);
+    let mut last: Option<((JoinTuple<'a>, AdapterKind), Vec<String>, Join)> = None;
+    for (s, spec) in exporters {
+        let adapter = spec.name.as_str();
+        let tuple = (join_tuple(s), spec.kind);
         if last.as_ref().is_none_or(|(t, _, _)| *t != tuple) {
             let keys = join_keys(s);
-            let d = index.join(&keys);
+            let d = exporter_join(spec.kind, &index, &keys);
             last = Some((tuple, keys, d));
         }
         let Some((_, keys, decision)) = &last else {
@@ -308,6 +332,7 @@ fn join_exporters<'a>(
             Join::Ambiguous => {
                 ambiguous.insert(ambiguous_note(adapter, keys), ());
             }
+            Join::NotAReplica => {}
         }
     }
     for t in targets.iter_mut() {
@@ -359,6 +384,31 @@ fn attach<'a>(t: &mut TargetInput<'a>, s: &'a Series, adapter: &str) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A container exporter joins the replica whose pod it names, and nothing else: not a
+    /// neighbour's pod on the replica's host, not by elimination; host and GPU exporters still
+    /// join by host.
+    #[test]
+    fn containers_join_by_their_pod_only() {
+        let keys = |k: &[&str]| k.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let replica = keys(&["host=node-a", "pod=llama-0"]);
+        let index = JoinIndex::new(std::slice::from_ref(&replica));
+        let own = keys(&["pod=llama-0", "host=node-a"]);
+        let neighbour = keys(&["pod=batch-0", "host=node-a"]);
+        let c = AdapterKind::Container;
+        assert_eq!(exporter_join(c, &index, &own), Join::Matched(0));
+        assert_eq!(exporter_join(c, &index, &neighbour), Join::NotAReplica);
+        assert_eq!(
+            exporter_join(c, &index, &keys(&["host=node-b"])),
+            Join::NotAReplica
+        );
+        let h = AdapterKind::Host;
+        assert_eq!(exporter_join(h, &index, &neighbour), Join::Matched(0));
+        assert_eq!(
+            exporter_join(h, &index, &keys(&["host=node-b"])),
+            Join::Elimination
+        );
+    }
 
     proptest! {
         /// The index decides as the scan over every target does.

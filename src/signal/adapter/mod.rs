@@ -434,6 +434,7 @@ pub fn fill_missing_hints(
                 match kind {
                     Some(AdapterKind::Gpu) => Some("no GPU metrics for this target: scrape dcgm-exporter (default :9400) beside the engine, or use --nvml".to_string()),
                     Some(AdapterKind::Host) => Some("no host metrics for this target: scrape node_exporter (default :9100) beside the engine".to_string()),
+                    Some(AdapterKind::Container) => Some("no container metrics for this replica: scrape the kubelet's /metrics/cadvisor, and keep the pod label on the engine's series (they join by pod)".to_string()),
                     Some(AdapterKind::Engine) => engine.map(|e| format!("{e} does not export it")),
                     None => None,
                 }

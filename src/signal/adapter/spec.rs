@@ -18,6 +18,9 @@ pub enum AdapterKind {
     Gpu,
     /// Host exporter (node_exporter): joined to an engine target by host.
     Host,
+    /// Container exporter (cAdvisor, as the kubelet serves it): one series set per container on
+    /// the node, the replica's neighbours too, so joined to an engine target by its pod only.
+    Container,
 }
 
 /// One adapter file.
@@ -30,7 +33,7 @@ pub struct AdapterSpec {
     /// Triton with the TensorRT-LLM backend and trtllm-serve are two adapters of engine `trtllm`.
     #[serde(default)]
     pub engine: Option<String>,
-    /// Engine, host or GPU.
+    /// Engine, host, GPU or container.
     pub kind: AdapterKind,
     /// What it reads, in plain words.
     pub description: String,

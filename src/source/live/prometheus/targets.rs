@@ -153,7 +153,7 @@ fn join_exporters(
                 .map(|(l, v)| (l.to_string(), v.clone()))
                 .collect();
             let keys = join_keys(&labels);
-            let to = match index.join(&keys) {
+            let to = match target::exporter_join(a.kind, &index, &keys) {
                 Join::Matched(t) => t,
                 Join::Elimination => {
                     let note = target::elimination_note(&a.name);
@@ -171,6 +171,7 @@ fn join_exporters(
                     ambiguous.insert(target::ambiguous_note(&a.name, &keys));
                     continue;
                 }
+                Join::NotAReplica => continue,
             };
             attach(&mut targets[to], i);
             routes.exporter_groups.insert((i, tuple), to);
