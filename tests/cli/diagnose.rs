@@ -832,3 +832,114 @@ fn a_latency_objective_is_missed_only_where_the_bucket_proves_it() {
     let values = high_ttft(5.0, "1.5").expect("a p99 above 2.5 s misses 1.5 s");
     assert_eq!(values["ttft_p99_floor_seconds"].as_f64(), Some(2.5));
 }
+
+/// A llama.cpp replica in pod `llama-0` on node `node-a`, scraped every 15 s for five minutes
+/// beside node_exporter and the kubelet's cAdvisor, which also reports a neighbour's pod
+/// (`batch-0`) on the same node. The host is contended (both cores 95 % busy, CPU pressure
+/// 60 %) and requests wait a third of their service time. The replica uses half a core and the
+/// neighbour one and a half; per second of wall time the replica's tasks waited
+/// `replica_wait` s for a CPU, the neighbour's `neighbour_wait` s. Without `cadvisor`, the
+/// kubelet was not scraped.
+fn contended_pod(replica_wait: f64, neighbour_wait: f64, cadvisor: bool) -> String {
+    let engine = "instance=\"node-a:8080\",job=\"llamacpp\",namespace=\"serving\",pod=\"llama-0\"";
+    let node = "instance=\"node-a:9100\",job=\"node\"";
+    let pod = |name: &str, ns: &str| {
+        format!("container=\"c\",instance=\"node-a:10250\",job=\"kubelet\",namespace=\"{ns}\",pod=\"{name}\"")
+    };
+    let mut families: Vec<(&str, Vec<String>)> = vec![
+        ("llamacpp:requests_deferred gauge", vec![]),
+        ("llamacpp:requests_processing gauge", vec![]),
+        ("node_cpu_seconds counter", vec![]),
+        ("node_pressure_cpu_waiting_seconds counter", vec![]),
+    ];
+    if cadvisor {
+        families.push(("container_pressure_cpu_waiting_seconds counter", vec![]));
+        families.push(("container_cpu_usage_seconds counter", vec![]));
+    }
+    for i in 0..21u32 {
+        let dt = 15.0 * f64::from(i);
+        let t = 1_796_000_300.0 + dt;
+        // Queued 1 of every 3 scrapes beside 1 running: mean 1/3 over mean 1.
+        let queued = u32::from(i % 3 == 0);
+        families[0].1.push(format!(
+            "llamacpp:requests_deferred{{{engine}}} {queued} {t}"
+        ));
+        families[1]
+            .1
+            .push(format!("llamacpp:requests_processing{{{engine}}} 1 {t}"));
+        for cpu in 0..2 {
+            for (mode, share) in [("idle", 0.05), ("user", 0.95)] {
+                families[2].1.push(format!(
+                    "node_cpu_seconds_total{{cpu=\"{cpu}\",{node},mode=\"{mode}\"}} {} {t}",
+                    share * dt
+                ));
+            }
+        }
+        families[3].1.push(format!(
+            "node_pressure_cpu_waiting_seconds_total{{{node}}} {} {t}",
+            0.6 * dt
+        ));
+        if cadvisor {
+            for (name, ns, wait, cores) in [
+                ("llama-0", "serving", replica_wait, 0.5),
+                ("batch-0", "batch", neighbour_wait, 1.5),
+            ] {
+                families[4].1.push(format!(
+                    "container_pressure_cpu_waiting_seconds_total{{{}}} {} {t}",
+                    pod(name, ns),
+                    wait * dt
+                ));
+                families[5].1.push(format!(
+                    "container_cpu_usage_seconds_total{{{}}} {} {t}",
+                    pod(name, ns),
+                    cores * dt
+                ));
+            }
+        }
+    }
+    let mut out = String::new();
+    for (ty, samples) in families {
+        out.push_str(&format!("# TYPE {ty}\n"));
+        for s in samples {
+            out.push_str(&s);
+            out.push('\n');
+        }
+    }
+    out.push_str("# EOF\n");
+    out
+}
+
+/// The host's pressure cannot say whose tasks waited; the replica's own cgroup pressure can.
+/// A replica whose tasks wait 0.4 s per second, while they use half a core, is slowed by
+/// contention (its work takes almost twice as long); on the same contended host, a replica
+/// whose tasks seldom wait is not, although its neighbour's stall is severe: the neighbour's
+/// pod, on the same node, must not join the replica (joined by host, the pod's worst wait over
+/// both pods' use, 0.6 over 2 cores, would read as the replica's). Without cAdvisor the host
+/// stands in, as before.
+#[test]
+fn a_replica_is_cpu_bound_by_contention_where_its_own_tasks_wait_for_a_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let judge = |replica: f64, neighbour: f64, cadvisor: bool| {
+        let name = format!("pod-{replica}-{neighbour}-{cadvisor}.om");
+        let f = temp_file(
+            dir.path(),
+            &name,
+            &contended_pod(replica, neighbour, cadvisor),
+        );
+        let (_, out, err) = outcome(&run(&["diagnose", f.to_str().unwrap(), "--format", "json"]));
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{err}"));
+        assert_eq!(v["targets"].as_array().unwrap().len(), 1, "{v}");
+        cause_ids(&v["targets"][0])
+    };
+    let ids = judge(0.4, 0.0, true);
+    assert_eq!(
+        ids.first().map(String::as_str),
+        Some("cpu_bottleneck"),
+        "{ids:?}"
+    );
+    let ids = judge(0.01, 0.6, true);
+    assert!(!ids.contains(&"cpu_bottleneck".to_string()), "{ids:?}");
+    // The host's view alone, on the same recording less the kubelet's series.
+    let ids = judge(0.01, 0.6, false);
+    assert!(ids.contains(&"cpu_bottleneck".to_string()), "{ids:?}");
+}
