@@ -563,6 +563,35 @@ RUNS = [
     {"id": "llamacpp-fresh20-cpu-contention-np2-45pct-3w", "design": "cpu_contention",
      "control": "llamacpp-fresh20-cpu-control-np2-45pct",
      "contention": {"workers": 3, "nice": 0}},
+    # A twenty-first (`llamacpp-fresh21-*`), defined once the rule reading the twentieth's new
+    # series was settled (the replica's CPU wait per CPU second it used), to be scored once:
+    # the same set-up at other loads and slot counts (two slots at 0.3 of capacity, four at
+    # 0.6), a pinned neighbour at nice 19, three workers pinned apart on CPU 1, and four
+    # unpinned workers beside an unpinned replica; each contention run beside its control.
+    {"id": "llamacpp-fresh21-pinned-control-np2-30pct", "design": "cpu_control",
+     "host": RECALIBRATED_HOST, "server": {"np": 2, "c": 4096, "t": 1, "cpus": "0"},
+     "load": standard_load("0.3cap", 2501, 180), "cadvisor": True},
+    {"id": "llamacpp-fresh21-pinned-contention-np2-30pct-1w", "design": "cpu_contention",
+     "control": "llamacpp-fresh21-pinned-control-np2-30pct",
+     "contention": {"workers": 1, "nice": 0, "cpus": "0"}},
+    {"id": "llamacpp-fresh21-pinned-contention-np2-30pct-1w-nice19", "design": "cpu_contention",
+     "control": "llamacpp-fresh21-pinned-control-np2-30pct",
+     "contention": {"workers": 1, "nice": 19, "cpus": "0"}},
+    {"id": "llamacpp-fresh21-pinned-control-np4-60pct", "design": "cpu_control",
+     "host": RECALIBRATED_HOST, "server": {"np": 4, "c": 8192, "t": 1, "cpus": "0"},
+     "load": standard_load("0.6cap", 2503, 180), "cadvisor": True},
+    {"id": "llamacpp-fresh21-pinned-contention-np4-60pct-1w", "design": "cpu_contention",
+     "control": "llamacpp-fresh21-pinned-control-np4-60pct",
+     "contention": {"workers": 1, "nice": 0, "cpus": "0"}},
+    {"id": "llamacpp-fresh21-pinned-apart-np4-60pct-3w", "design": "cpu_contention",
+     "control": "llamacpp-fresh21-pinned-control-np4-60pct",
+     "contention": {"workers": 3, "nice": 0, "cpus": "1"}},
+    {"id": "llamacpp-fresh21-cpu-control-np3-50pct", "design": "cpu_control",
+     "host": RECALIBRATED_HOST, "server": {"np": 3, "c": 6144, "t": 1},
+     "load": standard_load("0.5cap", 2505, 180), "cadvisor": True},
+    {"id": "llamacpp-fresh21-cpu-contention-np3-50pct-4w", "design": "cpu_contention",
+     "control": "llamacpp-fresh21-cpu-control-np3-50pct",
+     "contention": {"workers": 4, "nice": 0}},
 ]
 
 
