@@ -29,10 +29,17 @@ measure() { # label, command...
   printf '  %-34s wall %6.2f s  cpu %6.2f s  peak %5.0f MB\n' "$label" "$wall" "$(echo "$user + $sys" | bc)" "$(echo "$rss / 1024" | bc)"
 }
 
-# `BASELINE=<binary> scripts/bench-postmortem.sh ab [ROUNDS]`: this build against another, the
-# 4 x 24 h postmortem alternating, CPU (user + system) min / median / max, outputs compared.
+# `BASELINE=<binary> scripts/bench-postmortem.sh ab [ROUNDS] [SCRAPE]`: this build against
+# another, the 4 x 24 h postmortem alternating (SCRAPE 15, the default), or 4 x 2 h scraped
+# every second (SCRAPE 1: 300 samples in each 5-minute window), CPU (user + system) min /
+# median / max, outputs compared.
 if [ "${1:-}" = ab ]; then
-  f=$(fleet 4 24)
+  if [ "${3:-15}" = 1 ]; then
+    f=target/bench/fleet-4-2h-1s.om.gz
+    [ -f "$f" ] || python3 scripts/gen_fixtures.py --fleet-bench 4 "$f" --hours 2 --step 1 >&2
+  else
+    f=$(fleet 4 24)
+  fi
   for i in $(seq "${2:-10}"); do
     for x in base new; do
       b=$bin; [ $x = base ] && b=${BASELINE:?BASELINE=<binary> to compare with}

@@ -513,6 +513,29 @@ impl<'a> SampleSlice<'a> {
         self.len().checked_sub(1).and_then(|k| self.get(k))
     }
 
+    /// The values alone, in order, as the runs of contiguous `f64`s the slice covers (one per
+    /// block it touches): what a window statistic walks, without decoding timestamps.
+    pub fn value_runs(&self) -> impl Iterator<Item = &'a [f64]> + 'a {
+        let (lo, hi, blocks) = (self.lo, self.hi, &self.samples.blocks);
+        let (first, last) = (lo >> BLOCK_BITS, hi.saturating_sub(1) >> BLOCK_BITS);
+        let blocks_touched = if hi > lo { first..last + 1 } else { 0..0 };
+        blocks_touched.map(move |b| {
+            let from = if b == first { lo & (BLOCK - 1) } else { 0 };
+            let to = if b == last {
+                ((hi - 1) & (BLOCK - 1)) + 1
+            } else {
+                BLOCK
+            };
+            &blocks[b][from..to]
+        })
+    }
+
+    /// The timestamps alone, in order.
+    pub fn times(&self) -> impl Iterator<Item = Option<i64>> + 'a {
+        let samples = self.samples;
+        (self.lo..self.hi).map(move |i| samples.time(i))
+    }
+
     /// The samples, in order (reversible).
     pub fn iter(&self) -> Iter<'a> {
         Iter {
@@ -718,6 +741,32 @@ mod tests {
                 for &until in &probes {
                     let (a, b) = (runs.window(after, until), each.window(after, until));
                     assert_eq!((a.lo, a.hi), (b.lo, b.hi), "({after}, {until}]");
+                }
+            }
+        }
+    }
+
+    /// A slice's values and timestamps read alone are its samples', for slices starting and
+    /// ending anywhere around block edges, also after the first samples were dropped.
+    #[test]
+    fn value_runs_and_times_are_the_slices_samples() {
+        let v: Vec<Sample> = (0..700)
+            .map(|i| at(Some(1000 + i * 15), i as f64 * 0.5))
+            .collect();
+        for dropped in [0, 1, 255, 256, 300] {
+            let mut s = Samples::from(v.clone());
+            s.drop_first(dropped);
+            let n = s.len();
+            let edges = [0, 1, 254, 255, 256, 257, 511, 512, 513, n - 1, n];
+            for &lo in edges.iter().filter(|&&e| e <= n) {
+                for &hi in edges.iter().filter(|&&e| e >= lo && e <= n) {
+                    let slice = s.slice(lo, hi);
+                    let want: Vec<Sample> = slice.iter().collect();
+                    let values: Vec<f64> = slice.value_runs().flatten().copied().collect();
+                    let times: Vec<Option<i64>> = slice.times().collect();
+                    assert_eq!(values, want.iter().map(|x| x.value).collect::<Vec<_>>());
+                    assert_eq!(times, want.iter().map(|x| x.t_ms).collect::<Vec<_>>());
+                    assert_eq!(want.len(), hi - lo, "dropped {dropped}, {lo}..{hi}");
                 }
             }
         }

@@ -289,8 +289,14 @@ pub struct GaugeStats {
 /// `last_over_time`, `avg_over_time`, `max_over_time` and `min_over_time`. None when the
 /// window holds no finite sample.
 pub fn gauge_stats(samples: &Samples, end_ms: i64, window_ms: i64) -> Option<GaugeStats> {
-    let mut it = finite(in_window(samples, end_ms, window_ms));
-    let first = it.next()?.value;
+    // Only values: a postmortem walks every gauge's window at every step.
+    let window = in_window(samples, end_ms, window_ms);
+    let mut it = window
+        .value_runs()
+        .flatten()
+        .copied()
+        .filter(|v| v.is_finite());
+    let first = it.next()?;
     let mut stats = GaugeStats {
         last: first,
         mean: 0.0,
@@ -299,15 +305,25 @@ pub fn gauge_stats(samples: &Samples, end_ms: i64, window_ms: i64) -> Option<Gau
     };
     let mut sum = first;
     let mut n = 1usize;
-    for s in it {
-        stats.last = s.value;
-        stats.max = stats.max.max(s.value);
-        stats.min = stats.min.min(s.value);
-        sum += s.value;
+    for v in it {
+        stats.last = v;
+        stats.max = stats.max.max(v);
+        stats.min = stats.min.min(v);
+        sum += v;
         n += 1;
     }
     stats.mean = sum / n as f64;
     Some(stats)
+}
+
+/// The newest finite value in `(end_ms - window_ms, end_ms]`, like `last_over_time` (and
+/// [`gauge_stats`]' `last`), read from the window's end rather than by walking it.
+pub fn last_in_window(samples: &Samples, end_ms: i64, window_ms: i64) -> Option<f64> {
+    in_window(samples, end_ms, window_ms)
+        .iter()
+        .rev()
+        .find(|s| s.value.is_finite())
+        .map(|s| s.value)
 }
 
 /// The last finite value in slice order, ignoring timestamps: the reading of a single scrape
@@ -686,7 +702,12 @@ mod tests {
                 .collect();
             let _ = rate(&samples, end_ms, window_ms);
             let _ = increase(&samples, end_ms, window_ms);
-            let _ = gauge_stats(&samples, end_ms, window_ms);
+            let stats = gauge_stats(&samples, end_ms, window_ms);
+            // The newest value read from the window's end is the walk's last.
+            proptest::prop_assert_eq!(
+                last_in_window(&samples, end_ms, window_ms).map(f64::to_bits),
+                stats.map(|g| g.last.to_bits())
+            );
             let _ = last_value(&samples);
             let mut buckets: Vec<(f64, f64)> = points.iter().map(|&(t, v)| (t as f64, v)).collect();
             buckets.push((f64::INFINITY, 1.0));

@@ -312,6 +312,35 @@ type MemoEntry = (Expr, i64, std::collections::VecDeque<(i64, Option<f64>)>);
 #[derive(Debug, Default)]
 pub struct InstantMemo {
     by_signal: std::collections::HashMap<String, MemoEntry>,
+    /// A queued share's or batch scaling's two values at each instant, per signal.
+    pairs: std::collections::HashMap<String, PairEntry>,
+}
+
+/// The values of an expression's two parts at each instant since the instant before: the
+/// expression, then (instant, the instant before or the window's start, values), oldest first.
+type PairEntry = (Expr, std::collections::VecDeque<(i64, i64, Pair)>);
+
+/// Two expressions' values at one instant.
+type Pair = [Option<f64>; 2];
+
+/// A memo, the signal whose values it keeps, and that signal's expression.
+type MemoOf<'m> = (&'m mut InstantMemo, &'m str, &'m Expr);
+
+/// [`eval_signal`] for a signal that `memo` may keep instant values of: a queued share or a
+/// batch scaling reads two gauges at every sample instant of the window, and a window slid one
+/// sample on shares all but its ends with the window before.
+pub fn eval_signal_memo(
+    expr: &Expr,
+    ts: &TargetSeries<'_>,
+    frame: Frame,
+    memo: Option<(&mut InstantMemo, &str)>,
+) -> Result<f64, Absent> {
+    let memo = memo.map(|(m, signal)| (m, signal, expr));
+    match expr {
+        Expr::QueuedShare(s) => queued_share(s, ts, frame, memo),
+        Expr::Scaling(s) => scaling(s, ts, frame, memo),
+        _ => eval_signal(expr, ts, frame, Stat::Last),
+    }
 }
 
 /// Window statistics (min, mean, max) of a signal whose expression combines gauges by division
@@ -358,15 +387,23 @@ pub fn combined_window_stats(
             while known.front().is_some_and(|(t, _)| *t <= start) {
                 known.pop_front();
             }
+            // Both are in time order: one walk pairs them (new instants come at the end).
+            let mut j = 0;
             times
                 .iter()
-                .filter_map(|&t| match known.binary_search_by_key(&t, |(k, _)| *k) {
-                    Ok(i) => known[i].1,
-                    Err(i) => {
-                        let v = at(t);
-                        known.insert(i, (t, v));
-                        v
+                .filter_map(|&t| {
+                    while j < known.len() && known[j].0 < t {
+                        j += 1;
                     }
+                    let v = if j < known.len() && known[j].0 == t {
+                        known[j].1
+                    } else {
+                        let v = at(t);
+                        known.insert(j, (t, v));
+                        v
+                    };
+                    j += 1;
+                    v
                 })
                 .collect()
         }
@@ -383,15 +420,45 @@ pub fn combined_window_stats(
 /// Every instant in (`start`, `end`] at which a series `expr` reads has a sample, in order.
 /// Each series' window is found by binary search: a step costs its window, not the history.
 fn sample_instants(expr: &Expr, ts: &TargetSeries<'_>, start: i64, end: i64) -> Vec<i64> {
-    let mut times: Vec<i64> = expr
-        .metric_names()
-        .iter()
-        .flat_map(|n| ts.named(n))
-        .flat_map(|s| s.samples.window(start, end).iter().filter_map(|x| x.t_ms))
-        .collect();
-    times.sort_unstable();
-    times.dedup();
+    let mut times: Vec<i64> = Vec::new();
+    let mut other: Vec<i64> = Vec::new();
+    for s in expr.metric_names().iter().flat_map(|n| ts.named(n)) {
+        other.clear();
+        other.extend(s.samples.window(start, end).times().flatten());
+        // Series scraped together share their instants: most need no merge.
+        if other != times {
+            times = merge_dedup(&times, &other);
+        }
+    }
     times
+}
+
+/// The union of two sorted lists of instants, sorted, each instant once.
+fn merge_dedup(a: &[i64], b: &[i64]) -> Vec<i64> {
+    let mut out = Vec::with_capacity(a.len().max(b.len()));
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        let next = match (a.get(i), b.get(j)) {
+            (Some(&x), Some(&y)) if x <= y => {
+                i += 1;
+                j += usize::from(x == y);
+                x
+            }
+            (_, Some(&y)) => {
+                j += 1;
+                y
+            }
+            (Some(&x), None) => {
+                i += 1;
+                x
+            }
+            (None, None) => unreachable!(),
+        };
+        if out.last() != Some(&next) {
+            out.push(next);
+        }
+    }
+    out
 }
 
 /// True when the expression reads a gauge, so window statistics are meaningful. A batch
@@ -477,6 +544,10 @@ fn eval<'t>(
 ) -> Result<Out<'t>, Absent> {
     match expr {
         Expr::Gauge(sel) => leaf(sel, "", ts, |s| match frame.end_ms {
+            // Every step reads each gauge's newest value: from the window's end, not a walk.
+            Some(end) if stat == Stat::Last => {
+                window::last_in_window(&s.samples, end, frame.window_ms)
+            }
             Some(end) => {
                 window::gauge_stats(&s.samples, end, frame.window_ms).map(|g| match stat {
                     Stat::Last => g.last,
@@ -630,11 +701,11 @@ fn eval<'t>(
             }
             Ok(o) => Ok(o),
         },
-        Expr::Scaling(s) => scaling(s, ts, frame).map(|v| Out {
+        Expr::Scaling(s) => scaling(s, ts, frame, None).map(|v| Out {
             values: smallvec::smallvec![("", v)],
             totals: false,
         }),
-        Expr::QueuedShare(s) => queued_share(s, ts, frame).map(|v| Out {
+        Expr::QueuedShare(s) => queued_share(s, ts, frame, None).map(|v| Out {
             values: smallvec::smallvec![("", v)],
             totals: false,
         }),
@@ -688,17 +759,83 @@ fn instant_frames(times: &[i64], start: i64) -> impl Iterator<Item = (i64, Frame
     })
 }
 
+/// At each sample instant of `clock` in (`start`, `end`], `parts` evaluated over the frame
+/// since the instant before ([`instant_frames`]). With `memo`, the values of instants a
+/// window before already had at the same frame are taken from it, and this window's kept.
+fn instant_pairs(
+    clock: &Expr,
+    parts: [&Expr; 2],
+    ts: &TargetSeries<'_>,
+    (start, end): (i64, i64),
+    memo: Option<MemoOf<'_>>,
+) -> Vec<(i64, Pair)> {
+    let times = sample_instants(clock, ts, start, end);
+    let at = |frame: Frame| parts.map(|e| eval_signal(e, ts, frame, Stat::Last).ok());
+    let Some((memo, signal, whole)) = memo else {
+        return instant_frames(&times, start)
+            .map(|(t, frame)| (t, at(frame)))
+            .collect();
+    };
+    // Looked up before inserting: the signal's name is copied once, not at every step.
+    if !memo.pairs.contains_key(signal) {
+        memo.pairs
+            .insert(signal.to_string(), (whole.clone(), Default::default()));
+    }
+    let Some((expr, known)) = memo.pairs.get_mut(signal) else {
+        unreachable!("inserted above")
+    };
+    // Instant values belong to the expression they were read for.
+    if expr != whole {
+        *expr = whole.clone();
+        known.clear();
+    }
+    // Instants that left the window are not needed again (windows only move on).
+    while known.front().is_some_and(|(t, _, _)| *t <= start) {
+        known.pop_front();
+    }
+    // Both are in time order: one walk pairs them. An instant is reused only at the same
+    // frame (the window's first instant is read since the window's start).
+    let mut j = 0;
+    instant_frames(&times, start)
+        .map(|(t, frame)| {
+            let since = t - frame.window_ms;
+            while j < known.len() && known[j].0 < t {
+                j += 1;
+            }
+            let values = match known.get(j) {
+                Some(&(k, s, v)) if k == t && s == since => v,
+                Some(&(k, _, _)) if k == t => {
+                    let v = at(frame);
+                    known[j] = (t, since, v);
+                    v
+                }
+                _ => {
+                    let v = at(frame);
+                    known.insert(j, (t, since, v));
+                    v
+                }
+            };
+            j += 1;
+            (t, values)
+        })
+        .collect()
+}
+
 /// Evaluates a [`QueuedShare`] over the window (see its docs).
-fn queued_share(s: &QueuedShare, ts: &TargetSeries<'_>, frame: Frame) -> Result<f64, Absent> {
+fn queued_share(
+    s: &QueuedShare,
+    ts: &TargetSeries<'_>,
+    frame: Frame,
+    memo: Option<MemoOf<'_>>,
+) -> Result<f64, Absent> {
     let end = frame
         .end_ms
         .ok_or("a queued share needs samples with timestamps (record a range)")?;
     let start = end.saturating_sub(frame.window_ms);
-    let times = sample_instants(&s.queue, ts, start, end);
+    let instants = instant_pairs(&s.queue, [&s.queue, &s.running], ts, (start, end), memo);
     let (mut busy, mut queued) = (0usize, 0usize);
-    for (_, at) in instant_frames(&times, start) {
-        let value = |e: &Expr| eval_signal(e, ts, at, Stat::Last).ok();
-        let (Some(queue), Some(running)) = (value(&s.queue), value(&s.running)) else {
+    for (_, values) in instants {
+        let [Some(queue), Some(running)] = values else {
             continue;
         };
         if queue > 0.0 || running > 0.0 {
@@ -716,18 +853,22 @@ fn queued_share(s: &QueuedShare, ts: &TargetSeries<'_>, frame: Frame) -> Result<
 const SCALING_MIN_INTERVALS: usize = 3;
 
 /// Evaluates a [`Scaling`] over the window (see its docs).
-fn scaling(s: &Scaling, ts: &TargetSeries<'_>, frame: Frame) -> Result<f64, Absent> {
+fn scaling(
+    s: &Scaling,
+    ts: &TargetSeries<'_>,
+    frame: Frame,
+    memo: Option<MemoOf<'_>>,
+) -> Result<f64, Absent> {
     let end = frame
         .end_ms
         .ok_or("batch scaling needs samples with timestamps (record a range)")?;
     let start = end.saturating_sub(frame.window_ms);
-    let times = sample_instants(&s.batch, ts, start, end);
+    let instants = instant_pairs(&s.batch, [&s.work, &s.batch], ts, (start, end), memo);
     // (batch, speed of one sequence) per interval with sequences running at both ends.
     let mut intervals: Vec<(f64, f64)> = Vec::new();
     let mut prev: Option<(i64, f64, f64)> = None;
-    for (t, at) in instant_frames(&times, start) {
-        let value = |e: &Expr| eval_signal(e, ts, at, Stat::Last).ok();
-        let (Some(work), Some(batch)) = (value(&s.work), value(&s.batch)) else {
+    for (t, values) in instants {
+        let [Some(work), Some(batch)] = values else {
             prev = None;
             continue;
         };
@@ -1010,6 +1151,56 @@ mod tests {
         assert_eq!(backlog, Ok(5.0 / 7.0));
         assert!(share(&[0.0; 5], &[0.0; 5]).is_err());
         assert!(crate::signal::promql::expressible(&e) && !reads_gauge(&e));
+    }
+
+    /// A queued share and a batch scaling kept in a memo while the window slides give, at
+    /// every step, the bits a fresh evaluation gives: over series scraped at their own jittered
+    /// instants (so the window's first instant reads a frame that changes), with steps of any
+    /// length, a NaN, and another expression under the same signal name.
+    #[test]
+    fn instant_values_kept_while_sliding_equal_fresh_ones() {
+        let jittered = |name: &str, phase: i64, value: &dyn Fn(i64) -> f64| Series {
+            name: name.to_string(),
+            labels: Default::default(),
+            samples: (0..400)
+                .map(|i| Sample {
+                    t_ms: Some(i * 1000 + phase + (i * 7919 % 13) * 37),
+                    value: if i == 150 { f64::NAN } else { value(i) },
+                })
+                .collect(),
+        };
+        let all = [
+            jittered("q", 0, &|i| ((i / 9) % 4) as f64 - 1.0),
+            jittered("r", 400, &|i| ((i / 5) % 6) as f64),
+            jittered("w", 250, &|i| (i * i % 977) as f64 + i as f64 * 3.0),
+        ];
+        let ts = TargetSeries::new(all.iter());
+        let share = expr(
+            "{queued_share: {queue: {sum: {gauge: {metric: q}}}, running: {sum: {gauge: {metric: r}}}}}",
+        );
+        let scaling = expr("scaling: {work: {gauge: {metric: w}}, batch: {gauge: {metric: r}}}");
+        let mut memo = InstantMemo::default();
+        let (mut end, mut checked) = (20_000, 0);
+        while end < 420_000 {
+            let frame = Frame {
+                end_ms: Some(end),
+                window_ms: 60_000,
+            };
+            // The same name carries the share, then the scaling: the memo must not mix them.
+            let e = if end < 200_000 { &share } else { &scaling };
+            for name in ["a", "b"] {
+                let kept = eval_signal_memo(e, &ts, frame, Some((&mut memo, name)));
+                let fresh = eval_signal(e, &ts, frame, Stat::Last);
+                assert_eq!(
+                    kept.map(f64::to_bits),
+                    fresh.map(f64::to_bits),
+                    "{name} at {end}"
+                );
+                checked += 1;
+            }
+            end += 1_000 + (end / 1000 % 5) * 731;
+        }
+        assert!(checked > 100);
     }
 
     /// A numbered selector's selection is kept per target and suffix, and reads what an

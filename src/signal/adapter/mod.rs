@@ -299,7 +299,8 @@ pub fn fill_signals_from(
                     continue;
                 }
             };
-            match eval::eval_signal(expr, ts, frame, Stat::Last) {
+            let memo_of = memo.as_deref_mut().map(|m| (m, name.as_str()));
+            match eval::eval_signal_memo(expr, ts, frame, memo_of) {
                 Ok(value) => {
                     let stats = (frame.end_ms.is_some() && eval::reads_gauge(expr)).then(|| {
                         if let Some((min, mean, max)) = eval::combined_window_stats(
