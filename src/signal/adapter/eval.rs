@@ -762,19 +762,23 @@ fn instant_frames(times: &[i64], start: i64) -> impl Iterator<Item = (i64, Frame
 /// At each sample instant of `clock` in (`start`, `end`], `parts` evaluated over the frame
 /// since the instant before ([`instant_frames`]). With `memo`, the values of instants a
 /// window before already had at the same frame are taken from it, and this window's kept.
+/// Without timestamps there are no instants: `needs` says so.
 fn instant_pairs(
     clock: &Expr,
     parts: [&Expr; 2],
     ts: &TargetSeries<'_>,
-    (start, end): (i64, i64),
+    frame: Frame,
     memo: Option<MemoOf<'_>>,
-) -> Vec<(i64, Pair)> {
+    needs: &str,
+) -> Result<Vec<(i64, Pair)>, Absent> {
+    let end = frame.end_ms.ok_or(needs)?;
+    let start = end.saturating_sub(frame.window_ms);
     let times = sample_instants(clock, ts, start, end);
     let at = |frame: Frame| parts.map(|e| eval_signal(e, ts, frame, Stat::Last).ok());
     let Some((memo, signal, whole)) = memo else {
-        return instant_frames(&times, start)
+        return Ok(instant_frames(&times, start)
             .map(|(t, frame)| (t, at(frame)))
-            .collect();
+            .collect());
     };
     // Looked up before inserting: the signal's name is copied once, not at every step.
     if !memo.pairs.contains_key(signal) {
@@ -796,7 +800,7 @@ fn instant_pairs(
     // Both are in time order: one walk pairs them. An instant is reused only at the same
     // frame (the window's first instant is read since the window's start).
     let mut j = 0;
-    instant_frames(&times, start)
+    Ok(instant_frames(&times, start)
         .map(|(t, frame)| {
             let since = t - frame.window_ms;
             while j < known.len() && known[j].0 < t {
@@ -818,7 +822,7 @@ fn instant_pairs(
             j += 1;
             (t, values)
         })
-        .collect()
+        .collect())
 }
 
 /// Evaluates a [`QueuedShare`] over the window (see its docs).
@@ -828,11 +832,8 @@ fn queued_share(
     frame: Frame,
     memo: Option<MemoOf<'_>>,
 ) -> Result<f64, Absent> {
-    let end = frame
-        .end_ms
-        .ok_or("a queued share needs samples with timestamps (record a range)")?;
-    let start = end.saturating_sub(frame.window_ms);
-    let instants = instant_pairs(&s.queue, [&s.queue, &s.running], ts, (start, end), memo);
+    let needs = "a queued share needs samples with timestamps (record a range)";
+    let instants = instant_pairs(&s.queue, [&s.queue, &s.running], ts, frame, memo, needs)?;
     let (mut busy, mut queued) = (0usize, 0usize);
     for (_, values) in instants {
         let [Some(queue), Some(running)] = values else {
@@ -859,11 +860,8 @@ fn scaling(
     frame: Frame,
     memo: Option<MemoOf<'_>>,
 ) -> Result<f64, Absent> {
-    let end = frame
-        .end_ms
-        .ok_or("batch scaling needs samples with timestamps (record a range)")?;
-    let start = end.saturating_sub(frame.window_ms);
-    let instants = instant_pairs(&s.batch, [&s.work, &s.batch], ts, (start, end), memo);
+    let needs = "batch scaling needs samples with timestamps (record a range)";
+    let instants = instant_pairs(&s.batch, [&s.work, &s.batch], ts, frame, memo, needs)?;
     // (batch, speed of one sequence) per interval with sequences running at both ends.
     let mut intervals: Vec<(f64, f64)> = Vec::new();
     let mut prev: Option<(i64, f64, f64)> = None;
