@@ -317,8 +317,9 @@ pub struct InstantMemo {
 }
 
 /// The values of an expression's two parts at each instant since the instant before: the
-/// expression, then (instant, the instant before or the window's start, values), oldest first.
-type PairEntry = (Expr, std::collections::VecDeque<(i64, i64, Pair)>);
+/// expression, then (instant, (the instant before or the window's start, values)), oldest
+/// first.
+type PairEntry = (Expr, std::collections::VecDeque<(i64, (i64, Pair))>);
 
 /// Two expressions' values at one instant.
 type Pair = [Option<f64>; 2];
@@ -382,29 +383,10 @@ pub fn combined_window_stats(
             if entry.0 != *expr || entry.1 != frame.window_ms {
                 *entry = (expr.clone(), frame.window_ms, Default::default());
             }
-            let known = &mut entry.2;
-            // Instants that left the window are not needed again (windows only move on).
-            while known.front().is_some_and(|(t, _)| *t <= start) {
-                known.pop_front();
-            }
-            // Both are in time order: one walk pairs them (new instants come at the end).
-            let mut j = 0;
-            times
-                .iter()
-                .filter_map(|&t| {
-                    while j < known.len() && known[j].0 < t {
-                        j += 1;
-                    }
-                    let v = if j < known.len() && known[j].0 == t {
-                        known[j].1
-                    } else {
-                        let v = at(t);
-                        known.insert(j, (t, v));
-                        v
-                    };
-                    j += 1;
-                    v
-                })
+            let wanted = times.iter().map(|&t| (t, t));
+            kept_or_fresh(&mut entry.2, start, wanted, |_, _| true, at)
+                .into_iter()
+                .filter_map(|(_, v)| v)
                 .collect()
         }
     };
@@ -415,6 +397,45 @@ pub fn combined_window_stats(
     let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let mean = values.iter().sum::<f64>() / values.len() as f64;
     Some((min, mean, max))
+}
+
+/// The values of `wanted` instants (each with what computing it needs), oldest first: from
+/// `known` where an instant is kept and `reusable` accepts it, else computed by `fresh` and kept
+/// in its place. Instants at or before `start` are dropped first: windows only move on. Both
+/// lists are in time order, so one walk pairs them (new instants come at the end).
+fn kept_or_fresh<C, E: Copy>(
+    known: &mut std::collections::VecDeque<(i64, E)>,
+    start: i64,
+    wanted: impl Iterator<Item = (i64, C)>,
+    reusable: impl Fn(&E, &C) -> bool,
+    mut fresh: impl FnMut(C) -> E,
+) -> Vec<(i64, E)> {
+    while known.front().is_some_and(|(t, _)| *t <= start) {
+        known.pop_front();
+    }
+    let mut j = 0;
+    wanted
+        .map(|(t, c)| {
+            while j < known.len() && known[j].0 < t {
+                j += 1;
+            }
+            let v = match known.get(j).copied() {
+                Some((k, e)) if k == t && reusable(&e, &c) => e,
+                Some((k, _)) if k == t => {
+                    let v = fresh(c);
+                    known[j].1 = v;
+                    v
+                }
+                _ => {
+                    let v = fresh(c);
+                    known.insert(j, (t, v));
+                    v
+                }
+            };
+            j += 1;
+            (t, v)
+        })
+        .collect()
 }
 
 /// Every instant in (`start`, `end`] at which a series `expr` reads has a sample, in order.
@@ -793,36 +814,14 @@ fn instant_pairs(
         *expr = whole.clone();
         known.clear();
     }
-    // Instants that left the window are not needed again (windows only move on).
-    while known.front().is_some_and(|(t, _, _)| *t <= start) {
-        known.pop_front();
-    }
-    // Both are in time order: one walk pairs them. An instant is reused only at the same
-    // frame (the window's first instant is read since the window's start).
-    let mut j = 0;
-    Ok(instant_frames(&times, start)
-        .map(|(t, frame)| {
-            let since = t - frame.window_ms;
-            while j < known.len() && known[j].0 < t {
-                j += 1;
-            }
-            let values = match known.get(j) {
-                Some(&(k, s, v)) if k == t && s == since => v,
-                Some(&(k, _, _)) if k == t => {
-                    let v = at(frame);
-                    known[j] = (t, since, v);
-                    v
-                }
-                _ => {
-                    let v = at(frame);
-                    known.insert(j, (t, since, v));
-                    v
-                }
-            };
-            j += 1;
-            (t, values)
-        })
-        .collect())
+    // An instant is reused only at the same frame (the window's first instant is read since
+    // the window's start).
+    let wanted = instant_frames(&times, start).map(|(t, frame)| (t, (t - frame.window_ms, frame)));
+    let same_since = |(kept, _): &(i64, Pair), (since, _): &(i64, Frame)| kept == since;
+    let values = kept_or_fresh(known, start, wanted, same_since, |(since, frame)| {
+        (since, at(frame))
+    });
+    Ok(values.into_iter().map(|(t, (_, v))| (t, v)).collect())
 }
 
 /// Evaluates a [`QueuedShare`] over the window (see its docs).
