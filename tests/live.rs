@@ -512,7 +512,8 @@ fn every_corpus_case_gets_the_file_verdict_live() {
 /// of the ratio at each sample, not of its parts), the queued share that tells overloads from
 /// bursts, and the batch scaling that says more slots only slow each sequence (computed from
 /// raw samples). And the replica's own CPU wait per CPU second, from cAdvisor series joined by
-/// pod only (the neighbour's pod on the same node, far more pressed, must not join).
+/// pod only (the neighbour's pod on the same node, far more pressed, must not join), and the
+/// arrivals' dispersion that tells a burst of arrivals from random ones (raw samples too).
 #[test]
 fn corpus_signals_live_triage_once_missed_equal_the_files() {
     let rules = rules();
@@ -526,6 +527,7 @@ fn corpus_signals_live_triage_once_missed_equal_the_files() {
         "llamacpp/llamacpp-fresh5-burst-np4",
         "llamacpp/llamacpp-overload-np4",
         "llamacpp/llamacpp-fresh20-pinned-apart-np2-45pct-2w",
+        "vidur/vidur-fresh10-llama3-8b-a100-burst-cv5",
     ] {
         let (file, live) = file_and_live(&rules, &root.join(format!("{case}.yaml")));
         assert_eq!(file.len(), live.len(), "{case}: targets");
@@ -535,6 +537,7 @@ fn corpus_signals_live_triage_once_missed_equal_the_files() {
                 "queued_share_ratio",
                 "batch_scaling_efficiency",
                 "replica_cpu_wait_ratio",
+                "arrival_dispersion_index",
             ] {
                 let value = |p: &Prepared| {
                     let v = p.snapshot.signal(&rules.catalog, signal)?;
@@ -560,7 +563,7 @@ fn corpus_signals_live_triage_once_missed_equal_the_files() {
         }
     }
     // Absent on both sides would pass unseen: each signal must have been compared.
-    assert_eq!(compared.len(), 4, "{compared:?}");
+    assert_eq!(compared.len(), 5, "{compared:?}");
 }
 
 /// Without any engine, each exporter host is a target of its own (GPU and host checks only),

@@ -192,18 +192,26 @@ pub fn compile(expr: &Expr, opts: &Options<'_>) -> String {
             )
         }
         // No PromQL form (see `expressible`): an empty vector, for callers that show it.
-        Expr::Scaling(_) | Expr::QuantileFloor(_) => "(vector(1) unless vector(1))".to_string(),
+        Expr::Scaling(_) | Expr::Dispersion(_) | Expr::QuantileFloor(_) => {
+            "(vector(1) unless vector(1))".to_string()
+        }
     }
 }
 
 /// False when the expression needs the window's samples themselves (a batch scaling pairs
-/// counter growth with the batch interval by interval), which PromQL cannot do in one query
+/// counter growth with the batch interval by interval, an arrival dispersion counts arrivals
+/// interval by interval), which PromQL cannot do in one query
 /// (written with nested subqueries, it was a 23 KB query taking 3.5 s on 100 replicas), or a
 /// bucket's bound as a value (a quantile's floor: PromQL has no function from a label to a
 /// value); live triage reads such a signal's raw samples, or a histogram's bucket rates,
 /// instead.
 pub fn expressible(expr: &Expr) -> bool {
-    !expr.any(&|e| matches!(e, Expr::Scaling(_) | Expr::QuantileFloor(_)))
+    !expr.any(&|e| {
+        matches!(
+            e,
+            Expr::Scaling(_) | Expr::Dispersion(_) | Expr::QuantileFloor(_)
+        )
+    })
 }
 
 /// A window statistic of an expression that divides or subtracts (see

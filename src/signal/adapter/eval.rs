@@ -12,7 +12,7 @@ use crate::signal::samples::Samples;
 use crate::signal::series::Series;
 use crate::signal::window;
 
-use super::spec::{Expr, Matchers, PickSpec, QueuedShare, Scaling, Selector};
+use super::spec::{Dispersion, Expr, Matchers, PickSpec, QueuedShare, Scaling, Selector};
 
 /// Which gauge statistic a leaf reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -340,6 +340,7 @@ pub fn eval_signal_memo(
     match expr {
         Expr::QueuedShare(s) => queued_share(s, ts, frame, memo),
         Expr::Scaling(s) => scaling(s, ts, frame, memo),
+        Expr::Dispersion(s) => dispersion(s, ts, frame, memo),
         _ => eval_signal(expr, ts, frame, Stat::Last),
     }
 }
@@ -487,7 +488,7 @@ fn merge_dedup(a: &[i64], b: &[i64]) -> Vec<i64> {
 pub fn reads_gauge(expr: &Expr) -> bool {
     match expr {
         Expr::Gauge(_) => true,
-        Expr::Scaling(_) | Expr::QueuedShare(_) => false,
+        Expr::Scaling(_) | Expr::QueuedShare(_) | Expr::Dispersion(_) => false,
         e => e.children().into_iter().any(reads_gauge),
     }
 }
@@ -730,6 +731,10 @@ fn eval<'t>(
             values: smallvec::smallvec![("", v)],
             totals: false,
         }),
+        Expr::Dispersion(s) => dispersion(s, ts, frame, None).map(|v| Out {
+            values: smallvec::smallvec![("", v)],
+            totals: false,
+        }),
         Expr::First(alternatives) => {
             let mut reasons = Vec::new();
             for a in alternatives {
@@ -847,6 +852,47 @@ fn queued_share(
         return Err("the replica was never busy in the window".into());
     }
     Ok(queued as f64 / busy as f64)
+}
+
+/// Fewest intervals for a [`Dispersion`] to be read: a variance from fewer says little.
+const DISPERSION_MIN_INTERVALS: usize = 8;
+
+/// Evaluates a [`Dispersion`] over the window (see its docs).
+fn dispersion(
+    s: &Dispersion,
+    ts: &TargetSeries<'_>,
+    frame: Frame,
+    memo: Option<MemoOf<'_>>,
+) -> Result<f64, Absent> {
+    let needs = "arrival dispersion needs samples with timestamps (record a range)";
+    let instants = instant_pairs(&s.present, [&s.done, &s.present], ts, frame, memo, needs)?;
+    let mut arrivals: Vec<f64> = Vec::new();
+    let mut prev: Option<(f64, f64)> = None;
+    for (_, values) in instants {
+        let [Some(done), Some(present)] = values else {
+            prev = None;
+            continue;
+        };
+        if let Some((d0, p0)) = prev {
+            // A counter reset (a restart) says nothing of how many arrived in between.
+            if done >= d0 {
+                arrivals.push(done - d0 + present - p0);
+            }
+        }
+        prev = Some((done, present));
+    }
+    if arrivals.len() < DISPERSION_MIN_INTERVALS {
+        return Err(format!(
+            "fewer than {DISPERSION_MIN_INTERVALS} intervals with both counts in the window"
+        ));
+    }
+    let n = arrivals.len() as f64;
+    let mean = arrivals.iter().sum::<f64>() / n;
+    if mean <= 0.0 {
+        return Err("no request arrived in the window".into());
+    }
+    let variance = arrivals.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / n;
+    Ok(variance / mean)
 }
 
 /// Fewest intervals at each batch level for a [`Scaling`] to be read.
@@ -1150,10 +1196,72 @@ mod tests {
         assert!(crate::signal::promql::expressible(&e) && !reads_gauge(&e));
     }
 
-    /// A queued share and a batch scaling kept in a memo while the window slides give, at
-    /// every step, the bits a fresh evaluation gives: over series scraped at their own jittered
-    /// instants (so the window's first instant reads a frame that changes), with steps of any
-    /// length, a NaN, and another expression under the same signal name.
+    /// Arrivals per interval are the finished requests' growth plus the growth of those in the
+    /// replica (a request moved from running back to waiting is no arrival); their variance
+    /// over their mean is 0 for even arrivals, large for a burst, and unknown when a window
+    /// holds too few intervals. A counter reset skips its interval.
+    #[test]
+    fn the_arrival_dispersion_counts_arrivals_between_samples() {
+        let e = expr(
+            "{dispersion: {done: {sum: {gauge: {metric: d}}}, present: {add: [{sum: {gauge: {metric: w}}}, {sum: {gauge: {metric: r}}}]}}}",
+        );
+        let frame = Frame {
+            end_ms: Some(11_000),
+            window_ms: 60_000,
+        };
+        let index = |done: &[f64], waiting: &[f64], running: &[f64]| {
+            let all = [
+                series("d", done),
+                series("w", waiting),
+                series("r", running),
+            ];
+            eval_signal(&e, &TargetSeries::new(all.iter()), frame, Stat::Last)
+        };
+        let counts = |arrivals: &[f64]| {
+            let mut done = vec![0.0];
+            arrivals
+                .iter()
+                .for_each(|a| done.push(done.last().unwrap() + a));
+            done
+        };
+        // Two a second, every second; a preemption (running to waiting) changes nothing.
+        let even = counts(&[2.0; 11]);
+        let (mut waiting, mut running) = (vec![0.0; 12], vec![3.0; 12]);
+        (waiting[5], running[5]) = (1.0, 2.0);
+        assert_eq!(index(&even, &waiting, &running), Ok(0.0));
+        // 1, 3, 1, 3, ...: mean 2, variance 1.
+        let alternating: Vec<f64> = (0..10).map(|i| [1.0, 3.0][i % 2]).collect();
+        assert_eq!(
+            index(&counts(&alternating), &[0.0; 11], &[0.0; 11]),
+            Ok(0.5)
+        );
+        // Twenty at once, then nothing: the same mean as two a second, a hundred times the spread.
+        let mut burst = vec![0.0; 11];
+        burst[4] = 20.0;
+        let burst_index = index(&counts(&burst), &[0.0; 12], &[0.0; 12]).unwrap();
+        assert!(burst_index > 15.0, "{burst_index}");
+        // Requests that arrive and stay count too: ten waiting after the burst.
+        let mut waiting = vec![0.0; 12];
+        waiting[5..].iter_mut().for_each(|w| *w = 10.0);
+        let stayed = index(&counts(&[1.0; 11]), &waiting, &[0.0; 12]).unwrap();
+        assert!(stayed > 4.0, "{stayed}");
+        // A restart resets the counter: its interval is skipped, the rest are even.
+        let mut reset = counts(&[2.0; 11]);
+        reset[6..].iter_mut().for_each(|d| *d -= 100.0);
+        assert_eq!(index(&reset, &[0.0; 12], &[0.0; 12]), Ok(0.0));
+        assert!(index(&counts(&[2.0; 5]), &[0.0; 6], &[0.0; 6]).is_err());
+        assert!(index(&[5.0; 12], &[0.0; 12], &[0.0; 12]).is_err());
+        assert!(!crate::signal::promql::expressible(&e) && !reads_gauge(&e));
+        let err = serde_yaml::from_str::<Expr>("dispersion: {done: {gauge: {metric: d}}}")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("dispersion needs `present`"), "{err}");
+    }
+
+    /// A queued share, a batch scaling and an arrival dispersion kept in a memo while the window
+    /// slides give, at every step, the bits a fresh evaluation gives: over series scraped at
+    /// their own jittered instants (so the window's first instant reads a frame that changes),
+    /// with steps of any length, a NaN, and another expression under the same signal name.
     #[test]
     fn instant_values_kept_while_sliding_equal_fresh_ones() {
         let jittered = |name: &str, phase: i64, value: &dyn Fn(i64) -> f64| Series {
@@ -1176,6 +1284,8 @@ mod tests {
             "{queued_share: {queue: {sum: {gauge: {metric: q}}}, running: {sum: {gauge: {metric: r}}}}}",
         );
         let scaling = expr("scaling: {work: {gauge: {metric: w}}, batch: {gauge: {metric: r}}}");
+        let arrivals =
+            expr("dispersion: {done: {gauge: {metric: w}}, present: {gauge: {metric: q}}}");
         let mut memo = InstantMemo::default();
         let (mut end, mut checked) = (20_000, 0);
         while end < 420_000 {
@@ -1183,8 +1293,13 @@ mod tests {
                 end_ms: Some(end),
                 window_ms: 60_000,
             };
-            // The same name carries the share, then the scaling: the memo must not mix them.
-            let e = if end < 200_000 { &share } else { &scaling };
+            // The same name carries the share, then the scaling, then the arrivals' dispersion:
+            // the memo must not mix them.
+            let e = match end {
+                ..200_000 => &share,
+                200_000..320_000 => &scaling,
+                _ => &arrivals,
+            };
             for name in ["a", "b"] {
                 let kept = eval_signal_memo(e, &ts, frame, Some((&mut memo, name)));
                 let fresh = eval_signal(e, &ts, frame, Stat::Last);

@@ -475,6 +475,10 @@ fn describe(expr: &spec::Expr) -> String {
                 names(&s.queue, out);
                 names(&s.running, out);
             }
+            Dispersion(s) => {
+                names(&s.done, out);
+                names(&s.present, out);
+            }
             Const(_) => {}
         }
     }

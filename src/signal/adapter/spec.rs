@@ -300,6 +300,24 @@ pub enum Expr {
     Scaling(Box<Scaling>),
     /// The share of the replica's busy time in which requests waited (see [`QueuedShare`]).
     QueuedShare(Box<QueuedShare>),
+    /// How much more the arrivals varied from interval to interval than random arrivals would
+    /// (see [`Dispersion`]). Like a scaling, it pairs the window's samples and has no PromQL
+    /// form.
+    Dispersion(Box<Dispersion>),
+}
+
+/// The index of dispersion of arrivals: requests that arrived in each interval between the
+/// window's consecutive samples (those that finished, `done`'s growth, plus the growth of those
+/// still `present`, waiting or running), their variance over their mean. Random (Poisson)
+/// arrivals give about 1 at any interval length and any rate, so the index says how bursty
+/// demand was without a threshold tied to the workload; bursts of arrivals give many times
+/// that. Preemption moves requests between waiting and running and leaves the count alone.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dispersion {
+    /// Requests finished so far (a counter's value, read at each instant).
+    pub done: Expr,
+    /// Requests in the replica (waiting plus running) at each instant.
+    pub present: Expr,
 }
 
 /// Of the sample instants in the window at which the replica was busy (requests running or
@@ -347,6 +365,7 @@ impl Expr {
             Expr::Add(v) | Expr::First(v) => v.iter().collect(),
             Expr::Scaling(s) => vec![&s.work, &s.batch],
             Expr::QueuedShare(s) => vec![&s.queue, &s.running],
+            Expr::Dispersion(s) => vec![&s.done, &s.present],
             Expr::Gauge(_)
             | Expr::Rate(_)
             | Expr::Increase(_)
@@ -453,6 +472,10 @@ impl Expr {
                 queue: s.queue.map_selectors(f)?,
                 running: s.running.map_selectors(f)?,
             })),
+            Expr::Dispersion(s) => Expr::Dispersion(Box::new(Dispersion {
+                done: s.done.map_selectors(f)?,
+                present: s.present.map_selectors(f)?,
+            })),
         })
     }
 
@@ -500,7 +523,7 @@ impl TryFrom<serde_yaml::Value> for Expr {
             Value::Mapping(m) if m.len() == 1 => m,
             other => {
                 return Err(format!(
-                    "an expression is a map with one key (gauge, rate, increase, changes, bit_share, quantile, hist_mean, sum, max, min, avg, count, div, sub, add, scale, const, percent_to_ratio, first, zero_when_absent, scaling, queued_share), got {}",
+                    "an expression is a map with one key (gauge, rate, increase, changes, bit_share, quantile, hist_mean, sum, max, min, avg, count, div, sub, add, scale, const, percent_to_ratio, first, zero_when_absent, scaling, queued_share, dispersion), got {}",
                     serde_yaml::to_string(&other).unwrap_or_default().trim()
                 ))
             }
@@ -569,6 +592,7 @@ impl TryFrom<serde_yaml::Value> for Expr {
             "first" => Expr::First(list(inner)?),
             "scaling" => Expr::Scaling(Box::new(scaling(inner)?)),
             "queued_share" => Expr::QueuedShare(Box::new(queued_share(inner)?)),
+            "dispersion" => Expr::Dispersion(Box::new(dispersion(inner)?)),
             other => return Err(format!("unknown expression `{other}`")),
         })
     }
@@ -595,6 +619,30 @@ fn queued_share(v: serde_yaml::Value) -> Result<QueuedShare, String> {
     Ok(QueuedShare {
         queue: queue.ok_or("queued_share needs `queue`")?,
         running: running.ok_or("queued_share needs `running`")?,
+    })
+}
+
+/// Reads `dispersion: {done: EXPR, present: EXPR}`.
+fn dispersion(v: serde_yaml::Value) -> Result<Dispersion, String> {
+    let serde_yaml::Value::Mapping(m) = v else {
+        return Err("dispersion takes a map: {done: expression, present: expression}".into());
+    };
+    let (mut done, mut present) = (None, None);
+    for (k, v) in m {
+        match k.as_str() {
+            Some("done") => done = Some(Expr::try_from(v)?),
+            Some("present") => present = Some(Expr::try_from(v)?),
+            _ => {
+                return Err(format!(
+                    "dispersion: unknown key `{}` (done, present)",
+                    k.as_str().unwrap_or("?")
+                ))
+            }
+        }
+    }
+    Ok(Dispersion {
+        done: done.ok_or("dispersion needs `done`")?,
+        present: present.ok_or("dispersion needs `present`")?,
     })
 }
 

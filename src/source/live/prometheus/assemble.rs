@@ -56,7 +56,8 @@ pub(super) fn aggregates(e: &Expr) -> bool {
         | Expr::QuantileFloor(_)
         | Expr::HistMean(_)
         | Expr::Scaling(_)
-        | Expr::QueuedShare(_) => true,
+        | Expr::QueuedShare(_)
+        | Expr::Dispersion(_) => true,
         Expr::Gauge(_)
         | Expr::Rate(_)
         | Expr::Increase(_)
