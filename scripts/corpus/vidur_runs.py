@@ -456,6 +456,36 @@ RUNS = [
         arrival="gamma", cv=2.0, seed=224, present="gamma arrivals (CV 2) that the replica absorbs"),
     run("vidur-fresh10-llama2-7b-a40-no-chunk-arxiv-v0", L27, "a40", "arxiv", 0.5, "prefill_decode_interference",
         v0=True, seed=225),
+    # An eleventh batch (`vidur-fresh11-*`), defined once a burst was made a property of the
+    # arrivals (their dispersion) and before it ran, to be scored once: the boundary that rule
+    # draws. Caches too small for Poisson arrivals, bursts on roomy caches, one burst on a small
+    # cache (its label is whichever predicate the trace meets first), and near misses of each.
+    run("vidur-fresh11-llama3-8b-a100-small-kv-poisson", L3, "a100", "conv", 5.0, "kv_cache_exhaustion",
+        num_blocks=1000, seed=231),
+    run("vidur-fresh11-codellama34b-h100-tp2-small-kv-poisson", CL34, "h100", "conv", 4.0,
+        "kv_cache_exhaustion", tp=2, num_blocks=600, seed=232),
+    run("vidur-fresh11-phi2-a100-small-kv-poisson", PHI, "a100", "conv", 6.0, "kv_cache_exhaustion",
+        num_blocks=500, seed=233),
+    run("vidur-fresh11-llama2-7b-h100-small-kv-poisson-v0", L27, "h100", "conv", 5.0, "kv_cache_exhaustion",
+        num_blocks=800, v0=True, seed=234),
+    run("vidur-fresh11-llama2-7b-a100-burst-cv6", L27, "a100", "conv", 3.0, "concurrency_burst",
+        arrival="gamma", cv=6.0, seed=235),
+    run("vidur-fresh11-phi2-a40-burst-cv6", PHI, "a40", "conv", 1.5, "concurrency_burst",
+        arrival="gamma", cv=6.0, seed=236),
+    run("vidur-fresh11-codellama34b-a100-tp2-burst-cv6", CL34, "a100", "conv", 1.5, "concurrency_burst", tp=2,
+        arrival="gamma", cv=6.0, seed=237),
+    run("vidur-fresh11-llama3-8b-a100-burst-cv6-small-kv", L3, "a100", "conv", 3.0, "concurrency_burst",
+        arrival="gamma", cv=6.0, num_blocks=1500, seed=238),
+    run("vidur-fresh11-llama3-8b-a100-small-kv-nearmiss", L3, "a100", "conv", 2.0,
+        "near_miss:kv_cache_exhaustion", num_blocks=1000, seed=239,
+        present="only 1000 KV blocks (the small-kv run's setting), at 2 req/s"),
+    run("vidur-fresh11-llama2-7b-a100-burst-nearmiss-cv2", L27, "a100", "conv", 2.5, "near_miss:concurrency_burst",
+        arrival="gamma", cv=2.0, seed=240, present="gamma arrivals (CV 2) that the replica absorbs"),
+    run("vidur-fresh11-codellama34b-h100-tp2-small-kv-nearmiss", CL34, "h100", "conv", 2.0,
+        "near_miss:kv_cache_exhaustion", tp=2, num_blocks=600, seed=241,
+        present="only 600 KV blocks (the small-kv run's setting), at 2 req/s"),
+    run("vidur-fresh11-llama2-7b-h100-healthy-code", L27, "h100", "code", 6.0, "healthy", seed=242),
+    run("vidur-fresh11-phi2-a40-healthy-conv", PHI, "a40", "conv", 1.5, "healthy", seed=243),
 ]
 
 
