@@ -600,50 +600,39 @@ impl TryFrom<serde_yaml::Value> for Expr {
 
 /// Reads `queued_share: {queue: EXPR, running: EXPR}`.
 fn queued_share(v: serde_yaml::Value) -> Result<QueuedShare, String> {
-    let serde_yaml::Value::Mapping(m) = v else {
-        return Err("queued_share takes a map: {queue: expression, running: expression}".into());
-    };
-    let (mut queue, mut running) = (None, None);
-    for (k, v) in m {
-        match k.as_str() {
-            Some("queue") => queue = Some(Expr::try_from(v)?),
-            Some("running") => running = Some(Expr::try_from(v)?),
-            _ => {
-                return Err(format!(
-                    "queued_share: unknown key `{}` (queue, running)",
-                    k.as_str().unwrap_or("?")
-                ))
-            }
-        }
-    }
-    Ok(QueuedShare {
-        queue: queue.ok_or("queued_share needs `queue`")?,
-        running: running.ok_or("queued_share needs `running`")?,
-    })
+    let [queue, running] = two_expressions("queued_share", ["queue", "running"], v)?;
+    Ok(QueuedShare { queue, running })
 }
 
 /// Reads `dispersion: {done: EXPR, present: EXPR}`.
 fn dispersion(v: serde_yaml::Value) -> Result<Dispersion, String> {
+    let [done, present] = two_expressions("dispersion", ["done", "present"], v)?;
+    Ok(Dispersion { done, present })
+}
+
+/// Reads `form: {a: EXPR, b: EXPR}`, both keys required, no other allowed.
+fn two_expressions(form: &str, keys: [&str; 2], v: serde_yaml::Value) -> Result<[Expr; 2], String> {
+    let [a, b] = keys;
     let serde_yaml::Value::Mapping(m) = v else {
-        return Err("dispersion takes a map: {done: expression, present: expression}".into());
+        return Err(format!(
+            "{form} takes a map: {{{a}: expression, {b}: expression}}"
+        ));
     };
-    let (mut done, mut present) = (None, None);
+    let mut found: [Option<Expr>; 2] = [None, None];
     for (k, v) in m {
-        match k.as_str() {
-            Some("done") => done = Some(Expr::try_from(v)?),
-            Some("present") => present = Some(Expr::try_from(v)?),
-            _ => {
-                return Err(format!(
-                    "dispersion: unknown key `{}` (done, present)",
-                    k.as_str().unwrap_or("?")
-                ))
-            }
-        }
+        let Some(i) = keys.iter().position(|key| k.as_str() == Some(key)) else {
+            return Err(format!(
+                "{form}: unknown key `{}` ({a}, {b})",
+                k.as_str().unwrap_or("?")
+            ));
+        };
+        found[i] = Some(Expr::try_from(v)?);
     }
-    Ok(Dispersion {
-        done: done.ok_or("dispersion needs `done`")?,
-        present: present.ok_or("dispersion needs `present`")?,
-    })
+    let [x, y] = found;
+    Ok([
+        x.ok_or_else(|| format!("{form} needs `{a}`"))?,
+        y.ok_or_else(|| format!("{form} needs `{b}`"))?,
+    ])
 }
 
 /// Reads `scaling: {work: EXPR, batch: EXPR, per_step: BOOL}`.
