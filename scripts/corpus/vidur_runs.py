@@ -28,7 +28,9 @@ gives the trace's numbers per phase and per minute and when each symptom first s
 made only when named (`--only pm-kv-onset`); a run without --only makes the corpus runs.
 
 Usage: vidur_runs.py [--only ID] [--list] [--capacity ID RATE]     (run under `nice -n 19`)
-Needs: the `vidur` package (0.0.26) and the repository's data/ extracted to VIDUR_DATA.
+Needs: the `vidur` package (0.0.26) and the repository's data/ extracted to VIDUR_DATA (copy what
+the checkout holds: its attention.csv files may be absent, the roofline writes them; there is no
+H100 profile for Llama-3-8B, so its runs use the A100 or A40).
 """
 
 import argparse
