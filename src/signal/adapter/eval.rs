@@ -312,7 +312,8 @@ type MemoEntry = (Expr, i64, std::collections::VecDeque<(i64, Option<f64>)>);
 #[derive(Debug, Default)]
 pub struct InstantMemo {
     by_signal: std::collections::HashMap<String, MemoEntry>,
-    /// A queued share's or batch scaling's two values at each instant, per signal.
+    /// A queued share's, batch scaling's or arrival dispersion's two values at each instant,
+    /// per signal.
     pairs: std::collections::HashMap<String, PairEntry>,
 }
 
@@ -327,9 +328,9 @@ type Pair = [Option<f64>; 2];
 /// A memo, the signal whose values it keeps, and that signal's expression.
 type MemoOf<'m> = (&'m mut InstantMemo, &'m str, &'m Expr);
 
-/// [`eval_signal`] for a signal that `memo` may keep instant values of: a queued share or a
-/// batch scaling reads two gauges at every sample instant of the window, and a window slid one
-/// sample on shares all but its ends with the window before.
+/// [`eval_signal`] for a signal that `memo` may keep instant values of: a queued share, a batch
+/// scaling and an arrival dispersion read two values at every sample instant of the window, and
+/// a window slid one sample on shares all but its ends with the window before.
 pub fn eval_signal_memo(
     expr: &Expr,
     ts: &TargetSeries<'_>,
@@ -484,7 +485,7 @@ fn merge_dedup(a: &[i64], b: &[i64]) -> Vec<i64> {
 }
 
 /// True when the expression reads a gauge, so window statistics are meaningful. A batch
-/// scaling and a queued share are statistics of the window already.
+/// scaling, a queued share and an arrival dispersion are statistics of the window already.
 pub fn reads_gauge(expr: &Expr) -> bool {
     match expr {
         Expr::Gauge(_) => true,
@@ -869,10 +870,16 @@ fn dispersion(
     let mut arrivals: Vec<f64> = Vec::new();
     let mut prev: Option<(f64, f64)> = None;
     for (_, values) in instants {
+        // A missing or non-finite value (a stale marker) breaks the run, as a gap does: one
+        // unreadable sample must not make the whole index NaN.
         let [Some(done), Some(present)] = values else {
             prev = None;
             continue;
         };
+        if !done.is_finite() || !present.is_finite() {
+            prev = None;
+            continue;
+        }
         if let Some((d0, p0)) = prev {
             // A counter reset (a restart) says nothing of how many arrived in between.
             if done >= d0 {
@@ -1249,6 +1256,10 @@ mod tests {
         let mut reset = counts(&[2.0; 11]);
         reset[6..].iter_mut().for_each(|d| *d -= 100.0);
         assert_eq!(index(&reset, &[0.0; 12], &[0.0; 12]), Ok(0.0));
+        // An unreadable sample skips the intervals on either side of it.
+        let mut stale = vec![0.0; 12];
+        stale[7] = f64::NAN;
+        assert_eq!(index(&counts(&[2.0; 11]), &stale, &[0.0; 12]), Ok(0.0));
         assert!(index(&counts(&[2.0; 5]), &[0.0; 6], &[0.0; 6]).is_err());
         assert!(index(&[5.0; 12], &[0.0; 12], &[0.0; 12]).is_err());
         assert!(!crate::signal::promql::expressible(&e) && !reads_gauge(&e));
