@@ -475,7 +475,9 @@ fn real_llama_server_runs_get_their_labelled_cause_and_a_quiet_control() {
             }
         }
     }
-    // The contention started after the recording did and stopped before it ended.
+    // The neighbour started 7 s into the recording, inside the first 30 s window: tasks waited
+    // for a CPU most of that window, so the incident holds from the first judged step (nothing
+    // judged before it), and it stopped before the recording ended.
     let (_, pm, _) = postmortem_json(&[
         "corpus/llamacpp/llamacpp-cpu-contention.om.gz",
         "--window",
@@ -484,6 +486,8 @@ fn real_llama_server_runs_get_their_labelled_cause_and_a_quiet_control() {
     let i = &pm["targets"][0]["incidents"][0];
     assert_eq!(
         (&i["before"], &i["after"]),
-        (&"healthy".into(), &"healthy".into())
+        (&"not_seen".into(), &"healthy".into())
     );
+    assert_eq!(i["start_ms"], pm["from_ms"]);
+    assert!(i["end_ms"].as_i64() < pm["to_ms"].as_i64());
 }
