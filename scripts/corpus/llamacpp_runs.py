@@ -667,6 +667,31 @@ RUNS = [
     {"id": "llamacpp-fresh24-pinned-contention-np3-40pct-1w-load40", "design": "cpu_contention",
      "control": "llamacpp-fresh24-pinned-control-np3-40pct",
      "contention": {"workers": 1, "nice": 0, "cpus": "0", "load": 40}},
+    # A twenty-fifth (`llamacpp-fresh25-*`), defined once `cpu_bottleneck` counted CPU pressure
+    # at half the time as saturation (a31576f), before it ran, to be scored once: pinned
+    # neighbours with node_exporter only (no container series, as on a host without cAdvisor),
+    # where the host's pressure stands in for the replica's own wait. Full-duty neighbours
+    # (as in the seventeenth and nineteenth) should halve the replica's pace; partial ones
+    # (busy 20 and 30 % of the time) may not bite. Whether each run is a fault stays the
+    # client's call against its control.
+    {"id": "llamacpp-fresh25-pinned-control-np2-50pct", "design": "cpu_control",
+     "host": RECALIBRATED_HOST, "server": {"np": 2, "c": 4096, "t": 1, "cpus": "0"},
+     "load": standard_load("0.5cap", 2901, 180)},
+    {"id": "llamacpp-fresh25-pinned-contention-np2-50pct-1w", "design": "cpu_contention",
+     "control": "llamacpp-fresh25-pinned-control-np2-50pct",
+     "contention": {"workers": 1, "nice": 0, "cpus": "0"}},
+    {"id": "llamacpp-fresh25-pinned-contention-np2-50pct-1w-load30", "design": "cpu_contention",
+     "control": "llamacpp-fresh25-pinned-control-np2-50pct",
+     "contention": {"workers": 1, "nice": 0, "cpus": "0", "load": 30}},
+    {"id": "llamacpp-fresh25-pinned-control-np3-45pct", "design": "cpu_control",
+     "host": RECALIBRATED_HOST, "server": {"np": 3, "c": 6144, "t": 1, "cpus": "0"},
+     "load": standard_load("0.45cap", 2903, 180)},
+    {"id": "llamacpp-fresh25-pinned-contention-np3-45pct-1w", "design": "cpu_contention",
+     "control": "llamacpp-fresh25-pinned-control-np3-45pct",
+     "contention": {"workers": 1, "nice": 0, "cpus": "0"}},
+    {"id": "llamacpp-fresh25-pinned-contention-np3-45pct-1w-load20", "design": "cpu_contention",
+     "control": "llamacpp-fresh25-pinned-control-np3-45pct",
+     "contention": {"workers": 1, "nice": 0, "cpus": "0", "load": 20}},
 ]
 
 
