@@ -538,6 +538,7 @@ fn corpus_signals_live_triage_once_missed_equal_the_files() {
                 "batch_scaling_efficiency",
                 "replica_cpu_wait_ratio",
                 "arrival_dispersion_index",
+                "host_cpu_pegged_core_share",
             ] {
                 let value = |p: &Prepared| {
                     let v = p.snapshot.signal(&rules.catalog, signal)?;
@@ -563,7 +564,7 @@ fn corpus_signals_live_triage_once_missed_equal_the_files() {
         }
     }
     // Absent on both sides would pass unseen: each signal must have been compared.
-    assert_eq!(compared.len(), 5, "{compared:?}");
+    assert_eq!(compared.len(), 6, "{compared:?}");
 }
 
 /// Without any engine, each exporter host is a target of its own (GPU and host checks only),

@@ -17,7 +17,8 @@
 //! unless it `alarms_alone` (hardware errors).
 //! Unknown evidence lowers the confidence, so a cause seen through fewer signals ranks lower.
 //!
-//! Root causes are fired causes with no fired cause upstream. Ranking: root faults whose chain
+//! Root causes are fired causes with no fired cause upstream. Ranking (where a cause upstream
+//! that is only advice does not count: it is no verdict to follow from): root faults whose chain
 //! reaches a fired symptom first, then root faults that explain no fired symptom, then faults
 //! that follow from another fired cause, then informational causes. Within each group, top-down
 //! as in toplev: causes of the worst symptom first (critical before warning), then causes of the
@@ -326,6 +327,15 @@ impl Ranking {
             .any(|&a| self.is_fired[a])
     }
 
+    /// No fault fired upstream: an upstream cause reported as advice (it harms nothing
+    /// checked) does not make the fault below it a consequence when ranking.
+    fn leads_faults(&self, playbook: &Playbook, i: usize) -> bool {
+        !playbook.causes[i]
+            .ancestors
+            .iter()
+            .any(|&a| self.is_fired[a] && !self.is_advice[a])
+    }
+
     fn severity(&self, playbook: &Playbook, i: usize) -> CauseSeverity {
         if self.is_advice[i] {
             CauseSeverity::Info
@@ -351,7 +361,7 @@ impl Ranking {
         };
         let group = |i: usize| match (
             self.severity(playbook, i),
-            self.is_root(playbook, i),
+            self.leads_faults(playbook, i),
             explains_fired(i),
         ) {
             (CauseSeverity::Fault, true, true) => 0,

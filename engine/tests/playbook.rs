@@ -594,3 +594,68 @@ remediations:
         "{causes:?}"
     );
 }
+
+/// A cause reported as advice upstream of a fault does not make that fault a consequence: the
+/// fault ranks among the root faults (by its score here), as it does when nothing fired
+/// upstream. A fault upstream still does.
+#[test]
+fn advice_upstream_does_not_demote_a_fault() {
+    let rules = format!(
+        "{TTFT_ONLY}{}",
+        r#"causes:
+  - id: small_cache_setting
+    title: a costly setting
+    why: it may limit the cache
+    when: kv_cache_usage_ratio > 95%
+    advice: gpu_utilization_ratio >= 0
+    leads_to: [queue_backlog]
+    explains: [high_ttft]
+    remediations: [scale_out]
+  - id: queue_backlog
+    title: queue
+    why: arrivals exceed capacity
+    when: queue_depth >= 1
+    explains: [high_ttft]
+    remediations: [scale_out]
+  - id: gpu_contention
+    title: contention
+    why: a neighbour
+    when: gpu_utilization_ratio < 50%
+    evidence:
+      - {when: "preemptions_per_second > 100", weight: 3}
+    explains: [high_ttft]
+    remediations: [scale_out]
+remediations:
+  - {id: scale_out, title: add replicas, why: capacity, favours: both, tradeoff: costs GPUs, actions: {any: "add replicas"}}
+"#
+    );
+    let cat = catalog();
+    let pb = playbook(&rules);
+    let slos = pb.slo_values(&BTreeMap::new()).unwrap();
+    let order = |kv: f64| {
+        diagnose(&pb, &five(&cat, 3.0, kv, 3.0, 0.3), &slos)
+            .causes
+            .iter()
+            .map(|c| (c.id.clone(), c.severity))
+            .collect::<Vec<_>>()
+    };
+    let (fault, info) = (CauseSeverity::Fault, CauseSeverity::Info);
+    // The setting is advice (its gate failed): the queue, scoring higher, ranks first.
+    assert_eq!(
+        order(0.5),
+        [
+            ("queue_backlog".to_string(), fault),
+            ("gpu_contention".to_string(), fault),
+            ("small_cache_setting".to_string(), info),
+        ]
+    );
+    // The setting's mechanism measured (its gate holds): a fault, and the queue follows from it.
+    assert_eq!(
+        order(0.99),
+        [
+            ("small_cache_setting".to_string(), fault),
+            ("gpu_contention".to_string(), fault),
+            ("queue_backlog".to_string(), fault),
+        ]
+    );
+}

@@ -13,6 +13,7 @@
 //! | `quantile_floor` | none: a bucket's bound is a label, so live triage fetches the bucket rates |
 //! | `hist_mean` | `sum by (<target>) (rate(x_sum[w])) / (sum by (<target>) (rate(x_count[w])) > 0)` |
 //! | `bit_share` | share of the window's samples with any mask bit set, via a subquery |
+//! | `share_below` | none in one query: live triage fetches the counter's raw samples |
 //! | window statistics of a `div` or `sub` | the statistic of the value at each step, via a subquery |
 //! | `queued_share` | steps with requests queued over steps busy, via subqueries |
 //! | `div` | `a / (b != 0)`: a zero denominator gives no value, never Inf |
@@ -192,7 +193,7 @@ pub fn compile(expr: &Expr, opts: &Options<'_>) -> String {
             )
         }
         // No PromQL form (see `expressible`): an empty vector, for callers that show it.
-        Expr::Scaling(_) | Expr::Dispersion(_) | Expr::QuantileFloor(_) => {
+        Expr::Scaling(_) | Expr::Dispersion(_) | Expr::ShareBelow(_) | Expr::QuantileFloor(_) => {
             "(vector(1) unless vector(1))".to_string()
         }
     }
@@ -200,7 +201,8 @@ pub fn compile(expr: &Expr, opts: &Options<'_>) -> String {
 
 /// False when the expression needs the window's samples themselves (a batch scaling pairs
 /// counter growth with the batch interval by interval, an arrival dispersion counts arrivals
-/// interval by interval), which PromQL cannot do in one query
+/// interval by interval, a share of slow intervals compares each interval's growth with a
+/// bound), which PromQL cannot do in one query
 /// (written with nested subqueries, it was a 23 KB query taking 3.5 s on 100 replicas), or a
 /// bucket's bound as a value (a quantile's floor: PromQL has no function from a label to a
 /// value); live triage reads such a signal's raw samples, or a histogram's bucket rates,
@@ -209,7 +211,7 @@ pub fn expressible(expr: &Expr) -> bool {
     !expr.any(&|e| {
         matches!(
             e,
-            Expr::Scaling(_) | Expr::Dispersion(_) | Expr::QuantileFloor(_)
+            Expr::Scaling(_) | Expr::Dispersion(_) | Expr::ShareBelow(_) | Expr::QuantileFloor(_)
         )
     })
 }

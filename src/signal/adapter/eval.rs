@@ -615,6 +615,19 @@ fn eval<'t>(
                 totals: false,
             })
         }
+        Expr::ShareBelow(sel) => {
+            let below = sel.below.ok_or("share_below needs `below`")?;
+            let end = frame.end_ms.ok_or(
+                "a share of slow intervals needs samples with timestamps (record a range)",
+            )?;
+            leaf(sel, "", ts, |s| {
+                share_below(&s.samples, below, end, frame.window_ms)
+            })
+            .map(|values| Out {
+                values,
+                totals: false,
+            })
+        }
         Expr::Quantile(sel) | Expr::QuantileFloor(sel) => {
             let q = sel.q.ok_or("quantile needs `q`")?;
             let mut buckets = ts.bucket_rates(sel, frame)?;
@@ -1130,6 +1143,33 @@ fn bit_share(samples: &Samples, mask: u64, frame: Frame) -> Option<f64> {
     Some(hits as f64 / in_window.len() as f64)
 }
 
+/// The share of the window's intervals (between consecutive finite samples) in which a counter
+/// grew by less than `below` per second; intervals across a reset count for neither side.
+fn share_below(samples: &Samples, below: f64, end_ms: i64, window_ms: i64) -> Option<f64> {
+    let (mut slow, mut all) = (0usize, 0usize);
+    let mut prev: Option<crate::signal::series::Sample> = None;
+    for s in window::in_window(samples, end_ms, window_ms).iter() {
+        let (Some(t), true) = (s.t_ms, s.value.is_finite()) else {
+            continue;
+        };
+        if let Some(crate::signal::series::Sample {
+            t_ms: Some(pt),
+            value: pv,
+        }) = prev
+        {
+            let grew = s.value - pv;
+            if t > pt && grew >= 0.0 {
+                all += 1;
+                if grew / ((t - pt) as f64 / 1000.0) < below {
+                    slow += 1;
+                }
+            }
+        }
+        prev = Some(s);
+    }
+    (all > 0).then(|| slow as f64 / all as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1201,6 +1241,46 @@ mod tests {
         assert_eq!(backlog, Ok(5.0 / 7.0));
         assert!(share(&[0.0; 5], &[0.0; 5]).is_err());
         assert!(crate::signal::promql::expressible(&e) && !reads_gauge(&e));
+    }
+
+    /// A core's idle counter that stands still (grows under the bound a second) in an interval
+    /// was pegged in it; the share counts intervals, not the window's mean, so calm seconds at
+    /// the window's edges do not hide a pegged core. A reset's interval counts for neither
+    /// side; without timestamps there are no intervals.
+    #[test]
+    fn the_share_below_counts_slow_intervals() {
+        let e = expr("{max: {share_below: {metric: idle, below: 0.05}}}");
+        let frame = Frame {
+            end_ms: Some(10_000),
+            window_ms: 60_000,
+        };
+        let share = |cores: &[&[f64]]| {
+            let all: Vec<Series> = cores.iter().map(|c| series("idle", c)).collect();
+            eval_signal(&e, &TargetSeries::new(all.iter()), frame, Stat::Last)
+        };
+        // Idle for 2 s, pegged (idle grows 0.01 s a second) for 7 s, idle for the last second:
+        // the mean busy share is 0.79, under 95 %, the core pegged in 7 of 10 intervals.
+        let mut edges = vec![0.0];
+        for step in [1.0, 1.0, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 1.0] {
+            edges.push(edges.last().unwrap() + step);
+        }
+        assert_eq!(share(&[&edges]), Ok(0.7));
+        // The busiest core decides: a second core idle throughout does not dilute it.
+        let idle: Vec<f64> = (0..11).map(f64::from).collect();
+        assert_eq!(share(&[&idle, &edges]), Ok(0.7));
+        assert_eq!(share(&[&idle]), Ok(0.0));
+        // A reset (a restarted exporter) skips its interval.
+        let mut reset = edges.clone();
+        reset[6..].iter_mut().for_each(|v| *v -= 100.0);
+        assert_eq!(share(&[&reset]), Ok(6.0 / 9.0));
+        assert!(share(&[&[1.0]]).is_err(), "one sample has no interval");
+        assert!(!crate::signal::promql::expressible(&e));
+        let frameless = Frame {
+            end_ms: None,
+            window_ms: 60_000,
+        };
+        let all = [series("idle", &edges)];
+        assert!(eval_signal(&e, &TargetSeries::new(all.iter()), frameless, Stat::Last).is_err());
     }
 
     /// Arrivals per interval are the finished requests' growth plus the growth of those in the

@@ -451,8 +451,8 @@ fn describe(expr: &spec::Expr) -> String {
     use spec::Expr::*;
     fn names(e: &spec::Expr, out: &mut Vec<String>) {
         match e {
-            Gauge(s) | Rate(s) | Increase(s) | Changes(s) | BitShare(s) | Quantile(s)
-            | QuantileFloor(s) | HistMean(s) => {
+            Gauge(s) | Rate(s) | Increase(s) | Changes(s) | BitShare(s) | ShareBelow(s)
+            | Quantile(s) | QuantileFloor(s) | HistMean(s) => {
                 if let Some(n) = s.metric.values().first() {
                     if !out.iter().any(|x| x == n) {
                         out.push(n.to_string());

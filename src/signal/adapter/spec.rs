@@ -211,6 +211,9 @@ pub struct Selector {
     /// The bits of interest, for `bit_share` only.
     #[serde(default)]
     pub mask: Option<u64>,
+    /// The per-second growth under which an interval counts, for `share_below` only.
+    #[serde(default)]
+    pub below: Option<f64>,
     /// Only series whose label is the value the adapter's pick of this name chose for the
     /// target (see [`PickSpec`]).
     #[serde(default)]
@@ -233,6 +236,7 @@ impl PartialEq for Selector {
             && self.where_not == other.where_not
             && self.q == other.q
             && self.mask == other.mask
+            && self.below == other.below
             && self.pick == other.pick
     }
 }
@@ -254,6 +258,12 @@ pub enum Expr {
     Changes(Selector),
     /// Share of the window during which a bitmask gauge had any of the selector's `mask` bits set.
     BitShare(Selector),
+    /// Share of the window's scrape intervals in which a counter grew more slowly than the
+    /// selector's `below` per second (intervals with a reset left out): the share of time a
+    /// core's idle time stood still is the share of time it was pegged, which a mean over the
+    /// window hides when the window also holds calm seconds. No PromQL form in one query: live
+    /// triage reads the counter's raw samples.
+    ShareBelow(Selector),
     /// `histogram_quantile` of the selector's `q` over the window (bucket rates summed by `le`);
     /// the metric is the histogram's base name, without `_bucket`.
     Quantile(Selector),
@@ -371,6 +381,7 @@ impl Expr {
             | Expr::Increase(_)
             | Expr::Changes(_)
             | Expr::BitShare(_)
+            | Expr::ShareBelow(_)
             | Expr::Quantile(_)
             | Expr::QuantileFloor(_)
             | Expr::HistMean(_)
@@ -386,6 +397,7 @@ impl Expr {
             | Expr::Increase(s)
             | Expr::Changes(s)
             | Expr::BitShare(s)
+            | Expr::ShareBelow(s)
             | Expr::Quantile(s)
             | Expr::QuantileFloor(s)
             | Expr::HistMean(s) => Some(s),
@@ -439,6 +451,7 @@ impl Expr {
             Expr::Increase(s) => Expr::Increase(f(s)?),
             Expr::Changes(s) => Expr::Changes(f(s)?),
             Expr::BitShare(s) => Expr::BitShare(f(s)?),
+            Expr::ShareBelow(s) => Expr::ShareBelow(f(s)?),
             Expr::Quantile(s) => Expr::Quantile(f(s)?),
             Expr::QuantileFloor(s) => Expr::QuantileFloor(f(s)?),
             Expr::HistMean(s) => Expr::HistMean(f(s)?),
@@ -523,7 +536,7 @@ impl TryFrom<serde_yaml::Value> for Expr {
             Value::Mapping(m) if m.len() == 1 => m,
             other => {
                 return Err(format!(
-                    "an expression is a map with one key (gauge, rate, increase, changes, bit_share, quantile, hist_mean, sum, max, min, avg, count, div, sub, add, scale, const, percent_to_ratio, first, zero_when_absent, scaling, queued_share, dispersion), got {}",
+                    "an expression is a map with one key (gauge, rate, increase, changes, bit_share, share_below, quantile, hist_mean, sum, max, min, avg, count, div, sub, add, scale, const, percent_to_ratio, first, zero_when_absent, scaling, queued_share, dispersion), got {}",
                     serde_yaml::to_string(&other).unwrap_or_default().trim()
                 ))
             }
@@ -555,6 +568,7 @@ impl TryFrom<serde_yaml::Value> for Expr {
             "increase" => Expr::Increase(sel(inner)?),
             "changes" => Expr::Changes(sel(inner)?),
             "bit_share" => Expr::BitShare(sel(inner)?),
+            "share_below" => Expr::ShareBelow(sel(inner)?),
             "quantile" => Expr::Quantile(sel(inner)?),
             "quantile_floor" => Expr::QuantileFloor(sel(inner)?),
             "hist_mean" => Expr::HistMean(sel(inner)?),

@@ -63,6 +63,7 @@ pub(super) fn aggregates(e: &Expr) -> bool {
         | Expr::Increase(_)
         | Expr::Changes(_)
         | Expr::BitShare(_)
+        | Expr::ShareBelow(_)
         | Expr::Const(_) => false,
         Expr::Scale(e, _) | Expr::PercentToRatio(e) => aggregates(e),
         Expr::Div(a, b) | Expr::Sub(a, b) | Expr::ZeroWhenAbsent(a, b) => {
