@@ -352,7 +352,7 @@ pub(crate) fn regex_quote(v: &str) -> String {
     out
 }
 
-fn matcher_list(m: &Matchers, negate: bool) -> Vec<String> {
+pub(crate) fn matcher_list(m: &Matchers, negate: bool) -> Vec<String> {
     m.iter()
         .map(|(label, vals)| {
             let vals = vals.values();

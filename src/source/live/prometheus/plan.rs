@@ -333,6 +333,18 @@ fn bucket_rates_query(expr: &Expr, matchers: &str, window: &str, by: &[&str]) ->
 /// `matchers`, which the file reader's own evaluation then reads as it reads a recording.
 fn raw_samples_query(expr: &Expr, matchers: &str, window: &str) -> String {
     let mut names: Vec<String> = Vec::new();
+    // One selector: its label filters narrow the answer too (the idle counters of a host's
+    // cores, not every mode of them); several may filter one metric differently.
+    let mut selectors = Vec::new();
+    expr.visit(&mut |e| selectors.extend(e.selector()));
+    let own = match selectors[..] {
+        [sel] => {
+            let mut m = promql::matcher_list(&sel.matchers, false);
+            m.extend(promql::matcher_list(&sel.where_not, true));
+            m
+        }
+        _ => Vec::new(),
+    };
     expr.visit(&mut |e| {
         let Some(sel) = e.selector() else { return };
         // A histogram is read from its buckets, a mean from its sum and count.
@@ -351,6 +363,7 @@ fn raw_samples_query(expr: &Expr, matchers: &str, window: &str) -> String {
         }
     });
     let mut m = vec![format!("__name__=~\"{}\"", escape(&names.join("|")))];
+    m.extend(own);
     if !matchers.is_empty() {
         m.push(matchers.to_string());
     }
@@ -531,6 +544,15 @@ mod tests {
         assert_eq!(
             raw_samples_query(&ratio, "", "5m"),
             r#"{__name__=~"d_sum|d_count|g|h_bucket"}[5m]"#
+        );
+        // One selector's own filters narrow the query.
+        let idle: Expr = serde_yaml::from_str(
+            "{max: {share_below: {metric: c, where: {mode: idle}, where_not: {cpu: x}, below: 0.05}}}",
+        )
+        .unwrap();
+        assert_eq!(
+            raw_samples_query(&idle, r#"instance="a""#, "5m"),
+            r#"{__name__=~"c", mode="idle", cpu!="x", instance="a"}[5m]"#
         );
     }
 
