@@ -329,7 +329,7 @@ impl Ranking {
 
     /// No fault fired upstream: an upstream cause reported as advice (it harms nothing
     /// checked) does not make the fault below it a consequence when ranking.
-    fn leads_faults(&self, playbook: &Playbook, i: usize) -> bool {
+    fn no_fault_upstream(&self, playbook: &Playbook, i: usize) -> bool {
         !playbook.causes[i]
             .ancestors
             .iter()
@@ -361,7 +361,7 @@ impl Ranking {
         };
         let group = |i: usize| match (
             self.severity(playbook, i),
-            self.leads_faults(playbook, i),
+            self.no_fault_upstream(playbook, i),
             explains_fired(i),
         ) {
             (CauseSeverity::Fault, true, true) => 0,

@@ -1143,29 +1143,27 @@ fn bit_share(samples: &Samples, mask: u64, frame: Frame) -> Option<f64> {
     Some(hits as f64 / in_window.len() as f64)
 }
 
-/// The share of the window's intervals (between consecutive finite samples) in which a counter
-/// grew by less than `below` per second; intervals across a reset count for neither side.
+/// The share of the window's intervals (between consecutive samples) in which a counter grew
+/// by less than `below` per second. Intervals across a reset count for neither side; an
+/// unreadable sample (a stale marker) breaks the run, as in [`dispersion`] and [`scaling`].
 fn share_below(samples: &Samples, below: f64, end_ms: i64, window_ms: i64) -> Option<f64> {
     let (mut slow, mut all) = (0usize, 0usize);
-    let mut prev: Option<crate::signal::series::Sample> = None;
+    let mut prev: Option<(i64, f64)> = None;
     for s in window::in_window(samples, end_ms, window_ms).iter() {
         let (Some(t), true) = (s.t_ms, s.value.is_finite()) else {
+            prev = None;
             continue;
         };
-        if let Some(crate::signal::series::Sample {
-            t_ms: Some(pt),
-            value: pv,
-        }) = prev
-        {
-            let grew = s.value - pv;
-            if t > pt && grew >= 0.0 {
+        if let Some((t0, v0)) = prev {
+            let grew = s.value - v0;
+            if t > t0 && grew >= 0.0 {
                 all += 1;
-                if grew / ((t - pt) as f64 / 1000.0) < below {
+                if grew / ((t - t0) as f64 / 1000.0) < below {
                     slow += 1;
                 }
             }
         }
-        prev = Some(s);
+        prev = Some((t, s.value));
     }
     (all > 0).then(|| slow as f64 / all as f64)
 }
@@ -1273,6 +1271,10 @@ mod tests {
         let mut reset = edges.clone();
         reset[6..].iter_mut().for_each(|v| *v -= 100.0);
         assert_eq!(share(&[&reset]), Ok(6.0 / 9.0));
+        // An unreadable sample skips the intervals on either side of it.
+        let mut stale = edges.clone();
+        stale[3] = f64::NAN;
+        assert_eq!(share(&[&stale]), Ok(5.0 / 8.0));
         assert!(share(&[&[1.0]]).is_err(), "one sample has no interval");
         assert!(!crate::signal::promql::expressible(&e));
         let frameless = Frame {
