@@ -24,6 +24,39 @@ fn a_broken_rules_directory_fails_with_every_error_located() {
     golden("rules_check_broken.txt", &err);
 }
 
+/// A signal definition whose leaf lacks the parameter it reads (or carries one it ignores)
+/// fails the check at the expression's own line and column, not later as an unknown signal.
+#[test]
+fn a_signal_missing_its_parameter_fails_the_check_where_it_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let shipped =
+        std::fs::read_to_string(crate::support::root().join("rules/signals/node.yaml")).unwrap();
+    let line = 1 + shipped
+        .lines()
+        .position(|l| l.contains("share_below"))
+        .expect("node.yaml defines a share below");
+    std::fs::create_dir(dir.path().join("signals")).unwrap();
+    for (edit, says) in [
+        (", below: 0.05", "share_below needs `below`"),
+        (", below: 0.05", "share_below takes no `q`"),
+    ] {
+        let text = if says.contains("needs") {
+            shipped.replace(edit, "")
+        } else {
+            shipped.replace(edit, ", below: 0.05, q: 0.5")
+        };
+        temp_file(&dir.path().join("signals"), "node.yaml", &text);
+        let (code, out, err) = outcome(&run(&["rules", "check", dir.path().to_str().unwrap()]));
+        assert_eq!(code, 2, "{out}{err}");
+        assert!(
+            err.contains("signals/node.yaml: signals.host_cpu_pegged_core_share.max: "),
+            "{err}"
+        );
+        assert!(err.contains(says), "{err}");
+        assert!(err.contains(&format!("at line {line} column ")), "{err}");
+    }
+}
+
 #[test]
 fn a_rules_directory_overrides_a_shipped_playbook() {
     let dir = tempfile::tempdir().unwrap();

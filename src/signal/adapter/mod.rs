@@ -5,6 +5,7 @@
 //! the engine.
 
 pub mod eval;
+mod expr_yaml;
 pub mod spec;
 pub mod stats;
 

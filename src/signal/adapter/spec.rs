@@ -244,8 +244,9 @@ impl PartialEq for Selector {
 /// An expression over series, evaluated per target. Leaves yield one value per series (a
 /// vector); binary operators match series with identical labels; aggregations reduce a vector
 /// to one value. The same tree compiles to PromQL for live Prometheus.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(try_from = "serde_yaml::Value")]
+///
+/// Read from YAML by [`super::expr_yaml`].
+#[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
     /// A gauge's value: last (or window mean/max/min for statistics).
     Gauge(Selector),
@@ -322,7 +323,8 @@ pub enum Expr {
 /// arrivals give about 1 at any interval length and any rate, so the index says how bursty
 /// demand was without a threshold tied to the workload; bursts of arrivals give many times
 /// that. Preemption moves requests between waiting and running and leaves the count alone.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct Dispersion {
     /// Requests finished so far (a counter's value, read at each instant).
     pub done: Expr,
@@ -335,7 +337,8 @@ pub struct Dispersion {
 /// leaves the replica working through it with nothing waiting; load above capacity keeps
 /// requests waiting whenever the replica works. Instants are the queue's samples; each reads
 /// the newest sample of both since the instant before.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct QueuedShare {
     /// Requests waiting (a gauge).
     pub queue: Expr,
@@ -349,7 +352,8 @@ pub struct QueuedShare {
 /// sequence added, as a share of one sequence's throughput at the small batch: about 1 when
 /// sequences decode as fast in a full batch (a larger batch would add throughput), about 0 when
 /// a fuller batch only slows each one (the hardware is saturated).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct Scaling {
     /// A cumulative count read at each instant (a counter's value, e.g. generated tokens).
     pub work: Expr,
@@ -357,6 +361,7 @@ pub struct Scaling {
     pub batch: Expr,
     /// `work` counts engine steps, each advancing every running sequence by one token (so a
     /// sequence's speed is the step rate itself).
+    #[serde(default)]
     pub per_step: bool,
 }
 
@@ -523,158 +528,4 @@ impl Expr {
             }
         })
     }
-}
-
-/// Expressions are written as one-key maps (`{rate: {metric: x}}`, `{div: [a, b]}`), which
-/// serde_yaml would otherwise expect as YAML tags; this reads the map form.
-impl TryFrom<serde_yaml::Value> for Expr {
-    type Error = String;
-
-    fn try_from(v: serde_yaml::Value) -> Result<Expr, String> {
-        use serde_yaml::Value;
-        let map = match v {
-            Value::Mapping(m) if m.len() == 1 => m,
-            other => {
-                return Err(format!(
-                    "an expression is a map with one key (gauge, rate, increase, changes, bit_share, share_below, quantile, hist_mean, sum, max, min, avg, count, div, sub, add, scale, const, percent_to_ratio, first, zero_when_absent, scaling, queued_share, dispersion), got {}",
-                    serde_yaml::to_string(&other).unwrap_or_default().trim()
-                ))
-            }
-        };
-        let (k, inner) = map.into_iter().next().expect("one entry");
-        let key = k.as_str().ok_or("expression keys are strings")?.to_string();
-        let sel =
-            |v: Value| serde_yaml::from_value::<Selector>(v).map_err(|e| format!("{key}: {e}"));
-        let sub = |v: Value| Expr::try_from(v).map(Box::new);
-        let pair = |v: Value| -> Result<(Box<Expr>, Box<Expr>), String> {
-            match v {
-                Value::Sequence(mut s) if s.len() == 2 => {
-                    let b = s.pop().expect("two");
-                    let a = s.pop().expect("two");
-                    Ok((Box::new(Expr::try_from(a)?), Box::new(Expr::try_from(b)?)))
-                }
-                _ => Err(format!("{key} takes a list of two expressions")),
-            }
-        };
-        let list = |v: Value| -> Result<Vec<Expr>, String> {
-            match v {
-                Value::Sequence(s) if !s.is_empty() => s.into_iter().map(Expr::try_from).collect(),
-                _ => Err(format!("{key} takes a non-empty list of expressions")),
-            }
-        };
-        Ok(match key.as_str() {
-            "gauge" => Expr::Gauge(sel(inner)?),
-            "rate" => Expr::Rate(sel(inner)?),
-            "increase" => Expr::Increase(sel(inner)?),
-            "changes" => Expr::Changes(sel(inner)?),
-            "bit_share" => Expr::BitShare(sel(inner)?),
-            "share_below" => Expr::ShareBelow(sel(inner)?),
-            "quantile" => Expr::Quantile(sel(inner)?),
-            "quantile_floor" => Expr::QuantileFloor(sel(inner)?),
-            "hist_mean" => Expr::HistMean(sel(inner)?),
-            "sum" => Expr::Sum(sub(inner)?),
-            "max" => Expr::Max(sub(inner)?),
-            "min" => Expr::Min(sub(inner)?),
-            "avg" => Expr::Avg(sub(inner)?),
-            "count" => Expr::Count(sub(inner)?),
-            "percent_to_ratio" => Expr::PercentToRatio(sub(inner)?),
-            "div" => {
-                let (a, b) = pair(inner)?;
-                Expr::Div(a, b)
-            }
-            "sub" => {
-                let (a, b) = pair(inner)?;
-                Expr::Sub(a, b)
-            }
-            "zero_when_absent" => {
-                let (a, b) = pair(inner)?;
-                Expr::ZeroWhenAbsent(a, b)
-            }
-            "scale" => match inner {
-                Value::Sequence(mut s) if s.len() == 2 => {
-                    let k = s
-                        .pop()
-                        .and_then(|x| x.as_f64())
-                        .ok_or("scale takes [expression, number]")?;
-                    let e = Expr::try_from(s.pop().expect("two"))?;
-                    Expr::Scale(Box::new(e), k)
-                }
-                _ => return Err("scale takes [expression, number]".into()),
-            },
-            "const" => Expr::Const(inner.as_f64().ok_or("const takes a number")?),
-            "add" => Expr::Add(list(inner)?),
-            "first" => Expr::First(list(inner)?),
-            "scaling" => Expr::Scaling(Box::new(scaling(inner)?)),
-            "queued_share" => Expr::QueuedShare(Box::new(queued_share(inner)?)),
-            "dispersion" => Expr::Dispersion(Box::new(dispersion(inner)?)),
-            other => return Err(format!("unknown expression `{other}`")),
-        })
-    }
-}
-
-/// Reads `queued_share: {queue: EXPR, running: EXPR}`.
-fn queued_share(v: serde_yaml::Value) -> Result<QueuedShare, String> {
-    let [queue, running] = two_expressions("queued_share", ["queue", "running"], v)?;
-    Ok(QueuedShare { queue, running })
-}
-
-/// Reads `dispersion: {done: EXPR, present: EXPR}`.
-fn dispersion(v: serde_yaml::Value) -> Result<Dispersion, String> {
-    let [done, present] = two_expressions("dispersion", ["done", "present"], v)?;
-    Ok(Dispersion { done, present })
-}
-
-/// Reads `form: {a: EXPR, b: EXPR}`, both keys required, no other allowed.
-fn two_expressions(form: &str, keys: [&str; 2], v: serde_yaml::Value) -> Result<[Expr; 2], String> {
-    let [a, b] = keys;
-    let serde_yaml::Value::Mapping(m) = v else {
-        return Err(format!(
-            "{form} takes a map: {{{a}: expression, {b}: expression}}"
-        ));
-    };
-    let mut found: [Option<Expr>; 2] = [None, None];
-    for (k, v) in m {
-        let Some(i) = keys.iter().position(|key| k.as_str() == Some(key)) else {
-            return Err(format!(
-                "{form}: unknown key `{}` ({a}, {b})",
-                k.as_str().unwrap_or("?")
-            ));
-        };
-        found[i] = Some(Expr::try_from(v)?);
-    }
-    let [x, y] = found;
-    Ok([
-        x.ok_or_else(|| format!("{form} needs `{a}`"))?,
-        y.ok_or_else(|| format!("{form} needs `{b}`"))?,
-    ])
-}
-
-/// Reads `scaling: {work: EXPR, batch: EXPR, per_step: BOOL}`.
-fn scaling(v: serde_yaml::Value) -> Result<Scaling, String> {
-    let serde_yaml::Value::Mapping(m) = v else {
-        return Err(
-            "scaling takes a map: {work: expression, batch: expression, per_step: bool}".into(),
-        );
-    };
-    let (mut work, mut batch, mut per_step) = (None, None, false);
-    for (k, v) in m {
-        match k.as_str() {
-            Some("work") => work = Some(Expr::try_from(v)?),
-            Some("batch") => batch = Some(Expr::try_from(v)?),
-            Some("per_step") => {
-                per_step = v.as_bool().ok_or("scaling: per_step is true or false")?
-            }
-            _ => {
-                return Err(format!(
-                    "scaling: unknown key `{}` (work, batch, per_step)",
-                    k.as_str().unwrap_or("?")
-                ))
-            }
-        }
-    }
-    Ok(Scaling {
-        work: work.ok_or("scaling needs `work`")?,
-        batch: batch.ok_or("scaling needs `batch`")?,
-        per_step,
-    })
 }
