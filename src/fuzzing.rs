@@ -20,6 +20,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("serve_config", serve_config),
     ("engine_args", engine_args),
     ("playbook", playbook),
+    ("adapter", adapter),
 ];
 
 fn text(data: &[u8]) -> &str {
@@ -84,4 +85,27 @@ pub fn playbook(data: &[u8]) {
         text: text(data),
     });
     let _ = llm_doctor_engine::load(&sources, catalog);
+}
+
+/// A user's signals file (`rules/signals/*.yaml`), and the PromQL of each signal that loads,
+/// every statistic, as live triage compiles it. Alone: beside the shipped files each input
+/// cost a dozen parses.
+pub fn adapter(data: &[u8]) {
+    use crate::signal::adapter::eval::Stat;
+    let files = [("fuzz.yaml".to_string(), text(data).to_string())];
+    let Ok(adapters) = crate::signal::adapter::Adapters::load(&files, &rules().catalog) else {
+        return;
+    };
+    for a in &adapters.list {
+        for expr in a.signals.values() {
+            for stat in [Stat::Last, Stat::Min, Stat::Mean, Stat::Max] {
+                let opts = crate::signal::promql::Options {
+                    stat,
+                    picks: &a.picks,
+                    ..Default::default()
+                };
+                let _ = crate::signal::promql::compile(expr, &opts);
+            }
+        }
+    }
 }
