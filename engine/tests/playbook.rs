@@ -21,6 +21,7 @@ signals:
   - {name: kv_cache_usage_ratio, unit: ratio, group: memory, description: "KV used"}
   - {name: preemptions_per_second, unit: per_second, group: memory, description: "preemptions"}
   - {name: gpu_utilization_ratio, unit: ratio, group: gpu, description: "GPU busy"}
+  - {name: gpu_memory_used_ratio, unit: ratio, group: memory, description: "framebuffer used"}
 facts:
   - {name: engine, type: string, description: "engine"}
   - {name: kv_cache_dtype, type: string, description: "KV dtype"}
@@ -592,6 +593,70 @@ remediations:
     assert!(
         causes.contains(&("gpu_fault".to_string(), CauseSeverity::Fault)),
         "{causes:?}"
+    );
+}
+
+/// A symptom that could not be checked is not clear: a cause that explains one stays a fault
+/// although every symptom it explains that was measured is clear (missing metrics are unknown,
+/// not false). Reached only through a fired cause downstream, that symptom counts only once the
+/// downstream cause fires.
+#[test]
+fn an_unchecked_symptom_keeps_a_cause_a_fault() {
+    let rules = format!(
+        "{TTFT_ONLY}{}",
+        r#"  - id: oom
+    title: memory
+    why: crashes
+    when: gpu_memory_used_ratio > 90%
+causes:
+  - id: burst_direct
+    title: a burst, explaining oom itself
+    why: arrivals spike
+    when: queue_depth >= 5
+    explains: [high_ttft, oom]
+    remediations: [scale_out]
+  - id: burst_through_cache
+    title: a burst, reaching oom through the cache
+    why: arrivals spike
+    when: queue_depth >= 5
+    leads_to: [cache_full]
+    explains: [high_ttft]
+    remediations: [scale_out]
+  - id: cache_full
+    title: kv full
+    why: preemption
+    when: kv_cache_usage_ratio > 95%
+    explains: [oom]
+    remediations: [scale_out]
+remediations:
+  - {id: scale_out, title: add replicas, why: capacity, favours: both, tradeoff: costs GPUs, actions: {any: "add replicas"}}
+"#
+    );
+    let cat = catalog();
+    let pb = playbook(&rules);
+    let slos = pb.slo_values(&BTreeMap::new()).unwrap();
+    // TTFT measured and fine; the framebuffer (oom's signal) not exported.
+    let severities = |kv: f64| {
+        let d = diagnose(&pb, &five(&cat, 0.5, kv, 8.0, 0.5), &slos);
+        d.causes
+            .iter()
+            .map(|c| (c.id.clone(), c.severity))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let roomy = severities(0.3);
+    assert_eq!(roomy["burst_direct"], CauseSeverity::Fault, "{roomy:?}");
+    assert_eq!(
+        roomy["burst_through_cache"],
+        CauseSeverity::Info,
+        "{roomy:?}"
+    );
+    assert!(!roomy.contains_key("cache_full"), "{roomy:?}");
+    // With the cache full, the path to the unchecked symptom is open: a fault again.
+    let full = severities(0.99);
+    assert_eq!(
+        full["burst_through_cache"],
+        CauseSeverity::Fault,
+        "{full:?}"
     );
 }
 
