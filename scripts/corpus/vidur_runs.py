@@ -488,6 +488,34 @@ RUNS = [
         present="only 600 KV blocks (the small-kv run's setting), at 2 req/s"),
     run("vidur-fresh11-llama2-7b-h100-healthy-code", L27, "h100", "code", 6.0, "healthy", seed=242),
     run("vidur-fresh11-phi2-a40-healthy-conv", PHI, "a40", "conv", 1.5, "healthy", seed=243),
+    # A twelfth batch (`vidur-fresh12-*`), defined once a burst stopped explaining an OOM by
+    # itself (an absorbed burst without GPU series is advice) and before it ran, to be scored
+    # once: absorbed bursts (near misses at CV 2-3) on other models, devices and V0, bursts that
+    # bite, healthy runs, and one of each other fault so that the change is seen beside them.
+    # Rates from the capacities measured before, not probed; the label comes from each trace.
+    run("vidur-fresh12-llama3-8b-a100-burst-nearmiss-cv2", L3, "a100", "conv", 3.0, "near_miss:concurrency_burst",
+        arrival="gamma", cv=2.0, seed=251, present="gamma arrivals (CV 2) that the replica absorbs"),
+    run("vidur-fresh12-codellama34b-h100-tp2-burst-nearmiss-cv2", CL34, "h100", "conv", 3.0,
+        "near_miss:concurrency_burst", tp=2, arrival="gamma", cv=2.0, seed=252,
+        present="gamma arrivals (CV 2) that the replica absorbs"),
+    run("vidur-fresh12-phi2-a40-burst-nearmiss-cv2", PHI, "a40", "conv", 1.2, "near_miss:concurrency_burst",
+        arrival="gamma", cv=2.0, seed=253, present="gamma arrivals (CV 2) that the replica absorbs"),
+    run("vidur-fresh12-llama2-7b-a40-burst-nearmiss-code-cv3-v0", L27, "a40", "code", 1.0,
+        "near_miss:concurrency_burst", arrival="gamma", cv=3.0, v0=True, seed=254,
+        present="gamma arrivals (CV 3) that the replica absorbs"),
+    run("vidur-fresh12-llama2-7b-h100-burst-cv6", L27, "h100", "conv", 5.0, "concurrency_burst",
+        arrival="gamma", cv=6.0, seed=255),
+    run("vidur-fresh12-phi2-h100-burst-cv6-v0", PHI, "h100", "conv", 3.0, "concurrency_burst",
+        arrival="gamma", cv=6.0, v0=True, seed=256),
+    run("vidur-fresh12-codellama34b-a100-tp2-burst-code-cv5", CL34, "a100", "code", 1.0, "concurrency_burst",
+        tp=2, arrival="gamma", cv=5.0, seed=257),
+    run("vidur-fresh12-llama3-8b-a100-healthy-conv-v0", L3, "a100", "conv", 3.0, "healthy", v0=True, seed=258),
+    run("vidur-fresh12-phi2-a100-healthy-code", PHI, "a100", "code", 3.0, "healthy", seed=259),
+    run("vidur-fresh12-llama2-7b-a40-small-kv", L27, "a40", "conv", 1.0, "kv_cache_exhaustion", num_blocks=600,
+        seed=260),
+    run("vidur-fresh12-phi2-a40-overload-conv", PHI, "a40", "conv", 5.5, "queue_backlog", cap=256, seed=261),
+    run("vidur-fresh12-llama2-7b-a100-small-batch-cap8-code", L27, "a100", "code", 4.0, "small_batch_limit",
+        cap=8, seed=262),
 ]
 
 
