@@ -493,9 +493,12 @@ RUNS = [
     # once: absorbed bursts (near misses at CV 2-3) on other models, devices and V0, bursts that
     # bite, healthy runs, and one of each other fault so that the change is seen beside them.
     # Rates from the capacities measured before, not probed; the label comes from each trace.
+    # Changed after the first attempt, before any run was scored: the CodeLlama-34B near miss was
+    # meant for an H100 at TP 2, whose all-reduce profile this machine's copy of Vidur's data
+    # lacks (no run could start), and moved to the A100 at TP 2 at 1.5 req/s.
     run("vidur-fresh12-llama3-8b-a100-burst-nearmiss-cv2", L3, "a100", "conv", 3.0, "near_miss:concurrency_burst",
         arrival="gamma", cv=2.0, seed=251, present="gamma arrivals (CV 2) that the replica absorbs"),
-    run("vidur-fresh12-codellama34b-h100-tp2-burst-nearmiss-cv2", CL34, "h100", "conv", 3.0,
+    run("vidur-fresh12-codellama34b-a100-tp2-burst-nearmiss-cv2", CL34, "a100", "conv", 1.5,
         "near_miss:concurrency_burst", tp=2, arrival="gamma", cv=2.0, seed=252,
         present="gamma arrivals (CV 2) that the replica absorbs"),
     run("vidur-fresh12-phi2-a40-burst-nearmiss-cv2", PHI, "a40", "conv", 1.2, "near_miss:concurrency_burst",
