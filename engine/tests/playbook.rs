@@ -658,6 +658,23 @@ remediations:
         CauseSeverity::Fault,
         "{full:?}"
     );
+    assert_eq!(full["cache_full"], CauseSeverity::Fault, "{full:?}");
+    // Control: with the framebuffer measured and clear, the direct edge harms nothing either.
+    let measured = snapshot(
+        &cat,
+        &[
+            ("ttft_p99_seconds", 0.5),
+            ("kv_cache_usage_ratio", 0.3),
+            ("queue_depth", 8.0),
+            ("gpu_utilization_ratio", 0.5),
+            ("preemptions_per_second", 0.0),
+            ("gpu_memory_used_ratio", 0.5),
+        ],
+        None,
+    );
+    let d = diagnose(&pb, &measured, &slos);
+    let direct = d.causes.iter().find(|c| c.id == "burst_direct").unwrap();
+    assert_eq!(direct.severity, CauseSeverity::Info, "{:?}", d.causes);
 }
 
 /// A cause reported as advice upstream of a fault does not make that fault a consequence: the

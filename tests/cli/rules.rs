@@ -53,7 +53,8 @@ fn a_signal_missing_its_parameter_fails_the_check_where_it_is_written() {
             "{err}"
         );
         assert!(err.contains(says), "{err}");
-        assert!(err.contains(&format!("at line {line} column ")), "{err}");
+        // Column 10: the `{share_below: ...}` map inside `max:`, not the signal's own line start.
+        assert!(err.contains(&format!("at line {line} column 10")), "{err}");
     }
 }
 

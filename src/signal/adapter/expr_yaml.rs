@@ -4,7 +4,9 @@
 //! value afterwards, so that an error is reported at the line and column of the innermost
 //! expression that is wrong, not at the start of the file's `signals:` block.
 
+use std::collections::BTreeMap;
 use std::fmt;
+use std::marker::PhantomData;
 
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
@@ -49,21 +51,31 @@ impl<'de> Visitor<'de> for ExprVisitor {
         let expr = read_form(&key, &mut map)?;
         if let Some(extra) = map.next_key::<String>()? {
             map.next_value::<IgnoredAny>()?;
+            let hint = if SELECTOR_FIELDS.contains(&extra.as_str()) {
+                format!(" (`{extra}` belongs to a selector: indented under `{key}`?)")
+            } else {
+                String::new()
+            };
             return Err(de::Error::custom(format!(
-                "an expression is a map with one key: `{key}` and `{extra}` are two expressions"
+                "an expression is a map with one key: `{key}` and `{extra}` are two{hint}"
             )));
+        }
+        // Checked once the map is known to hold one key, so that a parameter indented one
+        // level too shallow is reported as that, not as missing.
+        if let Some(selector) = expr.selector() {
+            leaf_parameters(&key, selector).map_err(de::Error::custom)?;
         }
         Ok(expr)
     }
 }
 
+/// A selector's own keys, for the hint when one stands beside an expression's key.
+const SELECTOR_FIELDS: &[&str] = &["metric", "where", "where_not", "q", "mask", "below", "pick"];
+
 /// The expression `key` names, its argument read from `map`'s value.
 fn read_form<'de, A: MapAccess<'de>>(key: &str, map: &mut A) -> Result<Expr, A::Error> {
     let custom = |why: String| de::Error::custom(why);
-    let mut leaf = || -> Result<Selector, A::Error> {
-        let s: Selector = map.next_value()?;
-        leaf_parameters(key, s).map_err(custom)
-    };
+    let mut leaf = || -> Result<Selector, A::Error> { map.next_value() };
     Ok(match key {
         "gauge" => Expr::Gauge(leaf()?),
         "rate" => Expr::Rate(leaf()?),
@@ -81,7 +93,13 @@ fn read_form<'de, A: MapAccess<'de>>(key: &str, map: &mut A) -> Result<Expr, A::
         "count" => Expr::Count(map.next_value()?),
         "percent_to_ratio" => Expr::PercentToRatio(map.next_value()?),
         "div" | "sub" | "zero_when_absent" => {
-            let Pair(a, b) = map.next_value()?;
+            let terms: Vec<Expr> = map.next_value()?;
+            let n = terms.len();
+            let Ok([a, b]) = <[Expr; 2]>::try_from(terms) else {
+                return Err(custom(format!(
+                    "{key} takes a list of two expressions, got {n}"
+                )));
+            };
             let (a, b) = (Box::new(a), Box::new(b));
             match key {
                 "div" => Expr::Div(a, b),
@@ -119,26 +137,11 @@ fn read_form<'de, A: MapAccess<'de>>(key: &str, map: &mut A) -> Result<Expr, A::
     })
 }
 
-/// Two expressions, as `[a, b]`.
-struct Pair(Expr, Expr);
-
-impl<'de> Deserialize<'de> for Pair {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Pair, D::Error> {
-        let v: Vec<Expr> = Vec::deserialize(d)?;
-        let n = v.len();
-        match <[Expr; 2]>::try_from(v) {
-            Ok([a, b]) => Ok(Pair(a, b)),
-            Err(_) => Err(de::Error::custom(format!(
-                "takes a list of two expressions, got {n}"
-            ))),
-        }
-    }
-}
-
-/// The selector of leaf `key`, if it carries the parameter that leaf needs (`q` of a quantile
-/// in [0, 1], a non-zero `mask` of a bit share, a finite `below` of at least 0 for a share
-/// below) and none that another leaf reads: a misplaced parameter would be silently ignored.
-fn leaf_parameters(key: &str, s: Selector) -> Result<Selector, String> {
+/// Whether the selector of leaf `key` carries the parameter that leaf needs (`q` of a quantile
+/// in [0, 1], a non-zero `mask` of a bit share, a finite `below` above 0 for a share below: no
+/// growth is under 0) and none that another leaf reads: a misplaced parameter would be silently
+/// ignored.
+fn leaf_parameters(key: &str, s: &Selector) -> Result<(), String> {
     let needs = match key {
         "quantile" | "quantile_floor" => "q",
         "bit_share" => "mask",
@@ -163,11 +166,41 @@ fn leaf_parameters(key: &str, s: Selector) -> Result<Selector, String> {
             Err(format!("{key}: `q` is a quantile in [0, 1], got {q}"))
         }
         (_, Some(0), _) => Err(format!("{key}: `mask` 0 selects no bit")),
-        (_, _, Some(b)) if !(b.is_finite() && b >= 0.0) => Err(format!(
-            "{key}: `below` is a growth per second of at least 0, got {b}"
+        (_, _, Some(b)) if !(b.is_finite() && b > 0.0) => Err(format!(
+            "{key}: `below` is a growth per second above 0, got {b}"
         )),
-        _ => Ok(s),
+        _ => Ok(()),
     }
+}
+
+/// A map whose keys must differ: serde's maps keep the last of equal keys, so a label filter
+/// or a signal written twice would silently lose the first.
+pub(super) fn unique_keys<'de, D, V>(d: D) -> Result<BTreeMap<String, V>, D::Error>
+where
+    D: Deserializer<'de>,
+    V: Deserialize<'de>,
+{
+    struct Unique<V>(PhantomData<V>);
+    impl<'de, V: Deserialize<'de>> Visitor<'de> for Unique<V> {
+        type Value = BTreeMap<String, V>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(f, "a map")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(k) = map.next_key::<String>()? {
+                let v = map.next_value()?;
+                if out.contains_key(&k) {
+                    return Err(de::Error::custom(format!("`{k}` is written twice")));
+                }
+                out.insert(k, v);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Unique(PhantomData))
 }
 
 #[cfg(test)]
@@ -196,17 +229,15 @@ mod tests {
                 "`q` is a quantile in [0, 1], got 99",
             ),
             ("bit_share: {metric: r, mask: 0}", "`mask` 0 selects no bit"),
-            ("share_below: {metric: c, below: -1}", "at least 0, got -1"),
-            (
-                "share_below: {metric: c, below: .nan}",
-                "at least 0, got NaN",
-            ),
+            ("share_below: {metric: c, below: -1}", "above 0, got -1"),
+            ("share_below: {metric: c, below: 0}", "above 0, got 0"),
+            ("share_below: {metric: c, below: .nan}", "above 0, got NaN"),
         ] {
             let err = error_of(yaml);
             assert!(err.contains(says), "{yaml}: {err}");
         }
         for yaml in [
-            "share_below: {metric: idle, below: 0}",
+            "share_below: {metric: idle, below: 0.05}",
             "bit_share: {metric: r, mask: 132}",
             "quantile_floor: {metric: h, q: 1}",
         ] {
@@ -250,20 +281,47 @@ mod tests {
                 "queued_share: {queue: {gauge: {metric: q}}}",
                 "missing field `running`",
             ),
-            ("dispersion: [1, 2]", "dispersion"),
+            ("dispersion: [1, 2]", "invalid type: sequence"),
+            (
+                "sum: {div: [{const: 1}, {const: 2}, {const: 3}]}",
+                "div takes a list of two expressions, got 3",
+            ),
+            (
+                "gauge: {metric: g, where: {mode: idle, mode: iowait}}",
+                "`mode` is written twice",
+            ),
+            (
+                "max:\n  share_below:\n    metric: x\n  below: 0.05\n",
+                "`below` belongs to a selector: indented under `share_below`?",
+            ),
         ] {
             let err = error_of(yaml);
             assert!(err.contains(says), "{yaml}: {err}");
         }
     }
 
+    /// A signal defined twice in one file would silently keep only the second.
+    #[test]
+    fn a_signal_written_twice_is_an_error() {
+        let text = "name: a\nkind: engine\ndescription: d\ndetect: [x]\nsignals:\n  \
+                    queue_depth: {gauge: {metric: a}}\n  queue_depth: {gauge: {metric: b}}\n";
+        let err = serde_yaml::from_str::<super::super::AdapterSpec>(text)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`queue_depth` is written twice"), "{err}");
+    }
+
     #[test]
     fn a_value_converts_as_text_parses() {
         let text = "first: [{gauge: {metric: a}}, {scale: [{rate: {metric: b}}, 2]}]";
+        let selector =
+            |name: &str| serde_yaml::from_str::<Selector>(&format!("metric: {name}")).unwrap();
+        let expected = Expr::First(vec![
+            Expr::Gauge(selector("a")),
+            Expr::Scale(Box::new(Expr::Rate(selector("b"))), 2.0),
+        ]);
+        assert_eq!(serde_yaml::from_str::<Expr>(text).unwrap(), expected);
         let value: serde_yaml::Value = serde_yaml::from_str(text).unwrap();
-        assert_eq!(
-            Expr::try_from(value).unwrap(),
-            serde_yaml::from_str::<Expr>(text).unwrap()
-        );
+        assert_eq!(Expr::try_from(value).unwrap(), expected);
     }
 }
