@@ -436,6 +436,17 @@ symptoms:
     when: ttft_p99_seconds > slo.ttft_p99_seconds
 "#;
 
+/// The playbook of [`TTFT_ONLY`], then `rest` (more of the symptom, symptoms, causes), then the one
+/// remediation its causes name; with the catalog and the objectives' values.
+fn ttft_playbook(rest: &str) -> (Catalog, Playbook, Vec<f64>) {
+    let pb = playbook(&format!(
+        "{TTFT_ONLY}{rest}remediations:\n  - {{id: scale_out, title: add replicas, why: capacity, \
+         favours: both, tradeoff: costs GPUs, actions: {{any: \"add replicas\"}}}}\n"
+    ));
+    let slos = pb.slo_values(&BTreeMap::new()).unwrap();
+    (catalog(), pb, slos)
+}
+
 /// A snapshot of the five signals the ranking and advice tests vary.
 fn five(cat: &Catalog, ttft: f64, kv: f64, queue: f64, gpu: f64) -> Snapshot {
     snapshot(
@@ -456,8 +467,7 @@ fn five(cat: &Catalog, ttft: f64, kv: f64, queue: f64, gpu: f64) -> Snapshot {
 /// (toplev's top-down order), whatever their scores.
 #[test]
 fn causes_of_the_worst_and_then_the_dominant_part_rank_first() {
-    let top_down = format!(
-        "{TTFT_ONLY}{}",
+    let (cat, pb, slos) = ttft_playbook(
         r#"    critical_when: ttft_p99_seconds > 4 * slo.ttft_p99_seconds
     share: queue_depth / 100
   - id: oom
@@ -482,13 +492,8 @@ causes:
     when: kv_cache_usage_ratio > 95%
     explains: [oom]
     remediations: [scale_out]
-remediations:
-  - {id: scale_out, title: add replicas, why: capacity, favours: both, tradeoff: costs GPUs, actions: {any: "add replicas"}}
-"#
+"#,
     );
-    let cat = catalog();
-    let pb = playbook(&top_down);
-    let slos = pb.slo_values(&BTreeMap::new()).unwrap();
     let order = |ttft: f64, kv: f64, queue: f64| {
         let snap = five(&cat, ttft, kv, queue, 0.9);
         diagnose(&pb, &snap, &slos)
@@ -529,8 +534,7 @@ remediations:
 /// `alarms_alone` stays a fault.
 #[test]
 fn settings_and_harmless_mechanisms_are_advice() {
-    let advice = format!(
-        "{TTFT_ONLY}{}",
+    let (cat, pb, slos) = ttft_playbook(
         r#"causes:
   - id: queue_backlog
     title: queue
@@ -552,13 +556,8 @@ fn settings_and_harmless_mechanisms_are_advice() {
     when: gpu_utilization_ratio < 1%
     explains: [high_ttft]
     remediations: [scale_out]
-remediations:
-  - {id: scale_out, title: add replicas, why: capacity, favours: both, tradeoff: costs GPUs, actions: {any: "add replicas"}}
-"#
+"#,
     );
-    let cat = catalog();
-    let pb = playbook(&advice);
-    let slos = pb.slo_values(&BTreeMap::new()).unwrap();
     let run = |ttft: f64, queue: f64, gpu: f64| {
         let snap = five(&cat, ttft, 0.5, queue, gpu);
         let d = diagnose(&pb, &snap, &slos);
@@ -602,8 +601,7 @@ remediations:
 /// downstream cause fires.
 #[test]
 fn an_unchecked_symptom_keeps_a_cause_a_fault() {
-    let rules = format!(
-        "{TTFT_ONLY}{}",
+    let (cat, pb, slos) = ttft_playbook(
         r#"  - id: oom
     title: memory
     why: crashes
@@ -628,13 +626,8 @@ causes:
     when: kv_cache_usage_ratio > 95%
     explains: [oom]
     remediations: [scale_out]
-remediations:
-  - {id: scale_out, title: add replicas, why: capacity, favours: both, tradeoff: costs GPUs, actions: {any: "add replicas"}}
-"#
+"#,
     );
-    let cat = catalog();
-    let pb = playbook(&rules);
-    let slos = pb.slo_values(&BTreeMap::new()).unwrap();
     // TTFT measured and fine; the framebuffer (oom's signal) not exported.
     let severities = |kv: f64| {
         let d = diagnose(&pb, &five(&cat, 0.5, kv, 8.0, 0.5), &slos);
@@ -682,8 +675,7 @@ remediations:
 /// upstream. A fault upstream still does.
 #[test]
 fn advice_upstream_does_not_demote_a_fault() {
-    let rules = format!(
-        "{TTFT_ONLY}{}",
+    let (cat, pb, slos) = ttft_playbook(
         r#"causes:
   - id: small_cache_setting
     title: a costly setting
@@ -707,13 +699,8 @@ fn advice_upstream_does_not_demote_a_fault() {
       - {when: "preemptions_per_second > 100", weight: 3}
     explains: [high_ttft]
     remediations: [scale_out]
-remediations:
-  - {id: scale_out, title: add replicas, why: capacity, favours: both, tradeoff: costs GPUs, actions: {any: "add replicas"}}
-"#
+"#,
     );
-    let cat = catalog();
-    let pb = playbook(&rules);
-    let slos = pb.slo_values(&BTreeMap::new()).unwrap();
     let order = |kv: f64| {
         diagnose(&pb, &five(&cat, 3.0, kv, 3.0, 0.3), &slos)
             .causes
