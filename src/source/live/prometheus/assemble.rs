@@ -119,7 +119,7 @@ fn map_answer(answer: &Answer, adapter: usize, kind: AdapterKind, routes: &Route
         if !v.is_finite() {
             continue;
         }
-        if let Some(t) = routes.target_of(adapter, kind, labels) {
+        if let Some(t) = routes.target_of(adapter, kind, |n| label(labels, n)) {
             out.entry((t, stat_of(labels))).or_default().push(*v);
         }
     }
@@ -343,7 +343,9 @@ fn map_answers<'a>(
                     else {
                         continue;
                     };
-                    if let Some(t) = routes.target_of(i, adapters.list[i].kind, labels) {
+                    if let Some(t) =
+                        routes.target_of(i, adapters.list[i].kind, |n| label(labels, n))
+                    {
                         versions.insert((t, name.to_string()));
                     }
                 }
@@ -358,7 +360,9 @@ fn map_answers<'a>(
                 samples.sort_by(|a, b| a.0.cmp(&b.0));
                 for (labels, _) in samples {
                     for &i in &owner {
-                        if let Some(t) = routes.target_of(i, AdapterKind::Engine, labels) {
+                        if let Some(t) =
+                            routes.target_of(i, AdapterKind::Engine, |n| label(labels, n))
+                        {
                             // The first series wins, as in the file reader.
                             infos
                                 .entry((t, metric.clone()))
@@ -389,7 +393,8 @@ fn route_samples<'a>(
         };
         let by_target = out.entry(purpose).or_default();
         for s in &answer.series {
-            if let Some(t) = routes.target_of(*i, adapters.list[*i].kind, &s.labels.to_map()) {
+            let label = |n: &str| s.labels.get(n).unwrap_or("");
+            if let Some(t) = routes.target_of(*i, adapters.list[*i].kind, label) {
                 by_target.entry(t).or_default().push(s);
             }
         }

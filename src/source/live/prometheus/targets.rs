@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use llm_doctor_engine::Target;
 
-use super::labels::{engine_replicas, join_keys, join_tuple, pair};
+use super::labels::{engine_replicas, join_keys, join_tuple};
 use super::plan::{Answers, Purpose};
 use crate::signal::adapter::{AdapterKind, AdapterSpec, Adapters};
 use crate::target::{self, Join, JOIN_LABELS};
@@ -35,22 +35,23 @@ pub(super) struct Routes {
 }
 
 impl Routes {
-    pub(super) fn target_of(
+    /// The target a series of `adapter` belongs to, from its labels (`label` gives a label's
+    /// value, "" when absent): read where they lie, so routing a raw series builds no map.
+    pub(super) fn target_of<'l>(
         &self,
         adapter: usize,
         kind: AdapterKind,
-        labels: &BTreeMap<String, String>,
+        label: impl Fn(&str) -> &'l str,
     ) -> Option<usize> {
         if kind == AdapterKind::Engine {
-            let (pod, instance) = pair(labels);
+            let (pod, instance) = (label("pod").to_string(), label("instance").to_string());
             self.engine_pairs
                 .get(&(adapter, pod, instance.clone()))
                 .or_else(|| self.engine_instances.get(&(adapter, instance)))
                 .copied()
         } else {
-            self.exporter_groups
-                .get(&(adapter, join_tuple(labels)))
-                .copied()
+            let join: Vec<String> = JOIN_LABELS.iter().map(|l| label(l).to_string()).collect();
+            self.exporter_groups.get(&(adapter, join)).copied()
         }
     }
 }
