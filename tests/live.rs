@@ -1221,6 +1221,62 @@ fn an_answer_larger_than_the_limit_is_an_error_naming_the_limit() {
     assert_eq!(code, 0, "{err}");
 }
 
+/// A range too large for one answer is asked in pieces, whether the server refuses it (a real
+/// Prometheus with a lower `--query.max-samples` than the whole range needs) or the answer
+/// budget cuts it: the postmortem is the one a single answer gives, byte for byte.
+#[test]
+fn a_range_too_large_for_one_answer_is_asked_in_pieces_with_the_same_result() {
+    let text = fixture_text("fleet_mixed");
+    let whole = Prometheus::start_with(&text);
+    // fleet_mixed has 828 vLLM series: 21 steps of them are 17,388 samples, 6 are 4,968.
+    let strict = Prometheus::start_with_args(&text, &["--query.max-samples=5000"], None);
+    let args = |url: &str| {
+        [
+            "postmortem",
+            "--prometheus",
+            url,
+            "--from",
+            "1796083500",
+            "--to",
+            "1796083800",
+            "--step",
+            "15s",
+            "--format",
+            "json",
+        ]
+        .map(str::to_string)
+    };
+    let run = |url: &str, budget: Option<&str>| {
+        let a = args(url);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        outcome(&match budget {
+            None => crate::support::run(&a),
+            Some(b) => crate::support::run_env(&a, ("LLM_DOCTOR_MAX_ANSWER_POINTS", b)),
+        })
+    };
+    let queries = |err: &str| -> usize {
+        let at = err
+            .find(" range queries")
+            .unwrap_or_else(|| panic!("{err}"));
+        let n = err[..at].rsplit(' ').next().unwrap();
+        n.parse().unwrap()
+    };
+    let (code, one, err) = run(&whole.url, None);
+    assert_eq!(code, 1, "incidents found: {err}");
+    let sent = queries(&err);
+    let (code, refused, err) = run(&strict.url, None);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(refused, one, "halves after the server's refusal: {err}");
+    assert!(
+        queries(&err) > sent,
+        "more, smaller queries than {sent}: {err}"
+    );
+    let (code, budgeted, err) = run(&whole.url, Some("2000"));
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(budgeted, one, "pieces of at most 2,000 points: {err}");
+    assert!(queries(&err) > sent + 5, "{err}");
+}
+
 /// A range query the server refuses (here a real Prometheus over its sample limit) ends the
 /// postmortem with the server's reason, the server and the query, not a panic or a partial
 /// report: the answers are read and parsed as they arrive, each on its own.
