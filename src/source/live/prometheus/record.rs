@@ -10,6 +10,7 @@ use super::http::{client, form_post, header_map, query_endpoint, Http, LiveOptio
 use crate::rules::Rules;
 use crate::signal::adapter::AdapterSpec;
 use crate::signal::promql::{escape, regex_quote};
+use crate::signal::series::SeriesSet;
 use crate::source::live::scrape::error_chain;
 use crate::target::{self};
 
@@ -71,31 +72,36 @@ pub fn range_from_prometheus(
         .map(|a| format!("{} ({})", live.url, a.name))
         .collect();
     let chunks = range.chunks(&promqls, max_answer_points());
-    // Each answer is parsed as it arrives, beside the queries still in flight.
+    // Each answer is parsed as it arrives, beside the queries still in flight, and merged at
+    // once: a day of a fleet comes in dozens of pieces, and holding them all until the last
+    // arrived held the series twice while they were merged. A merge gives the same set in
+    // any order (series by key, samples by time; pieces share no step).
+    let merged: std::sync::Arc<std::sync::Mutex<Option<SeriesSet>>> = Default::default();
+    let into = merged.clone();
     let answers = range.query_all(&promqls, chunks, move |i, text| {
         // An empty answer just means this engine or exporter is not there.
         if text.contains("\"result\":[]") {
-            return Ok(None);
+            return Ok(Vec::new());
         }
         let parsed = crate::source::file::api_json::parse_with_warnings(&text, &sources[i])
             .map_err(anyhow::Error::new)?;
-        Ok(Some(parsed))
+        drop(text);
+        let mut all = into.lock().unwrap_or_else(|e| e.into_inner());
+        match &mut *all {
+            Some(all) => all.merge(parsed.set),
+            None => *all = Some(parsed.set),
+        }
+        Ok(parsed.warnings)
     });
     let queries = answers.len();
     let slowest_query = answers.iter().map(|(_, d)| *d).max().unwrap_or_default();
-    let mut set: Option<crate::signal::series::SeriesSet> = None;
     let mut notes = Vec::new();
-    // Chunks the server refused for their size (asked again in halves) carry no answer.
+    // In the order asked; chunks the server refused for their size (asked again in halves)
+    // carry no answer.
     for (answer, _) in answers {
-        let Some(parsed) = answer.transpose()?.flatten() else {
-            continue;
-        };
-        notes.extend(parsed.warnings);
-        match &mut set {
-            Some(all) => all.merge(parsed.set),
-            None => set = Some(parsed.set),
-        }
+        notes.extend(answer.transpose()?.unwrap_or_default());
     }
+    let set = merged.lock().unwrap_or_else(|e| e.into_inner()).take();
     let mut set = set.with_context(|| {
         format!(
             "{} has no engine, GPU or host series between the two times",
