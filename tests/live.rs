@@ -1222,8 +1222,9 @@ fn an_answer_larger_than_the_limit_is_an_error_naming_the_limit() {
 }
 
 /// A range too large for one answer is asked in pieces, whether the server refuses it (a real
-/// Prometheus with a lower `--query.max-samples` than the whole range needs) or the answer
-/// budget cuts it: the postmortem is the one a single answer gives, byte for byte.
+/// Prometheus with a lower `--query.max-samples` than the whole range needs), the answer
+/// budget cuts it or the answer is larger than we read: the postmortem is the one a single
+/// answer gives, byte for byte (over a range that does not end on a step).
 #[test]
 fn a_range_too_large_for_one_answer_is_asked_in_pieces_with_the_same_result() {
     let text = fixture_text("fleet_mixed");
@@ -1238,7 +1239,7 @@ fn a_range_too_large_for_one_answer_is_asked_in_pieces_with_the_same_result() {
             "--from",
             "1796083500",
             "--to",
-            "1796083800",
+            "1796083807",
             "--step",
             "15s",
             "--format",
@@ -1246,12 +1247,12 @@ fn a_range_too_large_for_one_answer_is_asked_in_pieces_with_the_same_result() {
         ]
         .map(str::to_string)
     };
-    let run = |url: &str, budget: Option<&str>| {
+    let run = |url: &str, env: Option<(&str, &str)>| {
         let a = args(url);
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        outcome(&match budget {
+        outcome(&match env {
             None => crate::support::run(&a),
-            Some(b) => crate::support::run_env(&a, ("LLM_DOCTOR_MAX_ANSWER_POINTS", b)),
+            Some(var) => crate::support::run_env(&a, var),
         })
     };
     let queries = |err: &str| -> usize {
@@ -1271,10 +1272,16 @@ fn a_range_too_large_for_one_answer_is_asked_in_pieces_with_the_same_result() {
         queries(&err) > sent,
         "more, smaller queries than {sent}: {err}"
     );
-    let (code, budgeted, err) = run(&whole.url, Some("2000"));
+    let budget = ("LLM_DOCTOR_MAX_ANSWER_POINTS", "2000");
+    let (code, budgeted, err) = run(&whole.url, Some(budget));
     assert_eq!(code, 1, "{err}");
     assert_eq!(budgeted, one, "pieces of at most 2,000 points: {err}");
     assert!(queries(&err) > sent + 5, "{err}");
+    // An answer larger than we read (its series miscounted, say) is asked again in halves.
+    let (code, capped, err) = run(&whole.url, Some(("LLM_DOCTOR_MAX_ANSWER_MB", "0.3")));
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(capped, one, "answers of at most 0.3 MiB: {err}");
+    assert!(queries(&err) > sent, "{err}");
 }
 
 /// A range query the server refuses (here a real Prometheus over its sample limit) ends the

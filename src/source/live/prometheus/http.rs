@@ -318,6 +318,14 @@ pub fn max_answer() -> (usize, f64) {
     (usize::try_from(bytes).unwrap_or(usize::MAX), mib)
 }
 
+/// The start of [`read_capped`]'s error for an answer over the limit.
+const OVER_CAP: &str = "the answer is larger than ";
+
+/// Whether `message` is [`read_capped`]'s error for an answer over the limit.
+pub(super) fn over_cap(message: &str) -> bool {
+    message.starts_with(OVER_CAP)
+}
+
 /// An answer's body, read in chunks up to [`max_answer`].
 pub(super) async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
     let (max, mib) = max_answer();
@@ -327,7 +335,7 @@ pub(super) async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u
             Ok(Some(chunk)) => {
                 if body.len() + chunk.len() > max {
                     return Err(format!(
-                        "the answer is larger than {mib} MiB (LLM_DOCTOR_MAX_ANSWER_MB raises the limit; a narrower --selector or a shorter range makes it smaller)"
+                        "{OVER_CAP}{mib} MiB (LLM_DOCTOR_MAX_ANSWER_MB raises the limit; a narrower --selector or a shorter range makes it smaller)"
                     ));
                 }
                 body.extend_from_slice(&chunk);

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use super::answer::Answer;
+use super::answer::{Answer, Failure};
 use super::assemble::first_line;
 use super::http::{client, form_post, header_map, query_endpoint, Http, LiveOptions};
 use crate::rules::Rules;
@@ -71,7 +71,7 @@ pub fn range_from_prometheus(
     let sources: Vec<String> = (rules.adapters.list.iter())
         .map(|a| format!("{} ({})", live.url, a.name))
         .collect();
-    let chunks = range.chunks(&promqls, max_answer_points());
+    let chunks = range.chunks(&promqls, max_answer_points())?;
     // Each answer is parsed as it arrives, beside the queries still in flight, and merged at
     // once: a day of a fleet comes in dozens of pieces, and holding them all until the last
     // arrived held the series twice while they were merged. A merge gives the same set in
@@ -99,7 +99,12 @@ pub fn range_from_prometheus(
     // In the order asked; chunks the server refused for their size (asked again in halves)
     // carry no answer.
     for (answer, _) in answers {
-        notes.extend(answer.transpose()?.unwrap_or_default());
+        for note in answer.transpose()?.unwrap_or_default() {
+            // A partial answer says so in every piece of the range: once is enough.
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        }
     }
     let set = merged.lock().unwrap_or_else(|e| e.into_inner()).take();
     let mut set = set.with_context(|| {
@@ -165,7 +170,7 @@ fn max_answer_points() -> u64 {
 
 /// The value of a `count(...)` answer; 0 when it failed or is empty (the range query then
 /// says what is wrong, or finds nothing).
-fn series_count(answer: Result<Answer, super::answer::Failure>) -> u64 {
+fn series_count(answer: Result<Answer, Failure>) -> u64 {
     answer
         .ok()
         .and_then(|a| a.samples.first().map(|(_, v)| *v))
@@ -293,9 +298,10 @@ impl<'a> RangeQueries<'a> {
     /// that no answer holds more than `budget` points (series x steps; at most 11,000 steps,
     /// Prometheus' limit per series). Series are counted at both ends of the range by instant
     /// queries (cheap: the index, one sample a series); an adapter counted at neither is asked
-    /// in one piece, which costs nothing where it is absent and still finds one that came and
-    /// went in between.
-    fn chunks(&self, promqls: &[String], budget: u64) -> Vec<Chunk> {
+    /// in pieces of 11,000 steps (one for most ranges), which costs nothing where it is absent
+    /// and still finds one that came and went in between. An error when the server cannot be
+    /// reached at all.
+    fn chunks(&self, promqls: &[String], budget: u64) -> Result<Vec<Chunk>> {
         let http = |ms: i64| Http {
             client: self.client.clone(),
             endpoint: self.instant.clone(),
@@ -305,7 +311,7 @@ impl<'a> RangeQueries<'a> {
             time: format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000)),
         };
         let (first, last) = (http(self.from_ms), http(self.to_ms));
-        let counts: Vec<u64> = self.runtime.block_on(async {
+        let (counts, unreachable) = self.runtime.block_on(async {
             let mut set = tokio::task::JoinSet::new();
             for (i, promql) in promqls.iter().enumerate() {
                 let count = format!("count({promql})");
@@ -313,35 +319,47 @@ impl<'a> RangeQueries<'a> {
                 set.spawn(async move {
                     let (a, b) =
                         tokio::join!(first.query(&count, false), last.query(&count, false));
-                    (i, series_count(a).max(series_count(b)))
+                    let lost = |r: &Result<Answer, Failure>| match r {
+                        Err(f) if f.unreachable => Some(f.message.clone()),
+                        _ => None,
+                    };
+                    let why = lost(&a).and(lost(&b));
+                    (i, series_count(a).max(series_count(b)), why)
                 });
             }
-            let mut out = vec![0; promqls.len()];
+            let mut counts = vec![0; promqls.len()];
+            let mut unreachable = Vec::new();
             while let Some(done) = set.join_next().await {
-                if let Ok((i, n)) = done {
-                    out[i] = n;
+                if let Ok((i, n, why)) = done {
+                    counts[i] = n;
+                    unreachable.extend(why);
                 }
             }
-            out
+            (counts, unreachable)
         });
+        // Not one count answered: the range queries would only wait out their timeouts too.
+        if !promqls.is_empty() && unreachable.len() == promqls.len() {
+            bail!("{}: {}", self.live.url, unreachable[0]);
+        }
         // The adapters with the most series first: their queries take longest, so they start
         // before the small ones take the slots.
         let mut by_size: Vec<(usize, u64)> = counts.into_iter().enumerate().collect();
         by_size.sort_by_key(|&(adapter, n)| (std::cmp::Reverse(n), adapter));
-        (by_size.into_iter())
+        Ok((by_size.into_iter())
             .flat_map(|(adapter, n)| {
                 let steps = (self.from_ms, self.to_ms, self.step_ms);
                 split_range(adapter, n, steps, budget)
             })
-            .collect()
+            .collect())
     }
 
     /// Every chunk's answer, handed to `parse` as soon as it arrives (on a blocking thread, so
     /// that parsing overlaps the queries still in flight), with how long the query itself
     /// took; at most [`IN_FLIGHT`] at once. A chunk the server refuses for holding too many
-    /// samples (its own limit, lower than ours) is asked again as two halves, down to one
-    /// step. An error when the server cannot be reached or does not answer 2xx, or when
-    /// `parse` fails.
+    /// samples (its own limit, lower than ours), or whose answer is larger than we read
+    /// (a series count the two ends missed), is asked again as two halves, down to one step.
+    /// An error when the server cannot be reached or does not answer 2xx, or when `parse`
+    /// fails: nothing more is sent after the first.
     fn query_all<T: Send + 'static>(
         &self,
         promqls: &[String],
@@ -398,6 +416,10 @@ impl<'a> RangeQueries<'a> {
                         .await;
                         let took = started.elapsed();
                         let text = match answer {
+                            // Larger than we read: a shorter range is a smaller answer.
+                            Err(e) if super::http::over_cap(&e) && chunk.to_ms > chunk.from_ms => {
+                                return Done::Split(chunk, took);
+                            }
                             Err(e) => Err(anyhow::anyhow!("{url}: {e}")),
                             Ok((status, bytes)) => {
                                 let text = String::from_utf8(bytes).unwrap_or_else(|e| {
@@ -437,7 +459,13 @@ impl<'a> RangeQueries<'a> {
                     break;
                 };
                 match done {
-                    Ok(Done::Answer(chunk, result, took)) => out.push((chunk, Some(result), took)),
+                    Ok(Done::Answer(chunk, result, took)) => {
+                        // The range fails with its first error: what is not sent yet is not.
+                        if result.is_err() {
+                            pending.clear();
+                        }
+                        out.push((chunk, Some(result), took));
+                    }
                     Ok(Done::Split(chunk, took)) => {
                         let (a, b) = chunk.halves(step_ms);
                         pending.push_front(b);
@@ -446,6 +474,7 @@ impl<'a> RangeQueries<'a> {
                         out.push((chunk, None, took));
                     }
                     Err(e) => {
+                        pending.clear();
                         let lost = anyhow::anyhow!("{url}: a query task failed: {e}");
                         out.push((Chunk::default(), Some(Err(lost)), Duration::ZERO));
                     }
