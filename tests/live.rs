@@ -1120,6 +1120,31 @@ fn cli_record_from_prometheus_round_trips_to_the_same_diagnosis() {
         vec![("vllm-3".to_string(), "small_batch_limit".to_string())],
         "{err}"
     );
+    // Named `.gz`, the same recording is written gzip-compressed.
+    let gz = dir.path().join("vllm-3.om.gz");
+    let (code, _, err) = cli(&[
+        "record",
+        "--prometheus",
+        &prom.url,
+        "--selector",
+        r#"pod="vllm-3""#,
+        "--from",
+        "1796083200",
+        "--to",
+        "1796083807",
+        "--step",
+        "15s",
+        "--out",
+        gz.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let mut unzipped = String::new();
+    let file = std::fs::File::open(&gz).unwrap();
+    flate2::read::GzDecoder::new(file)
+        .read_to_string(&mut unzipped)
+        .unwrap();
+    assert_eq!(unzipped, text);
+    assert!(!dir.path().join("vllm-3.om.gz.partial").exists());
 }
 
 /// The hit replicas of a postmortem's JSON and their leading causes, sorted.

@@ -13,6 +13,7 @@ use super::parse;
 use super::sources::{with_nvml, NvmlSamplingArgs, PrometheusArgs};
 use crate::rules::load_rules;
 use crate::signal::selector::Selector;
+use crate::source::live::prometheus::record_from_prometheus;
 use crate::source::live::{nvml, scrape};
 
 /// Arguments of `record`.
@@ -79,23 +80,51 @@ fn from_prometheus(url: &str, args: &RecordArgs) -> Result<Outcome> {
     check_writable(&args.out)?;
     let live = args.prom.live_options(url, args.timeout, &args.headers)?;
     let rules = load_rules(None)?;
-    let (text, notes) = crate::source::live::prometheus::record_from_prometheus(
-        &rules,
-        &live,
-        args.selector.as_ref(),
-        from,
-        to,
-        args.step.as_millis() as i64,
-    )
-    .with_context(|| format!("recording from Prometheus at {url}"))?;
+    // Streamed to the file (a fleet-day is many gigabytes of text), gzip when it is named so,
+    // and renamed into place once whole.
+    let partial = partial_path(&args.out);
+    let file = std::fs::File::create(&partial)
+        .with_context(|| format!("writing `{}`", partial.display()))?;
+    let mut sink = std::io::BufWriter::with_capacity(1 << 20, file);
+    let range = (from, to, args.step.as_millis() as i64);
+    let written = if is_gzip_name(&args.out) {
+        let mut gz = flate2::write::GzEncoder::new(&mut sink, flate2::Compression::fast());
+        let got = record_from_prometheus(&rules, &live, args.selector.as_ref(), range, &mut gz);
+        got.and_then(|g| Ok((g, gz.finish()?)))
+            .map(|((bytes, notes), _)| (bytes, notes))
+    } else {
+        record_from_prometheus(&rules, &live, args.selector.as_ref(), range, &mut sink)
+    };
+    let written = written.and_then(|w| {
+        use std::io::Write as _;
+        sink.flush()?;
+        Ok(w)
+    });
+    let (bytes, notes) =
+        match written.with_context(|| format!("recording from Prometheus at {url}")) {
+            Ok(w) => w,
+            Err(e) => {
+                drop(sink);
+                let _ = std::fs::remove_file(&partial);
+                return Err(e);
+            }
+        };
+    drop(sink);
     for n in &notes {
         eprintln!("note: {n}");
     }
-    write_atomically(&args.out, &text)?;
+    std::fs::rename(&partial, &args.out)
+        .with_context(|| format!("writing `{}`", args.out.display()))?;
     Ok(Outcome {
-        stdout: format!("wrote {} ({} bytes)\n", args.out.display(), text.len()),
+        stdout: format!("wrote {} ({bytes} bytes of text)\n", args.out.display()),
         code: 0,
     })
+}
+
+/// Whether a recording named `path` is written gzip-compressed (`.gz`, as `FILE.om.gz`).
+fn is_gzip_name(path: &std::path::Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
 }
 
 /// `record --scrape URL… --nvml`: scrapes every `--interval` over `--duration`, the GPUs read

@@ -31,6 +31,15 @@ use crate::signal::series::{Labels, MetricType, Series, SeriesSet};
 /// Renders `set` as OpenMetrics 1.0 text ending in `# EOF`. Samples without a timestamp are
 /// written without one.
 pub fn write(set: &SeriesSet) -> String {
+    let mut out = Vec::with_capacity(64 * set.sample_count() + 8);
+    // Writing into memory cannot fail, and every piece written is UTF-8.
+    let _ = write_to(set, &mut out);
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// [`write`], streamed into `sink` a series at a time (a fleet-day is many gigabytes of text);
+/// returns the bytes written.
+pub fn write_to(set: &SeriesSet, sink: &mut impl std::io::Write) -> std::io::Result<u64> {
     // Family name -> (declared type, series). A name claimed twice with different types (a
     // pathological input) keeps the first type; every sample is still written.
     let mut families: BTreeMap<String, (MetricType, Vec<&Series>)> = BTreeMap::new();
@@ -49,8 +58,14 @@ pub fn write(set: &SeriesSet) -> String {
         families.entry(family).or_insert_with(|| (ty, Vec::new()));
     }
 
-    let sample_count = set.sample_count();
-    let mut out = String::with_capacity(64 * sample_count + 32 * families.len() + 8);
+    let mut written = 0u64;
+    let mut out = String::with_capacity(FLUSH_AT * 2);
+    let mut flush = |out: &mut String, sink: &mut dyn std::io::Write| -> std::io::Result<()> {
+        sink.write_all(out.as_bytes())?;
+        written += out.len() as u64;
+        out.clear();
+        Ok(())
+    };
     for (family, (ty, mut series)) in families {
         out.push_str("# TYPE ");
         write_name(&mut out, &family);
@@ -75,11 +90,18 @@ pub fn write(set: &SeriesSet) -> String {
                 }
                 out.push('\n');
             }
+            if out.len() >= FLUSH_AT {
+                flush(&mut out, sink)?;
+            }
         }
     }
     out.push_str("# EOF\n");
-    out
+    flush(&mut out, sink)?;
+    Ok(written)
 }
+
+/// Text gathered before it is handed to the sink.
+const FLUSH_AT: usize = 1 << 16;
 
 /// The OpenMetrics family a sample belongs to, and the type to declare for it.
 fn om_family(set: &SeriesSet, sample_name: &str) -> (String, MetricType) {

@@ -29,18 +29,20 @@ pub struct RangeSet {
 }
 
 /// Records the raw series a later `diagnose FILE.om` needs, from Prometheus, between `from_ms`
-/// and `to_ms` at `step_ms`: see [`range_from_prometheus`]. Returns OpenMetrics text
-/// (timestamps in seconds, `# EOF`) and notes (server warnings, partial answers).
+/// and `to_ms` at `step_ms` (see [`range_from_prometheus`]), as OpenMetrics text (timestamps in
+/// seconds, `# EOF`) streamed into `sink`. Returns the bytes written and notes (server
+/// warnings, partial answers).
 pub fn record_from_prometheus(
     rules: &Rules,
     live: &LiveOptions,
     selector: Option<&crate::signal::selector::Selector>,
-    from_ms: i64,
-    to_ms: i64,
-    step_ms: i64,
-) -> Result<(String, Vec<String>)> {
+    (from_ms, to_ms, step_ms): (i64, i64, i64),
+    sink: &mut impl std::io::Write,
+) -> Result<(u64, Vec<String>)> {
     let got = range_from_prometheus(rules, live, selector, from_ms, to_ms, step_ms)?;
-    Ok((crate::source::file::openmetrics::write(&got.set), got.notes))
+    let bytes = crate::source::file::openmetrics::write_to(&got.set, sink)
+        .context("writing the recording")?;
+    Ok((bytes, got.notes))
 }
 
 /// The raw series of every adapter between `from_ms` and `to_ms` at `step_ms`: range queries
