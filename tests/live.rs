@@ -1074,21 +1074,24 @@ fn cli_record_from_prometheus_round_trips_to_the_same_diagnosis() {
     let prom = Prometheus::start_with(&fixture_text("fleet_mixed"));
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("vllm-3.om");
-    let (code, stdout, err) = cli(&[
-        "record",
-        "--prometheus",
-        &prom.url,
-        "--selector",
-        r#"pod="vllm-3""#,
-        "--from",
-        "1796083200",
-        "--to",
-        "1796083807",
-        "--step",
-        "15s",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let record = |out: &std::path::Path| {
+        cli(&[
+            "record",
+            "--prometheus",
+            &prom.url,
+            "--selector",
+            r#"pod="vllm-3""#,
+            "--from",
+            "1796083200",
+            "--to",
+            "1796083807",
+            "--step",
+            "15s",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    };
+    let (code, stdout, err) = record(&out);
     assert_eq!(code, 0, "{err}");
     assert!(stdout.starts_with("wrote "), "{stdout}");
     let text = std::fs::read_to_string(&out).unwrap();
@@ -1122,21 +1125,7 @@ fn cli_record_from_prometheus_round_trips_to_the_same_diagnosis() {
     );
     // Named `.gz`, the same recording is written gzip-compressed.
     let gz = dir.path().join("vllm-3.om.gz");
-    let (code, _, err) = cli(&[
-        "record",
-        "--prometheus",
-        &prom.url,
-        "--selector",
-        r#"pod="vllm-3""#,
-        "--from",
-        "1796083200",
-        "--to",
-        "1796083807",
-        "--step",
-        "15s",
-        "--out",
-        gz.to_str().unwrap(),
-    ]);
+    let (code, _, err) = record(&gz);
     assert_eq!(code, 0, "{err}");
     let mut unzipped = String::new();
     let file = std::fs::File::open(&gz).unwrap();
