@@ -12,9 +12,10 @@ trap cleanup EXIT
 
 run() { # name, recording, at
   local name=$1 om=$2 at=$3 port
-  rm -rf "$work/data"
+  rm -rf "$work/data" "$work/queries.log"
   /usr/bin/time -f "  promtool backfill of $name: %e s" promtool tsdb create-blocks-from openmetrics "$om" "$work/data" >/dev/null
-  printf 'global:\n  scrape_interval: 1h\n' > "$work/p.yml"
+  # The query log says which queries the triage sent (its discovery queries are timed alone below).
+  printf 'global:\n  scrape_interval: 1h\n  query_log_file: %s\n' "$work/queries.log" > "$work/p.yml"
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   prometheus --config.file="$work/p.yml" --storage.tsdb.path="$work/data" --storage.tsdb.retention.time=100y \
     --web.listen-address=127.0.0.1:$port >"$work/log" 2>&1 &
@@ -28,15 +29,21 @@ run() { # name, recording, at
       "$BASELINE" diagnose --prometheus "http://127.0.0.1:$port" --at "$at" --format json 2>&1 >/dev/null | grep '^queried' | sed "s/^/  $name baseline run $i: /" || true
     fi
   done
-  # Each adapter's discovery query alone (the slowest queries of a triage), three times each.
-  for q in 'count by (Hostname, hostname, instance, job, model, model_name, namespace, pod) ({__name__=~"vllm:.*"})' \
-           'count by (Hostname, hostname, instance, pod) ({__name__=~"DCGM_.*"})' \
-           'count by (Hostname, hostname, instance, pod) ({__name__=~"node_.*"})'; do
+  # Each discovery query of the triage (`count by`: one an adapter, and the versions') alone,
+  # three times each, as the triage sent it (taken from Prometheus' query log).
+  python3 -c 'import json,sys
+seen=[]
+for line in open(sys.argv[1]):
+    q=json.loads(line)["params"]["query"]
+    if q.startswith("count by") and q not in seen: seen.append(q)
+print("\0".join(seen), end="")' "$work/queries.log" > "$work/discovery"
+  while IFS= read -r -d '' q || [ -n "$q" ]; do
+    names=${q#*__name__=~\"}  # the metrics it counts, which say whose it is
     for i in 1 2 3; do
-      curl -s -o /dev/null -w "  $name alone: %{time_total} s  ${q:0:60}...\n" \
+      curl -s -o /dev/null -w "  $name discovery alone: %{time_total} s  ${names:0:50}...\n" \
         --data-urlencode "query=$q" --data-urlencode "time=$at" "http://127.0.0.1:$port/api/v1/query"
     done
-  done
+  done < "$work/discovery"
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
 }
 
