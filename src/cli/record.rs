@@ -80,45 +80,57 @@ fn from_prometheus(url: &str, args: &RecordArgs) -> Result<Outcome> {
     check_writable(&args.out)?;
     let live = args.prom.live_options(url, args.timeout, &args.headers)?;
     let rules = load_rules(None)?;
-    // Streamed to the file (a fleet-day is many gigabytes of text), gzip when it is named so,
-    // and renamed into place once whole.
-    let partial = partial_path(&args.out);
-    let file = std::fs::File::create(&partial)
-        .with_context(|| format!("writing `{}`", partial.display()))?;
-    let mut sink = std::io::BufWriter::with_capacity(1 << 20, file);
     let range = (from, to, args.step.as_millis() as i64);
-    let written = if is_gzip_name(&args.out) {
-        let mut gz = flate2::write::GzEncoder::new(&mut sink, flate2::Compression::fast());
-        let got = record_from_prometheus(&rules, &live, args.selector.as_ref(), range, &mut gz);
-        got.and_then(|g| Ok((g, gz.finish()?)))
-            .map(|((bytes, notes), _)| (bytes, notes))
-    } else {
+    let (bytes, notes) = stream_to_file(&args.out, |mut sink| {
         record_from_prometheus(&rules, &live, args.selector.as_ref(), range, &mut sink)
-    };
-    let written = written.and_then(|w| {
-        use std::io::Write as _;
-        sink.flush()?;
-        Ok(w)
-    });
-    let (bytes, notes) =
-        match written.with_context(|| format!("recording from Prometheus at {url}")) {
-            Ok(w) => w,
-            Err(e) => {
-                drop(sink);
-                let _ = std::fs::remove_file(&partial);
-                return Err(e);
-            }
-        };
-    drop(sink);
+            .with_context(|| format!("recording from Prometheus at {url}"))
+    })?;
     for n in &notes {
         eprintln!("note: {n}");
     }
-    std::fs::rename(&partial, &args.out)
-        .with_context(|| format!("writing `{}`", args.out.display()))?;
     Ok(Outcome {
         stdout: format!("wrote {} ({bytes} bytes of text)\n", args.out.display()),
         code: 0,
     })
+}
+
+/// What `write` streams, written to `path` (a fleet-day is many gigabytes of text): through a
+/// buffered partial file, gzip-compressed when `path` is named so, renamed into place once
+/// whole; on an error the partial file is removed.
+fn stream_to_file<T>(
+    path: &std::path::Path,
+    write: impl FnOnce(&mut dyn std::io::Write) -> Result<T>,
+) -> Result<T> {
+    use std::io::Write as _;
+    let partial = partial_path(path);
+    let file = std::fs::File::create(&partial)
+        .with_context(|| format!("writing `{}`", partial.display()))?;
+    let mut sink = std::io::BufWriter::with_capacity(1 << 20, file);
+    let stream = || -> Result<T> {
+        let t = if is_gzip_name(path) {
+            let mut gz = flate2::write::GzEncoder::new(&mut sink, flate2::Compression::fast());
+            let t = write(&mut gz)?;
+            gz.finish()?;
+            t
+        } else {
+            write(&mut sink)?
+        };
+        sink.flush()?;
+        Ok(t)
+    };
+    let written = stream();
+    drop(sink);
+    match written {
+        Ok(t) => {
+            std::fs::rename(&partial, path)
+                .with_context(|| format!("writing `{}`", path.display()))?;
+            Ok(t)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            Err(e)
+        }
+    }
 }
 
 /// Whether a recording named `path` is written gzip-compressed (`.gz`, as `FILE.om.gz`).

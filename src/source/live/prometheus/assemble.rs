@@ -200,8 +200,8 @@ struct Shared<'a> {
     adapters: &'a Adapters,
     lookup: &'a Lookup<'a>,
     window: &'a Window,
-    versions: &'a BTreeSet<(usize, String)>,
-    infos: &'a BTreeMap<(usize, String), BTreeMap<String, String>>,
+    versions: &'a Versions,
+    infos: &'a Infos,
     user: &'a UserInputs<'a>,
 }
 
@@ -628,8 +628,8 @@ fn describe_purpose(adapters: &Adapters, p: &Purpose) -> String {
 struct LiveFacts<'a> {
     pub(super) target: usize,
     pub(super) groups: &'a [BTreeMap<String, String>],
-    pub(super) versions: &'a BTreeSet<(usize, String)>,
-    pub(super) infos: &'a BTreeMap<(usize, String), BTreeMap<String, String>>,
+    pub(super) versions: &'a Versions,
+    pub(super) infos: &'a Infos,
     pub(super) gauge_facts: BTreeMap<String, f64>,
 }
 

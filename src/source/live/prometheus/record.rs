@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 
 use super::answer::{Answer, Failure};
 use super::assemble::first_line;
-use super::http::{client, form_post, header_map, query_endpoint, Http, LiveOptions};
+use super::http::{api_seconds, client, form_post, header_map, query_endpoint, Http, LiveOptions};
 use crate::rules::Rules;
 use crate::signal::adapter::AdapterSpec;
 use crate::signal::promql::{escape, regex_quote};
@@ -19,7 +19,7 @@ use crate::target::{self};
 pub struct RangeSet {
     /// Every series of the present adapters (those the selector keeps, with their GPUs and
     /// hosts).
-    pub set: crate::signal::series::SeriesSet,
+    pub set: SeriesSet,
     /// Server warnings, partial answers.
     pub notes: Vec<String>,
     /// Range queries sent.
@@ -310,7 +310,7 @@ impl<'a> RangeQueries<'a> {
             headers: self.headers.clone(),
             auth: self.live.auth.clone(),
             timeout: self.live.timeout,
-            time: format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000)),
+            time: api_seconds(ms),
         };
         let (first, last) = (http(self.from_ms), http(self.to_ms));
         let (counts, unreachable) = self.runtime.block_on(async {
@@ -372,7 +372,6 @@ impl<'a> RangeQueries<'a> {
         let timeout = format!("{}ms", live.timeout.as_millis());
         let step = format!("{}ms", self.step_ms);
         let request = |c: &Chunk| {
-            let seconds = |ms: i64| format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
             form_post(
                 &self.client,
                 &self.endpoint,
@@ -380,8 +379,8 @@ impl<'a> RangeQueries<'a> {
                 &live.auth,
                 &[
                     ("query", promqls[c.adapter].as_str()),
-                    ("start", &seconds(c.from_ms)),
-                    ("end", &seconds(c.to_ms)),
+                    ("start", &api_seconds(c.from_ms)),
+                    ("end", &api_seconds(c.to_ms)),
                     ("step", &step),
                     ("timeout", &timeout),
                 ],

@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use llm_doctor_engine::Window;
 
 use super::assemble::{assemble, LiveResult};
-use super::http::{client, header_map, query_endpoint, Http, LiveOptions};
+use super::http::{api_seconds, client, header_map, query_endpoint, Http, LiveOptions};
 use super::plan::{run, Plan};
 use crate::pipeline::{self, UserInputs};
 use crate::rules::Rules;
@@ -57,7 +57,7 @@ pub fn prepare_from_prometheus(
         headers,
         auth: live.auth.clone(),
         timeout: live.timeout,
-        time: format!("{}.{:03}", at_ms.div_euclid(1000), at_ms.rem_euclid(1000)),
+        time: api_seconds(at_ms),
     };
     let answers = runtime.block_on(run(&plan, &http, live.concurrency.max(1), &live.url))?;
 
