@@ -858,27 +858,33 @@ fn cli_record_writes_a_file_that_diagnose_reads() {
     assert_eq!(v["targets"][0]["target"]["engine"], "vllm");
 }
 
+/// `record --scrape URL --duration 1h --interval INTERVAL --out OUT`, started and left running,
+/// its output captured.
+fn spawn_record(url: &str, interval: &str, out: &std::path::Path) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
+        .args([
+            "record",
+            "--scrape",
+            url,
+            "--duration",
+            "1h",
+            "--interval",
+            interval,
+        ])
+        .arg("--out")
+        .arg(out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn cli_record_keeps_a_valid_file_as_it_goes_and_stops_cleanly_on_sigint() {
     let live = Server::start(Mode::VllmText);
     let dir = tempfile::tempdir().unwrap();
     let out_file = dir.path().join("rec.om");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
-        .args([
-            "record",
-            "--scrape",
-            &live.url(),
-            "--duration",
-            "1h",
-            "--interval",
-            "300ms",
-        ])
-        .arg("--out")
-        .arg(&out_file)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_record(&live.url(), "300ms", &out_file);
     // A complete file exists after the first rounds, long before the hour is over.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let rounds = |text: &str| {
@@ -923,8 +929,84 @@ fn cli_record_keeps_a_valid_file_as_it_goes_and_stops_cleanly_on_sigint() {
     assert!(err.contains("recording stopped after"), "{err}");
     let text = std::fs::read_to_string(&out_file).unwrap();
     assert!(text.ends_with("# EOF\n") && rounds(&text) >= 3, "{text}");
+    // Written whole at the end: the parts kept between whole saves are gone.
+    assert!(!dir.path().join("rec.om.parts").exists());
     let (code, _, err) = cli(&["diagnose", out_file.to_str().unwrap(), "--window", "2s"]);
     assert!(code == 0 || code == 1, "{err}");
+}
+
+/// The instants of one series' samples in an OpenMetrics text, in file order.
+fn round_times(text: &str) -> Vec<f64> {
+    text.lines()
+        .filter(|l| l.starts_with("vllm:num_requests_running"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn cli_record_killed_keeps_every_round_in_the_file_and_its_parts() {
+    let live = Server::start(Mode::VllmText);
+    let dir = tempfile::tempdir().unwrap();
+    let out_file = dir.path().join("rec.om.gz");
+    let parts = dir.path().join("rec.om.gz.parts");
+    let mut child = spawn_record(&live.url(), "200ms", &out_file);
+    let read_gz = |path: &std::path::Path| -> String {
+        let mut text = String::new();
+        let file = std::fs::File::open(path).unwrap();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(file), &mut text).unwrap();
+        text
+    };
+    // Past round 10: `--out` was saved whole after round 8, and a part holds rounds 9 and 10
+    // (the next whole save comes after round 16).
+    let part = parts.join("rounds-000009.om.gz");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !(part.exists() && round_times(&read_gz(&part)).len() >= 2) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no part for round 10 after 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // No chance to finish: what is on disk is what a crash leaves.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let whole = round_times(&read_gz(&out_file));
+    assert!(
+        whole.len().is_power_of_two() && whole.len() >= 8,
+        "{whole:?}"
+    );
+    let mut names: Vec<_> = std::fs::read_dir(&parts)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| !p.to_string_lossy().ends_with(".partial"))
+        .collect();
+    names.sort();
+    let mut all = whole.clone();
+    for part in &names {
+        all.extend(round_times(&read_gz(part)));
+    }
+    // Every round once, in order, and the parts begin where the whole file ends.
+    assert!(all.windows(2).all(|w| w[0] < w[1]), "{all:?}");
+    assert!(all.len() > whole.len(), "{all:?}");
+    let (gap, step) = (all[whole.len()] - all[whole.len() - 1], all[1] - all[0]);
+    assert!(gap < 3.0 * step.max(0.2), "a round is missing: {all:?}");
+    // The file and its parts read back together.
+    let mut args = vec![
+        "diagnose".to_string(),
+        out_file.to_string_lossy().into_owned(),
+    ];
+    args.extend(names.iter().map(|p| p.to_string_lossy().into_owned()));
+    args.extend([
+        "--window".into(),
+        "2s".into(),
+        "--format".into(),
+        "json".into(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, json, err) = cli(&args);
+    assert!(code == 0 || code == 1, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["targets"][0]["target"]["engine"], "vllm");
 }
 
 #[test]

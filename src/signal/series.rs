@@ -314,7 +314,15 @@ impl SeriesSet {
     /// labels become one, with samples merged by time; on an exact duplicate timestamp the
     /// sample from `other` wins. A family type declared in `other` wins unless it is Unknown.
     pub fn merge(&mut self, other: SeriesSet) {
-        for (name, ty) in other.families {
+        self.join_declarations(other.families, other.conflicts);
+        self.series.extend(other.series);
+        self.normalize();
+    }
+
+    /// The family types and conflicts of a set being joined: a declared type wins over
+    /// Unknown, the first conflict found stays the first.
+    fn join_declarations(&mut self, families: BTreeMap<String, MetricType>, conflicts: Conflicts) {
+        for (name, ty) in families {
             match self.families.get_mut(&name) {
                 Some(existing) => {
                     if ty != MetricType::Unknown {
@@ -326,12 +334,33 @@ impl SeriesSet {
                 }
             }
         }
-        self.conflicts.count += other.conflicts.count;
+        self.conflicts.count += conflicts.count;
         if self.conflicts.first.is_none() {
-            self.conflicts.first = other.conflicts.first;
+            self.conflicts.first = conflicts.first;
         }
-        self.series.extend(other.series);
-        self.normalize();
+    }
+
+    /// [`SeriesSet::merge`] for the next round of a recording: a series of `other` whose
+    /// samples all come after this set's samples of it is appended in place (found by binary
+    /// search), so a round costs what the round holds, not what the recording holds; any other
+    /// series (new, or overlapping in time) is joined as `merge` joins it. Gives the same set.
+    pub fn merge_next(&mut self, other: SeriesSet) {
+        self.join_declarations(other.families, other.conflicts);
+        let mut rest = Vec::new();
+        for mut s in other.series {
+            match self.series.binary_search_by(|x| x.key_cmp(&s)) {
+                Ok(i)
+                    if self.has_timestamps && comes_after(&self.series[i].samples, &s.samples) =>
+                {
+                    self.series[i].samples.append(&mut s.samples)
+                }
+                _ => rest.push(s),
+            }
+        }
+        if !rest.is_empty() {
+            self.series.extend(rest);
+            self.normalize();
+        }
     }
 
     /// The scrape interval: the median distance between samples of the series with the most
@@ -413,6 +442,18 @@ impl SeriesSet {
             .iter()
             .take_while(move |s| s.name == name)
     }
+}
+
+/// Whether every sample of `next` has a timestamp, they increase, and the first comes after
+/// the last of `kept` (whose samples the caller knows to be timestamped): then appending keeps
+/// `kept` sorted with one sample per timestamp.
+fn comes_after(kept: &Samples, next: &Samples) -> bool {
+    let (Some(last), Some(first)) = (kept.last(), next.first()) else {
+        return false;
+    };
+    matches!((last.t_ms, first.t_ms), (Some(l), Some(f)) if f > l)
+        && next.time_span().1
+        && next.is_strictly_increasing()
 }
 
 /// Sorts by time (stable) and keeps one sample per timestamp (the later one). Returns the
@@ -583,6 +624,82 @@ mod tests {
             set.family_of("vllm:num_preemptions_total"),
             Some(("vllm:num_preemptions", Counter))
         );
+    }
+
+    /// Name index, label index, samples.
+    type Row = (u8, u8, Vec<(Option<i64>, f64)>);
+
+    /// A set from rows, normalized as a parse gives it.
+    fn round_set(rows: &[Row]) -> SeriesSet {
+        let mut set = SeriesSet {
+            series: rows
+                .iter()
+                .map(|(n, l, samples)| {
+                    let value = l.to_string();
+                    series(&format!("m{n}"), &[("pod", value.as_str())], samples)
+                })
+                .collect(),
+            families: BTreeMap::from([(format!("m{}", rows.len() % 3), MetricType::Gauge)]),
+            ..SeriesSet::default()
+        };
+        set.normalize();
+        set
+    }
+
+    #[test]
+    fn merge_next_appends_later_rounds_and_joins_the_rest() {
+        let mut set = round_set(&[(0, 0, vec![(Some(1000), 1.0)])]);
+        set.merge_next(round_set(&[(0, 0, vec![(Some(2000), 2.0)])]));
+        // The same instant again, with another value: the later wins, as in `merge`.
+        set.merge_next(round_set(&[(0, 0, vec![(Some(2000), 3.0)])]));
+        let samples = |set: &SeriesSet| -> Vec<_> {
+            set.series[0]
+                .samples
+                .iter()
+                .map(|s| (s.t_ms, s.value))
+                .collect()
+        };
+        assert_eq!(samples(&set), [(Some(1000), 1.0), (Some(2000), 3.0)]);
+        assert_eq!(set.conflicts.count, 1);
+        // A series seen for the first time.
+        set.merge_next(round_set(&[
+            (0, 0, vec![(Some(3000), 5.0)]),
+            (1, 0, vec![(Some(3000), 4.0)]),
+        ]));
+        assert_eq!(samples(&set).len(), 3);
+        assert_eq!(set.series.len(), 2);
+        assert!(set.has_timestamps);
+    }
+
+    proptest::proptest! {
+        /// Joining a recording's rounds one by one with `merge_next` gives what `merge` gives:
+        /// later rounds (appended in place), overlapping and repeated times, untimed samples,
+        /// series that appear late.
+        #[test]
+        fn merge_next_is_merge(
+            rounds in proptest::collection::vec(
+                proptest::collection::vec(
+                    (0u8..2, 0u8..2, proptest::collection::vec(
+                        (proptest::option::weighted(0.998, 0i64..40), -2.0f64..2.0), 0..4)),
+                    0..6),
+                1..8),
+            step in 0i64..20,
+        ) {
+            let (mut by_merge, mut by_next) = (SeriesSet::default(), SeriesSet::default());
+            for (k, rows) in rounds.iter().enumerate() {
+                // Most rounds come after the one before, as a recording's do.
+                let shifted: Vec<_> = rows.iter().map(|(n, l, samples)| {
+                    let samples = samples.iter()
+                        .map(|&(t, v)| (t.map(|t| t + step * k as i64 * 10), v))
+                        .collect();
+                    (*n, *l, samples)
+                }).collect();
+                let round = round_set(&shifted);
+                by_merge.merge(round.clone());
+                by_next.merge_next(round);
+                proptest::prop_assert_eq!(&by_next, &by_merge);
+            }
+        }
     }
 
     #[test]

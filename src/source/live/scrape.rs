@@ -136,64 +136,68 @@ pub fn record(
     progress: &mut dyn FnMut(&str),
 ) -> (String, Vec<String>) {
     let r = record_with(urls, duration, interval, opts, progress, None);
-    (r.text, r.errors)
+    (openmetrics::write(&r.set), r.errors)
 }
 
 /// What [`record_with`] recorded.
 pub struct Recorded {
-    /// OpenMetrics text of every round that was scraped.
-    pub text: String,
+    /// Every sample of every round that was scraped.
+    pub set: SeriesSet,
     /// One line per endpoint that failed a round.
     pub errors: Vec<String>,
     /// Rounds started, of those planned.
     pub rounds: (usize, usize),
-    /// SIGINT or SIGTERM ended the recording early (then `text` holds the rounds so far).
+    /// SIGINT or SIGTERM ended the recording early (then `set` holds the rounds so far).
     pub interrupted: bool,
 }
 
-/// [`record`], calling `after_round` with the series so far after every round (so a caller
-/// can keep a valid file on disk as the recording goes) and, when given one, stopping early on
-/// SIGINT or SIGTERM with what was recorded.
+/// Called after every round with what that round added and with everything so far.
+pub type OnRound<'a> = &'a mut dyn FnMut(&SeriesSet, &SeriesSet);
+
+/// [`record`], calling `after_round` after every round with the round's samples and all the
+/// samples so far (so a caller can keep the recording on disk as it goes) and, when given one,
+/// stopping early on SIGINT or SIGTERM with what was recorded. Each round is moved into the
+/// recording as it arrives and appended series by series, so a round costs what it holds,
+/// however long the recording already is.
 pub fn record_with(
     urls: &[String],
     duration: Duration,
     interval: Duration,
     opts: &ScrapeOptions,
     progress: &mut dyn FnMut(&str),
-    after_round: Option<&mut dyn FnMut(&SeriesSet)>,
+    mut after_round: Option<OnRound<'_>>,
 ) -> Recorded {
     let rounds = rounds_for(duration, interval);
     let stops_on_signal = after_round.is_some();
-    let mut hook = after_round.map(|f| {
-        move |endpoints: &[Endpoint]| {
-            let mut so_far = SeriesSet::default();
-            for ep in endpoints.iter().filter(|ep| ep.rounds_ok > 0) {
-                so_far.merge(ep.set.clone());
-            }
-            f(&so_far);
+    let mut all = SeriesSet::default();
+    let mut take_round = |endpoints: &mut [Endpoint]| {
+        let mut round = SeriesSet::default();
+        for ep in endpoints.iter_mut() {
+            round.merge(std::mem::take(&mut ep.set));
         }
-    });
+        if let Some(f) = after_round.as_mut() {
+            all.merge_next(round.clone());
+            f(&round, &all);
+        } else {
+            all.merge_next(round);
+        }
+    };
     let (endpoints, done) = run_rounds_with(
         urls,
         rounds,
         interval,
         opts,
         progress,
-        hook.as_mut().map(|h| h as AfterRound<'_>),
+        Some(&mut take_round),
         stops_on_signal,
     );
-    let mut merged = SeriesSet::default();
-    let mut errors = Vec::new();
-    for ep in endpoints {
-        if !ep.failures.is_empty() {
-            errors.push(describe_failures(&ep, rounds));
-        }
-        if ep.rounds_ok > 0 {
-            merged.merge(ep.set);
-        }
-    }
+    let errors = endpoints
+        .iter()
+        .filter(|ep| !ep.failures.is_empty())
+        .map(|ep| describe_failures(ep, rounds))
+        .collect();
     Recorded {
-        text: openmetrics::write(&merged),
+        set: all,
         errors,
         rounds: (done, rounds),
         interrupted: done < rounds,
@@ -327,7 +331,7 @@ fn run_rounds(
 }
 
 /// Called with every endpoint after each round.
-type AfterRound<'a> = &'a mut dyn FnMut(&[Endpoint]);
+type AfterRound<'a> = &'a mut dyn FnMut(&mut [Endpoint]);
 
 /// [`run_rounds`] with a call after every round and, with `stops_on_signal`, an early end on
 /// SIGINT or SIGTERM; also returns how many rounds ran.

@@ -13,8 +13,14 @@ use super::parse;
 use super::sources::{with_nvml, NvmlSamplingArgs, PrometheusArgs};
 use crate::rules::load_rules;
 use crate::signal::selector::Selector;
+use crate::signal::series::SeriesSet;
 use crate::source::live::prometheus::record_from_prometheus;
 use crate::source::live::{nvml, scrape};
+
+mod file;
+mod saves;
+
+use file::{check_writable, stream_to_file};
 
 /// Arguments of `record`.
 #[derive(Debug, clap::Args)]
@@ -94,51 +100,6 @@ fn from_prometheus(url: &str, args: &RecordArgs) -> Result<Outcome> {
     })
 }
 
-/// What `write` streams, written to `path` (a fleet-day is many gigabytes of text): through a
-/// buffered partial file, gzip-compressed when `path` is named so, renamed into place once
-/// whole; on an error the partial file is removed.
-fn stream_to_file<T>(
-    path: &std::path::Path,
-    write: impl FnOnce(&mut dyn std::io::Write) -> Result<T>,
-) -> Result<T> {
-    use std::io::Write as _;
-    let partial = partial_path(path);
-    let file = std::fs::File::create(&partial)
-        .with_context(|| format!("writing `{}`", partial.display()))?;
-    let mut sink = std::io::BufWriter::with_capacity(1 << 20, file);
-    let stream = || -> Result<T> {
-        let t = if is_gzip_name(path) {
-            let mut gz = flate2::write::GzEncoder::new(&mut sink, flate2::Compression::fast());
-            let t = write(&mut gz)?;
-            gz.finish()?;
-            t
-        } else {
-            write(&mut sink)?
-        };
-        sink.flush()?;
-        Ok(t)
-    };
-    let written = stream();
-    drop(sink);
-    match written {
-        Ok(t) => {
-            std::fs::rename(&partial, path)
-                .with_context(|| format!("writing `{}`", path.display()))?;
-            Ok(t)
-        }
-        Err(e) => {
-            let _ = std::fs::remove_file(&partial);
-            Err(e)
-        }
-    }
-}
-
-/// Whether a recording named `path` is written gzip-compressed (`.gz`, as `FILE.om.gz`).
-fn is_gzip_name(path: &std::path::Path) -> bool {
-    path.extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
-}
-
 /// `record --scrape URL… --nvml`: scrapes every `--interval` over `--duration`, the GPUs read
 /// as often meanwhile.
 fn from_endpoints(args: &RecordArgs) -> Result<Outcome> {
@@ -158,24 +119,7 @@ fn from_endpoints(args: &RecordArgs) -> Result<Outcome> {
         .transpose()?;
     // Checked before the first scrape, not after the whole duration.
     check_writable(&args.out)?;
-    let terminal = std::io::stderr().is_terminal();
-    let mut save = |set: &crate::signal::series::SeriesSet| {
-        // A valid file after every round: what was recorded survives a crash or a kill.
-        if set.series.is_empty() {
-            return;
-        }
-        let text = crate::source::file::openmetrics::write(set);
-        match write_atomically(&args.out, &text) {
-            Ok(()) if terminal => eprintln!(
-                "saved {} series, {} bytes to {}",
-                set.series.len(),
-                text.len(),
-                args.out.display()
-            ),
-            Ok(()) => {}
-            Err(e) => eprintln!("error: {e:#}"),
-        }
-    };
+    let mut saves = saves::Saves::new(&args.out, std::io::stderr().is_terminal());
     let (recorded, gpus) = with_nvml(sampling, || {
         if args.scrape.is_empty() {
             return None;
@@ -186,10 +130,10 @@ fn from_endpoints(args: &RecordArgs) -> Result<Outcome> {
             interval,
             &opts,
             &mut |line| eprintln!("{line}"),
-            Some(&mut save),
+            Some(&mut |round, all| saves.after_round(round, all)),
         ))
     });
-    let (text, mut errors) = match recorded {
+    let (mut set, mut errors) = match recorded {
         Some(r) => {
             if r.interrupted {
                 eprintln!(
@@ -197,67 +141,43 @@ fn from_endpoints(args: &RecordArgs) -> Result<Outcome> {
                     r.rounds.0, r.rounds.1
                 );
             }
-            (r.text, r.errors)
+            (r.set, r.errors)
         }
-        None => (String::new(), Vec::new()),
+        None => (SeriesSet::default(), Vec::new()),
     };
     for e in &errors {
         eprintln!("error: {e}");
     }
-    let scraped_nothing = text.lines().all(|l| l.starts_with('#'));
+    let scraped_nothing = set.sample_count() == 0;
     let all_failed =
         !args.scrape.is_empty() && errors.len() == args.scrape.len() && scraped_nothing;
-    let text = match gpus {
-        None => text,
+    match gpus {
+        None => {}
         Some(Err(e)) if args.scrape.is_empty() => bail!("{e}"),
         Some(Err(e)) => {
             eprintln!("error: {e}");
             errors.push(e.to_string());
-            text
         }
         // NVML's readings go in under dcgm-exporter's names, beside the scraped series.
         Some(Ok(c)) => {
-            let mut set = c.set;
-            if !scraped_nothing {
-                set.merge(
-                    crate::source::file::exposition::parse(&text, "the scrapes")
-                        .map_err(anyhow::Error::new)
-                        .context("re-reading the scrapes")?,
-                );
-            }
-            crate::source::file::openmetrics::write(&set)
+            let mut gpus = c.set;
+            gpus.merge(set);
+            set = gpus;
         }
-    };
-    if all_failed && text.lines().all(|l| l.starts_with('#')) {
+    }
+    if all_failed && set.sample_count() == 0 {
         bail!("no endpoint could be recorded");
     }
-    write_atomically(&args.out, &text)?;
+    let bytes = saves::write_whole(&args.out, &set).with_context(|| {
+        format!(
+            "the rounds saved so far are in `{}` and `{}`",
+            args.out.display(),
+            saves::parts_dir(&args.out).display()
+        )
+    })?;
+    saves.finish();
     Ok(Outcome {
-        stdout: format!("wrote {} ({} bytes)\n", args.out.display(), text.len()),
+        stdout: format!("wrote {} ({bytes} bytes of text)\n", args.out.display()),
         code: u8::from(!errors.is_empty()),
     })
-}
-
-/// `path.partial` beside `path`: written whole, then renamed over `path`, so `path` is always a
-/// complete file.
-fn partial_path(path: &std::path::Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".partial");
-    path.with_file_name(name)
-}
-
-/// Fails now, with the reason, when `path` cannot be written.
-fn check_writable(path: &std::path::Path) -> Result<()> {
-    let probe = partial_path(path);
-    std::fs::write(&probe, b"")
-        .with_context(|| format!("--out `{}` cannot be written", path.display()))?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(())
-}
-
-/// Writes `text` to `path` through a partial file and a rename.
-fn write_atomically(path: &std::path::Path, text: &str) -> Result<()> {
-    let partial = partial_path(path);
-    std::fs::write(&partial, text).with_context(|| format!("writing `{}`", partial.display()))?;
-    std::fs::rename(&partial, path).with_context(|| format!("writing `{}`", path.display()))
 }

@@ -1,0 +1,158 @@
+//! Keeps a `record --scrape` recording on disk while it grows, writing in all a few times its
+//! final size rather than the square of its length.
+//!
+//! OpenMetrics keeps each family in one block, so a recording cannot be appended to: a complete
+//! file after every round meant rewriting it whole, n²/2 rounds' worth over n rounds (a day of
+//! one replica at 15 s ends near 150 MB and wrote some 400 GB). Instead:
+//! - `--out` is written whole after rounds 1, 2, 4, 8, … (each save at most doubles the one
+//!   before), at most twice the final size in all; it always holds at least the first half of
+//!   the rounds recorded;
+//! - the rounds after its last whole save go into parts of at most [`PART_ROUNDS`] rounds in
+//!   `OUT.parts/`, only the open part rewritten after each round: a crash or a `kill -9` loses
+//!   at most the round in progress, and `diagnose OUT OUT.parts/*` reads everything;
+//! - at the end `--out` is written whole and the parts are removed.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use crate::signal::series::SeriesSet;
+use crate::source::file::openmetrics;
+
+/// Rounds in one part: each round rewrites its part, so a round costs at most this many
+/// rounds' worth of writing.
+pub const PART_ROUNDS: usize = 8;
+
+/// Where the recording stands on disk.
+pub struct Saves {
+    out: PathBuf,
+    /// `OUT.parts`, created with the first part.
+    parts_dir: PathBuf,
+    /// Rounds seen so far.
+    rounds: usize,
+    /// The round count at which `out` is next written whole.
+    next_whole: usize,
+    /// The open part's samples and its first round (1-based).
+    part: SeriesSet,
+    part_first: usize,
+    part_rounds: usize,
+    /// Part files written since the last whole save.
+    part_files: Vec<PathBuf>,
+    /// Say each save on stderr.
+    verbose: bool,
+}
+
+impl Saves {
+    /// Nothing saved yet; `verbose` says each save on stderr.
+    pub fn new(out: &Path, verbose: bool) -> Saves {
+        Saves {
+            out: out.to_path_buf(),
+            parts_dir: parts_dir(out),
+            rounds: 0,
+            next_whole: 1,
+            part: SeriesSet::default(),
+            part_first: 0,
+            part_rounds: 0,
+            part_files: Vec::new(),
+            verbose,
+        }
+    }
+
+    /// Saves after a round: `round` is what it added, `all` everything so far. A failed write
+    /// is said on stderr and the recording goes on.
+    pub fn after_round(&mut self, round: &SeriesSet, all: &SeriesSet) {
+        self.rounds += 1;
+        if all.series.is_empty() {
+            return;
+        }
+        if self.rounds >= self.next_whole {
+            match write_whole(&self.out, all) {
+                Ok(bytes) => {
+                    if self.verbose {
+                        eprintln!(
+                            "saved {} series, {bytes} bytes to {} (rounds 1-{}; next whole save after round {})",
+                            all.series.len(),
+                            self.out.display(),
+                            self.rounds,
+                            self.rounds * 2
+                        );
+                    }
+                    self.next_whole = self.rounds * 2;
+                    self.remove_parts();
+                    return;
+                }
+                // The round still goes into a part below; the whole save is tried again.
+                Err(e) => eprintln!("error: {e:#}"),
+            }
+        }
+        if self.part_rounds == PART_ROUNDS {
+            self.part = SeriesSet::default();
+            self.part_rounds = 0;
+        }
+        if self.part_rounds == 0 {
+            self.part_first = self.rounds;
+        }
+        self.part.merge_next(round.clone());
+        self.part_rounds += 1;
+        let file = self.parts_dir.join(part_name(self.part_first, &self.out));
+        let written = std::fs::create_dir_all(&self.parts_dir)
+            .map_err(anyhow::Error::new)
+            .and_then(|()| write_whole(&file, &self.part));
+        match written {
+            Ok(bytes) => {
+                if !self.part_files.contains(&file) {
+                    self.part_files.push(file.clone());
+                }
+                if self.verbose {
+                    eprintln!(
+                        "saved rounds {}-{}, {bytes} bytes to {} (diagnose {} {}/* reads all)",
+                        self.part_first,
+                        self.rounds,
+                        file.display(),
+                        self.out.display(),
+                        self.parts_dir.display()
+                    );
+                }
+            }
+            Err(e) => eprintln!("error: {e:#}"),
+        }
+    }
+
+    /// After `out` was written whole at the end: the parts are no longer needed.
+    pub fn finish(mut self) {
+        self.remove_parts();
+    }
+
+    fn remove_parts(&mut self) {
+        for f in self.part_files.drain(..) {
+            let _ = std::fs::remove_file(f);
+        }
+        // Only when empty: a directory the user put other files in stays.
+        let _ = std::fs::remove_dir(&self.parts_dir);
+        self.part = SeriesSet::default();
+        self.part_rounds = 0;
+    }
+}
+
+/// `OUT.parts` beside `OUT`.
+pub fn parts_dir(out: &Path) -> PathBuf {
+    let mut name = out.file_name().unwrap_or_default().to_os_string();
+    name.push(".parts");
+    out.with_file_name(name)
+}
+
+/// `rounds-000009.om` (`.om.gz` when `out` is gzip): named by its first round, so the parts
+/// list in recording order.
+fn part_name(first_round: usize, out: &Path) -> String {
+    let gz = if super::file::is_gzip_name(out) {
+        ".gz"
+    } else {
+        ""
+    };
+    format!("rounds-{first_round:06}.om{gz}")
+}
+
+/// `set` written to `path` as OpenMetrics (gzip when so named), through a partial file.
+pub fn write_whole(path: &Path, set: &SeriesSet) -> Result<u64> {
+    super::file::stream_to_file(path, |mut sink| Ok(openmetrics::write_to(set, &mut sink)?))
+}
