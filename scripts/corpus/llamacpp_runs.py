@@ -692,6 +692,38 @@ RUNS = [
     {"id": "llamacpp-fresh25-pinned-contention-np3-45pct-1w-load20", "design": "cpu_contention",
      "control": "llamacpp-fresh25-pinned-control-np3-45pct",
      "contention": {"workers": 1, "nice": 0, "cpus": "0", "load": 20}},
+    # A twenty-sixth (`llamacpp-fresh26-*`), defined once `cpu_bottleneck` read a pegged core as
+    # a share of the window's scrape intervals (bc2ddec, "A pegged core is a share of time" in
+    # ACCURACY.md), before it ran, to be scored once with no rule changed after:
+    # the twenty-fifth's setting (pinned neighbours, node_exporter only, the same machine and
+    # calibration) at other loads and arrivals. Full-duty neighbours beside two slots at 0.35
+    # and 0.45 of capacity and three at 0.5; partial ones (busy 30 and 25 % of the time) beside
+    # the first and the last. Whether each run is a fault stays the client's call against its
+    # control.
+    {"id": "llamacpp-fresh26-pinned-control-np2-35pct", "design": "cpu_control",
+     "host": RECALIBRATED_HOST, "server": {"np": 2, "c": 4096, "t": 1, "cpus": "0"},
+     "load": standard_load("0.35cap", 3001, 180)},
+    {"id": "llamacpp-fresh26-pinned-contention-np2-35pct-1w", "design": "cpu_contention",
+     "control": "llamacpp-fresh26-pinned-control-np2-35pct",
+     "contention": {"workers": 1, "nice": 0, "cpus": "0"}},
+    {"id": "llamacpp-fresh26-pinned-contention-np2-35pct-1w-load30", "design": "cpu_contention",
+     "control": "llamacpp-fresh26-pinned-control-np2-35pct",
+     "contention": {"workers": 1, "nice": 0, "cpus": "0", "load": 30}},
+    {"id": "llamacpp-fresh26-pinned-control-np2-45pct", "design": "cpu_control",
+     "host": RECALIBRATED_HOST, "server": {"np": 2, "c": 4096, "t": 1, "cpus": "0"},
+     "load": standard_load("0.45cap", 3002, 180)},
+    {"id": "llamacpp-fresh26-pinned-contention-np2-45pct-1w", "design": "cpu_contention",
+     "control": "llamacpp-fresh26-pinned-control-np2-45pct",
+     "contention": {"workers": 1, "nice": 0, "cpus": "0"}},
+    {"id": "llamacpp-fresh26-pinned-control-np3-50pct", "design": "cpu_control",
+     "host": RECALIBRATED_HOST, "server": {"np": 3, "c": 6144, "t": 1, "cpus": "0"},
+     "load": standard_load("0.5cap", 3003, 180)},
+    {"id": "llamacpp-fresh26-pinned-contention-np3-50pct-1w", "design": "cpu_contention",
+     "control": "llamacpp-fresh26-pinned-control-np3-50pct",
+     "contention": {"workers": 1, "nice": 0, "cpus": "0"}},
+    {"id": "llamacpp-fresh26-pinned-contention-np3-50pct-1w-load25", "design": "cpu_contention",
+     "control": "llamacpp-fresh26-pinned-control-np3-50pct",
+     "contention": {"workers": 1, "nice": 0, "cpus": "0", "load": 25}},
 ]
 
 
