@@ -340,6 +340,16 @@ impl SeriesSet {
         }
     }
 
+    /// Joins several sets, as merging them one after another would, sorting once: a round of
+    /// a hundred endpoints is not sorted a hundred times.
+    pub fn merge_all(&mut self, others: impl IntoIterator<Item = SeriesSet>) {
+        for other in others {
+            self.join_declarations(other.families, other.conflicts);
+            self.series.extend(other.series);
+        }
+        self.normalize();
+    }
+
     /// [`SeriesSet::merge`] for the next round of a recording: a series of `other` whose
     /// samples all come after this set's samples of it is appended in place (found by binary
     /// search), so a round costs what the round holds, not what the recording holds; any other
@@ -669,6 +679,26 @@ mod tests {
         assert_eq!(samples(&set).len(), 3);
         assert_eq!(set.series.len(), 2);
         assert!(set.has_timestamps);
+    }
+
+    #[test]
+    fn merge_all_is_merging_one_after_another() {
+        let sets = [
+            round_set(&[
+                (0, 0, vec![(Some(1000), 1.0)]),
+                (1, 1, vec![(Some(500), 2.0)]),
+            ]),
+            round_set(&[(0, 0, vec![(Some(1000), 3.0), (Some(2000), 4.0)])]),
+            round_set(&[(1, 0, vec![(None, 5.0)])]),
+        ];
+        let mut one_by_one = SeriesSet::default();
+        for s in sets.clone() {
+            one_by_one.merge(s);
+        }
+        let mut at_once = SeriesSet::default();
+        at_once.merge_all(sets);
+        assert_eq!(at_once, one_by_one);
+        assert_eq!(at_once.conflicts.count, 1);
     }
 
     proptest::proptest! {

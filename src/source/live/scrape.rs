@@ -172,9 +172,7 @@ pub fn record_with(
     let mut all = SeriesSet::default();
     let mut take_round = |endpoints: &mut [Endpoint]| {
         let mut round = SeriesSet::default();
-        for ep in endpoints.iter_mut() {
-            round.merge(std::mem::take(&mut ep.set));
-        }
+        round.merge_all(endpoints.iter_mut().map(|ep| std::mem::take(&mut ep.set)));
         if let Some(f) = after_round.as_mut() {
             all.merge_next(round.clone());
             f(&round, &all);
