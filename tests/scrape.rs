@@ -1007,6 +1007,27 @@ fn cli_record_killed_keeps_every_round_in_the_file_and_its_parts() {
     assert!(code == 0 || code == 1, "{err}");
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["targets"][0]["target"]["engine"], "vllm");
+    // A new recording to the same name would mix its parts with these, or remove them: refused
+    // before anything is scraped.
+    let scraped = live.requests().len();
+    let (code, _, err) = cli(&[
+        "record",
+        "--scrape",
+        &live.url(),
+        "--duration",
+        "1s",
+        "--out",
+    ]
+    .into_iter()
+    .chain([out_file.to_str().unwrap()])
+    .collect::<Vec<_>>());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holds parts of an earlier recording"), "{err}");
+    assert_eq!(live.requests().len(), scraped, "it scraped first");
+    assert!(
+        names.iter().all(|p| p.exists()),
+        "the earlier parts are kept"
+    );
 }
 
 #[test]

@@ -119,7 +119,7 @@ fn from_endpoints(args: &RecordArgs) -> Result<Outcome> {
         .transpose()?;
     // Checked before the first scrape, not after the whole duration.
     check_writable(&args.out)?;
-    let mut saves = saves::Saves::new(&args.out, std::io::stderr().is_terminal());
+    let mut saves = saves::Saves::new(&args.out, std::io::stderr().is_terminal())?;
     let (recorded, gpus) = with_nvml(sampling, || {
         if args.scrape.is_empty() {
             return None;

@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 
 use crate::signal::series::SeriesSet;
 use crate::source::file::openmetrics;
@@ -43,11 +43,23 @@ pub struct Saves {
 }
 
 impl Saves {
-    /// Nothing saved yet; `verbose` says each save on stderr.
-    pub fn new(out: &Path, verbose: bool) -> Saves {
-        Saves {
+    /// Nothing saved yet; `verbose` says each save on stderr. Refused when `OUT.parts` holds
+    /// files already: parts of an earlier recording that stopped without finishing, which this
+    /// one would mix with its own or remove.
+    pub fn new(out: &Path, verbose: bool) -> Result<Saves> {
+        let parts_dir = parts_dir(out);
+        if std::fs::read_dir(&parts_dir).is_ok_and(|mut entries| entries.next().is_some()) {
+            bail!(
+                "`{}` holds parts of an earlier recording that did not finish (`diagnose {} {}/*` \
+                 reads them with it): move or remove it first",
+                parts_dir.display(),
+                out.display(),
+                parts_dir.display()
+            );
+        }
+        Ok(Saves {
             out: out.to_path_buf(),
-            parts_dir: parts_dir(out),
+            parts_dir,
             rounds: 0,
             next_whole: 1,
             part: SeriesSet::default(),
@@ -55,7 +67,7 @@ impl Saves {
             part_rounds: 0,
             part_files: Vec::new(),
             verbose,
-        }
+        })
     }
 
     /// Saves after a round: `round` is what it added, `all` everything so far. A failed write
