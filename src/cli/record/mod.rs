@@ -62,7 +62,9 @@ pub struct RecordArgs {
     /// With --prometheus: resolution of the recording.
     #[arg(long, default_value = "15s", value_parser = parse::positive_duration)]
     pub step: Duration,
-    /// Output file (OpenMetrics with timestamps in seconds and `# EOF`).
+    /// Output file: OpenMetrics with timestamps in seconds and `# EOF`, gzip when it ends in `.gz`.
+    /// With --scrape it is written whole after rounds 1, 2, 4, 8, … and the rounds in between
+    /// are kept in `OUT.parts/` until the next whole save.
     #[arg(long)]
     pub out: PathBuf,
 }
