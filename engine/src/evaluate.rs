@@ -484,6 +484,14 @@ fn cause_finding(
             )
         })
         .collect();
+    let mut remediations: Vec<RemediationFinding> = c
+        .remediations
+        .iter()
+        .map(|&r| remediation(playbook, env, engine, r))
+        .collect();
+    // What is already in effect is not the next thing to do: the others first, each group in
+    // the playbook's order (an alert's annotation carries only the first).
+    remediations.sort_by_key(|r| r.already.is_some());
     CauseFinding {
         id: c.id.clone(),
         title: c.title.clone(),
@@ -499,32 +507,36 @@ fn cause_finding(
         evidence,
         against,
         unknown,
-        remediations: c
-            .remediations
-            .iter()
-            .map(|&r| {
-                let r = &playbook.remediations[r];
-                let action = engine
-                    .and_then(|e| r.actions.get(e))
-                    .or_else(|| r.actions.get("any"))
-                    .map(|a| with_facts(playbook, env.snapshot, a));
-                let already = r
-                    .in_effect
-                    .as_ref()
-                    .filter(|(when, _)| when.eval_bool(env) == Some(true));
-                RemediationFinding {
-                    id: r.id.clone(),
-                    title: r.title.clone(),
-                    action: match already {
-                        Some((_, next)) => Some(with_facts(playbook, env.snapshot, next)),
-                        None => action,
-                    },
-                    favours: r.favours,
-                    tradeoff: r.tradeoff.clone(),
-                    already: already.map(|(when, _)| facts_read(playbook, env.snapshot, when)),
-                }
-            })
-            .collect(),
+        remediations,
+    }
+}
+
+/// Remediation `r` as found: the engine's action, or the next step where it is already in effect.
+fn remediation(
+    playbook: &Playbook,
+    env: &SnapshotEnv<'_>,
+    engine: Option<&str>,
+    r: usize,
+) -> RemediationFinding {
+    let r = &playbook.remediations[r];
+    let action = engine
+        .and_then(|e| r.actions.get(e))
+        .or_else(|| r.actions.get("any"))
+        .map(|a| with_facts(playbook, env.snapshot, a));
+    let already = r
+        .in_effect
+        .as_ref()
+        .filter(|(when, _)| when.eval_bool(env) == Some(true));
+    RemediationFinding {
+        id: r.id.clone(),
+        title: r.title.clone(),
+        action: match already {
+            Some((_, next)) => Some(with_facts(playbook, env.snapshot, next)),
+            None => action,
+        },
+        favours: r.favours,
+        tradeoff: r.tradeoff.clone(),
+        already: already.map(|(when, _)| facts_read(playbook, env.snapshot, when)),
     }
 }
 

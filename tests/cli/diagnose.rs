@@ -338,6 +338,57 @@ fn fixes_of(args: &[&str]) -> std::collections::BTreeMap<String, (String, Option
         .collect()
 }
 
+/// Per cause of the first target: whether each remediation is already in effect, in order.
+fn already_in_order(args: &[&str]) -> Vec<(String, Vec<bool>)> {
+    let (_, out, err) = crate::support::outcome(&crate::support::run(args));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"));
+    v["targets"][0]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let already = c["remediations"].as_array().unwrap().iter();
+            let already = already.map(|r| !r["already"].is_null()).collect();
+            (c["id"].as_str().unwrap().to_string(), already)
+        })
+        .collect()
+}
+
+#[test]
+fn fixes_to_do_come_before_fixes_already_in_effect() {
+    // A full KV cache on a replica that already quantizes its cache and uses 0.95 of the GPU.
+    let kv = already_in_order(&[
+        "diagnose",
+        "fixtures/kv_cache_exhaustion.om.gz",
+        "--format",
+        "json",
+        "--engine-args",
+        "vllm serve Qwen/Qwen2.5-7B-Instruct --kv-cache-dtype fp8 --gpu-memory-utilization 0.95",
+    ]);
+    // A neighbour pinned to llama-server's core (no debug tracing to turn off).
+    let cpu = already_in_order(&[
+        "diagnose",
+        "corpus/llamacpp/llamacpp-fresh26-pinned-contention-np2-45pct-1w.om.gz",
+        "--format",
+        "json",
+    ]);
+    for (case, causes) in [("kv", &kv), ("cpu", &cpu)] {
+        let (id, already) = &causes[0];
+        assert!(
+            already.contains(&true),
+            "{case}: {id} has nothing in effect"
+        );
+        assert!(!already[0], "{case}: {id}'s first fix is already in effect");
+        for (id, already) in causes {
+            assert!(
+                already.windows(2).all(|w| w[0] <= w[1]),
+                "{case}: {id} puts a fix in effect before one to do: {already:?}"
+            );
+        }
+    }
+    assert_eq!(cpu[0].0, "cpu_bottleneck");
+}
+
 #[test]
 fn fixes_already_in_effect_are_not_advised_and_flag_values_show_the_current_one() {
     let set = fixes_of(&[
