@@ -350,21 +350,25 @@ impl SeriesSet {
         self.normalize();
     }
 
-    /// [`SeriesSet::merge`] for the next round of a recording: a series of `other` whose
-    /// samples all come after this set's samples of it is appended in place (found by binary
-    /// search), so a round costs what the round holds, not what the recording holds; any other
-    /// series (new, or overlapping in time) is joined as `merge` joins it. Gives the same set.
-    pub fn merge_next(&mut self, other: SeriesSet) {
-        self.join_declarations(other.families, other.conflicts);
+    /// [`SeriesSet::merge`] for the next round of a recording: the samples of a series of
+    /// `other` that all come after this set's samples of it are copied onto its end (found by
+    /// binary search), so a round costs what the round holds, not what the recording holds, and
+    /// no name or label is copied again; any other series (new, or overlapping in time) is
+    /// joined as `merge` joins it. Gives the same set as `merge(other.clone())`.
+    pub fn merge_next(&mut self, other: &SeriesSet) {
+        self.join_declarations(other.families.clone(), other.conflicts.clone());
         let mut rest = Vec::new();
-        for mut s in other.series {
-            match self.series.binary_search_by(|x| x.key_cmp(&s)) {
+        for s in &other.series {
+            match self.series.binary_search_by(|x| x.key_cmp(s)) {
                 Ok(i)
                     if self.has_timestamps && comes_after(&self.series[i].samples, &s.samples) =>
                 {
-                    self.series[i].samples.append(&mut s.samples)
+                    let kept = &mut self.series[i].samples;
+                    for sample in s.samples.iter() {
+                        kept.push(sample);
+                    }
                 }
-                _ => rest.push(s),
+                _ => rest.push(s.clone()),
             }
         }
         if !rest.is_empty() {
@@ -659,9 +663,9 @@ mod tests {
     #[test]
     fn merge_next_appends_later_rounds_and_joins_the_rest() {
         let mut set = round_set(&[(0, 0, vec![(Some(1000), 1.0)])]);
-        set.merge_next(round_set(&[(0, 0, vec![(Some(2000), 2.0)])]));
+        set.merge_next(&round_set(&[(0, 0, vec![(Some(2000), 2.0)])]));
         // The same instant again, with another value: the later wins, as in `merge`.
-        set.merge_next(round_set(&[(0, 0, vec![(Some(2000), 3.0)])]));
+        set.merge_next(&round_set(&[(0, 0, vec![(Some(2000), 3.0)])]));
         let samples = |set: &SeriesSet| -> Vec<_> {
             set.series[0]
                 .samples
@@ -672,7 +676,7 @@ mod tests {
         assert_eq!(samples(&set), [(Some(1000), 1.0), (Some(2000), 3.0)]);
         assert_eq!(set.conflicts.count, 1);
         // A series seen for the first time.
-        set.merge_next(round_set(&[
+        set.merge_next(&round_set(&[
             (0, 0, vec![(Some(3000), 5.0)]),
             (1, 0, vec![(Some(3000), 4.0)]),
         ]));
@@ -726,7 +730,7 @@ mod tests {
                 }).collect();
                 let round = round_set(&shifted);
                 by_merge.merge(round.clone());
-                by_next.merge_next(round);
+                by_next.merge_next(&round);
                 proptest::prop_assert_eq!(&by_next, &by_merge);
             }
         }

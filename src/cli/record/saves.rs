@@ -104,7 +104,7 @@ impl Saves {
         if self.part_rounds == 0 {
             self.part_first = self.rounds;
         }
-        self.part.merge_next(round.clone());
+        self.part.merge_next(round);
         self.part_rounds += 1;
         let file = self.parts_dir.join(part_name(self.part_first, &self.out));
         let written = std::fs::create_dir_all(&self.parts_dir)

@@ -173,11 +173,9 @@ pub fn record_with(
     let mut take_round = |endpoints: &mut [Endpoint]| {
         let mut round = SeriesSet::default();
         round.merge_all(endpoints.iter_mut().map(|ep| std::mem::take(&mut ep.set)));
+        all.merge_next(&round);
         if let Some(f) = after_round.as_mut() {
-            all.merge_next(round.clone());
             f(&round, &all);
-        } else {
-            all.merge_next(round);
         }
     };
     let (endpoints, done) = run_rounds_with(
