@@ -1133,7 +1133,7 @@ fn cli_record_from_prometheus_round_trips_to_the_same_diagnosis() {
         .read_to_string(&mut unzipped)
         .unwrap();
     assert_eq!(unzipped, text);
-    assert!(!dir.path().join("vllm-3.om.gz.partial").exists());
+    assert!(!dir.path().join(".vllm-3.om.gz.partial").exists());
 }
 
 /// The hit replicas of a postmortem's JSON and their leading causes, sorted.

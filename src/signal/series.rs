@@ -340,8 +340,9 @@ impl SeriesSet {
         }
     }
 
-    /// Joins several sets, as merging them one after another would, sorting once: a round of
-    /// a hundred endpoints is not sorted a hundred times.
+    /// Joins several sets, sorting once: a round of a hundred endpoints is not sorted a hundred
+    /// times. The same series, samples and conflict count as merging them one after another;
+    /// the conflict named first may be another of them.
     pub fn merge_all(&mut self, others: impl IntoIterator<Item = SeriesSet>) {
         for other in others {
             self.join_declarations(other.families, other.conflicts);
@@ -703,6 +704,32 @@ mod tests {
         at_once.merge_all(sets);
         assert_eq!(at_once, one_by_one);
         assert_eq!(at_once.conflicts.count, 1);
+    }
+
+    proptest::proptest! {
+        /// `merge_all` keeps what merging one after another keeps, up to which conflict is
+        /// named first.
+        #[test]
+        fn merge_all_is_merge_up_to_the_first_conflict(
+            sets in proptest::collection::vec(
+                proptest::collection::vec(
+                    (0u8..3, 0u8..2, proptest::collection::vec(
+                        (proptest::option::weighted(0.9, 0i64..8), -2.0f64..2.0), 0..4)),
+                    0..5),
+                0..5),
+        ) {
+            let sets: Vec<SeriesSet> = sets.iter().map(|rows| round_set(rows)).collect();
+            let mut one_by_one = SeriesSet::default();
+            for s in sets.clone() {
+                one_by_one.merge(s);
+            }
+            let mut at_once = SeriesSet::default();
+            at_once.merge_all(sets);
+            proptest::prop_assert_eq!(&at_once.series, &one_by_one.series);
+            proptest::prop_assert_eq!(&at_once.families, &one_by_one.families);
+            proptest::prop_assert_eq!(at_once.has_timestamps, one_by_one.has_timestamps);
+            proptest::prop_assert_eq!(at_once.conflicts.count, one_by_one.conflicts.count);
+        }
     }
 
     proptest::proptest! {

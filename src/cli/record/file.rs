@@ -32,11 +32,13 @@ pub fn stream_to_file<T>(
     let written = stream();
     drop(sink);
     match written {
-        Ok(t) => {
-            std::fs::rename(&partial, path)
-                .with_context(|| format!("writing `{}`", path.display()))?;
-            Ok(t)
-        }
+        Ok(t) => match std::fs::rename(&partial, path) {
+            Ok(()) => Ok(t),
+            Err(e) => {
+                let _ = std::fs::remove_file(&partial);
+                Err(anyhow::Error::new(e).context(format!("writing `{}`", path.display())))
+            }
+        },
         Err(e) => {
             let _ = std::fs::remove_file(&partial);
             Err(e)
@@ -50,10 +52,12 @@ pub fn is_gzip_name(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
 }
 
-/// `path.partial` beside `path`: written whole, then renamed over `path`, so `path` is always a
-/// complete file.
+/// `.NAME.partial` beside `path`: written whole, then renamed over `path`, so `path` is always a
+/// complete file; hidden, so that a glob over the folder (`OUT.parts/*`) never picks up a
+/// half-written file.
 fn partial_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    let mut name = std::ffi::OsString::from(".");
+    name.push(path.file_name().unwrap_or_default());
     name.push(".partial");
     path.with_file_name(name)
 }

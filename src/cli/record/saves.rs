@@ -6,10 +6,12 @@
 //! one replica at 15 s ends near 150 MB and wrote some 400 GB). Instead:
 //! - `--out` is written whole after rounds 1, 2, 4, 8, … (each save at most doubles the one
 //!   before), at most twice the final size in all; it always holds at least the first half of
-//!   the rounds recorded;
+//!   the rounds recorded (after a failed whole save, the next is tried at twice the rounds and
+//!   the parts keep everything since the last one that succeeded);
 //! - the rounds after its last whole save go into parts of at most [`PART_ROUNDS`] rounds in
 //!   `OUT.parts/`, only the open part rewritten after each round: a crash or a `kill -9` loses
-//!   at most the round in progress, and `diagnose OUT OUT.parts/*` reads everything;
+//!   at most the round in progress, and `diagnose OUT OUT.parts/*` reads everything (a part
+//!   being written is a hidden `.rounds-….partial` file, which `*` leaves out);
 //! - at the end `--out` is written whole and the parts are removed.
 
 use std::path::{Path, PathBuf};
@@ -48,6 +50,13 @@ impl Saves {
     /// one would mix with its own or remove.
     pub fn new(out: &Path, verbose: bool) -> Result<Saves> {
         let parts_dir = parts_dir(out);
+        if parts_dir.exists() && !parts_dir.is_dir() {
+            bail!(
+                "`{}` is where the rounds between whole saves go, and it is not a folder: \
+                 move or remove it first",
+                parts_dir.display()
+            );
+        }
         if std::fs::read_dir(&parts_dir).is_ok_and(|mut entries| entries.next().is_some()) {
             bail!(
                 "`{}` holds parts of an earlier recording that did not finish (`diagnose {} {}/*` \
@@ -93,8 +102,13 @@ impl Saves {
                     self.remove_parts();
                     return;
                 }
-                // The round still goes into a part below; the whole save is tried again.
-                Err(e) => eprintln!("error: {e:#}"),
+                // The round still goes into a part below (the parts since the last whole save
+                // are kept), and the whole save is tried again after twice the rounds, so a
+                // full disk does not make every round a whole save.
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    self.next_whole = self.rounds * 2;
+                }
             }
         }
         if self.part_rounds == PART_ROUNDS {
@@ -136,9 +150,9 @@ impl Saves {
     }
 
     fn remove_parts(&mut self) {
-        for f in self.part_files.drain(..) {
-            let _ = std::fs::remove_file(f);
-        }
+        // A part that could not be removed is kept in the list, to be tried again.
+        self.part_files
+            .retain(|f| std::fs::remove_file(f).is_err() && f.exists());
         // Only when empty: a directory the user put other files in stays.
         let _ = std::fs::remove_dir(&self.parts_dir);
         self.part = SeriesSet::default();
