@@ -1026,17 +1026,7 @@ fn cli_record_killed_keeps_every_round_in_the_file_and_its_parts() {
     // A new recording to the same name would mix its parts with these, or remove them: refused
     // before anything is scraped.
     let scraped = live.requests().len();
-    let (code, _, err) = cli(&[
-        "record",
-        "--scrape",
-        &live.url(),
-        "--duration",
-        "1s",
-        "--out",
-    ]
-    .into_iter()
-    .chain([out_file.to_str().unwrap()])
-    .collect::<Vec<_>>());
+    let (code, _, err) = record_one_second(&live.url(), &out_file);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("holds parts of an earlier recording"), "{err}");
     assert_eq!(live.requests().len(), scraped, "it scraped first");
@@ -1046,22 +1036,19 @@ fn cli_record_killed_keeps_every_round_in_the_file_and_its_parts() {
     );
 }
 
+/// `record --scrape URL --duration 1s --out OUT`: (exit code, stdout, stderr).
+fn record_one_second(url: &str, out: &std::path::Path) -> (i32, String, String) {
+    let out = out.to_str().unwrap();
+    cli(&["record", "--scrape", url, "--duration", "1s", "--out", out])
+}
+
 #[test]
 fn cli_record_refuses_a_parts_name_that_is_not_a_folder() {
     let live = Server::start(Mode::VllmText);
     let dir = tempfile::tempdir().unwrap();
     let out_file = dir.path().join("rec.om");
     std::fs::write(dir.path().join("rec.om.parts"), "mine").unwrap();
-    let out = out_file.to_str().unwrap();
-    let (code, _, err) = cli(&[
-        "record",
-        "--scrape",
-        &live.url(),
-        "--duration",
-        "1s",
-        "--out",
-        out,
-    ]);
+    let (code, _, err) = record_one_second(&live.url(), &out_file);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("rec.om.parts` is where the rounds"), "{err}");
     assert!(live.requests().is_empty(), "nothing was scraped");
