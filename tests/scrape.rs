@@ -888,13 +888,9 @@ fn cli_record_keeps_a_valid_file_as_it_goes_and_stops_cleanly_on_sigint() {
     // A complete file exists after the first rounds, long before the hour is over.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let rounds = |text: &str| {
-        let mut ts: Vec<&str> = text
-            .lines()
-            .filter(|l| l.starts_with("vllm:num_requests_running"))
-            .filter_map(|l| l.rsplit(' ').next())
-            .collect();
-        ts.dedup();
-        ts.len()
+        let mut times = round_times(text);
+        times.dedup();
+        times.len()
     };
     loop {
         let text = std::fs::read_to_string(&out_file).unwrap_or_default();

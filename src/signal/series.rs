@@ -314,29 +314,31 @@ impl SeriesSet {
     /// labels become one, with samples merged by time; on an exact duplicate timestamp the
     /// sample from `other` wins. A family type declared in `other` wins unless it is Unknown.
     pub fn merge(&mut self, other: SeriesSet) {
-        self.join_declarations(other.families, other.conflicts);
-        self.series.extend(other.series);
-        self.normalize();
+        self.merge_all([other]);
     }
 
     /// The family types and conflicts of a set being joined: a declared type wins over
     /// Unknown, the first conflict found stays the first.
-    fn join_declarations(&mut self, families: BTreeMap<String, MetricType>, conflicts: Conflicts) {
-        for (name, ty) in families {
-            match self.families.get_mut(&name) {
+    fn join_declarations(
+        &mut self,
+        families: &BTreeMap<String, MetricType>,
+        conflicts: &Conflicts,
+    ) {
+        for (name, &ty) in families {
+            match self.families.get_mut(name) {
                 Some(existing) => {
                     if ty != MetricType::Unknown {
                         *existing = ty;
                     }
                 }
                 None => {
-                    self.families.insert(name, ty);
+                    self.families.insert(name.clone(), ty);
                 }
             }
         }
         self.conflicts.count += conflicts.count;
         if self.conflicts.first.is_none() {
-            self.conflicts.first = conflicts.first;
+            self.conflicts.first.clone_from(&conflicts.first);
         }
     }
 
@@ -345,7 +347,7 @@ impl SeriesSet {
     /// the conflict named first may be another of them.
     pub fn merge_all(&mut self, others: impl IntoIterator<Item = SeriesSet>) {
         for other in others {
-            self.join_declarations(other.families, other.conflicts);
+            self.join_declarations(&other.families, &other.conflicts);
             self.series.extend(other.series);
         }
         self.normalize();
@@ -357,7 +359,7 @@ impl SeriesSet {
     /// no name or label is copied again; any other series (new, or overlapping in time) is
     /// joined as `merge` joins it. Gives the same set as `merge(other.clone())`.
     pub fn merge_next(&mut self, other: &SeriesSet) {
-        self.join_declarations(other.families.clone(), other.conflicts.clone());
+        self.join_declarations(&other.families, &other.conflicts);
         let mut rest = Vec::new();
         for s in &other.series {
             match self.series.binary_search_by(|x| x.key_cmp(s)) {

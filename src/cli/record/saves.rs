@@ -34,10 +34,9 @@ pub struct Saves {
     rounds: usize,
     /// The round count at which `out` is next written whole.
     next_whole: usize,
-    /// The open part's samples and its first round (1-based).
+    /// The open part's samples, and its first round (1-based; None while no part is open).
     part: SeriesSet,
-    part_first: usize,
-    part_rounds: usize,
+    part_first: Option<usize>,
     /// Part files written since the last whole save.
     part_files: Vec<PathBuf>,
     /// Say each save on stderr.
@@ -72,8 +71,7 @@ impl Saves {
             rounds: 0,
             next_whole: 1,
             part: SeriesSet::default(),
-            part_first: 0,
-            part_rounds: 0,
+            part_first: None,
             part_files: Vec::new(),
             verbose,
         })
@@ -111,16 +109,17 @@ impl Saves {
                 }
             }
         }
-        if self.part_rounds == PART_ROUNDS {
-            self.part = SeriesSet::default();
-            self.part_rounds = 0;
-        }
-        if self.part_rounds == 0 {
-            self.part_first = self.rounds;
-        }
+        // A full part stays on disk as it is; the next round opens another.
+        let first = match self.part_first {
+            Some(first) if self.rounds - first < PART_ROUNDS => first,
+            _ => {
+                self.part = SeriesSet::default();
+                self.rounds
+            }
+        };
+        self.part_first = Some(first);
         self.part.merge_next(round);
-        self.part_rounds += 1;
-        let file = self.parts_dir.join(part_name(self.part_first, &self.out));
+        let file = self.parts_dir.join(part_name(first, &self.out));
         let written = std::fs::create_dir_all(&self.parts_dir)
             .map_err(anyhow::Error::new)
             .and_then(|()| write_whole(&file, &self.part));
@@ -131,8 +130,7 @@ impl Saves {
                 }
                 if self.verbose {
                     eprintln!(
-                        "saved rounds {}-{}, {bytes} bytes to {} (diagnose {} {}/* reads all)",
-                        self.part_first,
+                        "saved rounds {first}-{}, {bytes} bytes to {} (diagnose {} {}/* reads all)",
                         self.rounds,
                         file.display(),
                         self.out.display(),
@@ -156,7 +154,7 @@ impl Saves {
         // Only when empty: a directory the user put other files in stays.
         let _ = std::fs::remove_dir(&self.parts_dir);
         self.part = SeriesSet::default();
-        self.part_rounds = 0;
+        self.part_first = None;
     }
 }
 

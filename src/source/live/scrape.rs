@@ -156,9 +156,9 @@ pub type OnRound<'a> = &'a mut dyn FnMut(&SeriesSet, &SeriesSet);
 
 /// [`record`], calling `after_round` after every round with the round's samples and all the
 /// samples so far (so a caller can keep the recording on disk as it goes) and, when given one,
-/// stopping early on SIGINT or SIGTERM with what was recorded. Each round is moved into the
-/// recording as it arrives and appended series by series, so a round costs what it holds,
-/// however long the recording already is.
+/// stopping early on SIGINT or SIGTERM with what was recorded. Each round's samples are
+/// copied onto the series they continue ([`SeriesSet::merge_next`]), so a round costs what it
+/// holds, however long the recording already is.
 pub fn record_with(
     urls: &[String],
     duration: Duration,

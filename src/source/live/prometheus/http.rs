@@ -53,6 +53,7 @@ impl LiveOptions {
 /// Queries in flight at once by default: enough to hide latency, few enough not to queue
 /// behind Prometheus' own `--query.max-concurrency` (20 by default).
 pub const DEFAULT_CONCURRENCY: usize = 16;
+
 /// An instant as the API takes it: Unix seconds with milliseconds (`1796083807.000`).
 pub(super) fn api_seconds(ms: i64) -> String {
     format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
