@@ -484,14 +484,22 @@ fn cause_finding(
             )
         })
         .collect();
-    let mut remediations: Vec<RemediationFinding> = c
+    let mut remediations: Vec<(RemediationFinding, Option<bool>)> = c
         .remediations
         .iter()
         .map(|&r| remediation(playbook, env, engine, r))
         .collect();
-    // What is already in effect is not the next thing to do: the others first, each group in
-    // the playbook's order (an alert's annotation carries only the first).
-    remediations.sort_by_key(|r| r.already.is_some());
+    // The fixes whose mechanism the measurements show first, then those they cannot judge,
+    // then those they argue against; what is already in effect is not the next thing to do and
+    // comes last. Each group keeps the playbook's order (an alert's annotation carries only the
+    // first).
+    remediations.sort_by_key(|(r, fits)| match (&r.already, fits) {
+        (Some(_), _) => 3,
+        (None, Some(true)) => 0,
+        (None, None) => 1,
+        (None, Some(false)) => 2,
+    });
+    let remediations = remediations.into_iter().map(|(r, _)| r).collect();
     CauseFinding {
         id: c.id.clone(),
         title: c.title.clone(),
@@ -511,14 +519,17 @@ fn cause_finding(
     }
 }
 
-/// Remediation `r` as found: the engine's action, or the next step where it is already in effect.
+/// Remediation `r` as found: the engine's action, or the next step where it is already in
+/// effect; with whether the measurements show the mechanism it addresses (None: it names
+/// none, or they cannot tell).
 fn remediation(
     playbook: &Playbook,
     env: &SnapshotEnv<'_>,
     engine: Option<&str>,
     r: usize,
-) -> RemediationFinding {
+) -> (RemediationFinding, Option<bool>) {
     let r = &playbook.remediations[r];
+    let fits = r.fits_when.as_ref().and_then(|when| when.eval_bool(env));
     let action = engine
         .and_then(|e| r.actions.get(e))
         .or_else(|| r.actions.get("any"))
@@ -527,7 +538,7 @@ fn remediation(
         .in_effect
         .as_ref()
         .filter(|(when, _)| when.eval_bool(env) == Some(true));
-    RemediationFinding {
+    let finding = RemediationFinding {
         id: r.id.clone(),
         title: r.title.clone(),
         action: match already {
@@ -537,6 +548,43 @@ fn remediation(
         favours: r.favours,
         tradeoff: r.tradeoff.clone(),
         already: already.map(|(when, _)| facts_read(playbook, env.snapshot, when)),
+        fits: match (&r.fits_when, fits) {
+            (Some(when), Some(true)) => Some(values_read(playbook, env, when)),
+            _ => None,
+        },
+    };
+    (finding, fits)
+}
+
+/// The known signals and facts a condition reads, as `name = value` (what shows a fix's
+/// mechanism).
+fn values_read(playbook: &Playbook, env: &SnapshotEnv<'_>, when: &Condition) -> String {
+    let parts: Vec<String> = when
+        .slots()
+        .iter()
+        .filter_map(|&slot| {
+            let value = match slot {
+                Slot::Signal(i) => env.snapshot.signal_at(i).map(|s| short(s.value)),
+                Slot::Fact(i) => env.snapshot.fact_at(i).map(|f| f.value.to_string()),
+                Slot::Slo(_) => None,
+            }?;
+            Some(format!("{} = {value}", playbook.slot_name(slot)))
+        })
+        .collect();
+    parts.join(", ")
+}
+
+/// A number with three significant digits at most (`0.352`, `12.4`, `3100`).
+fn short(x: f64) -> String {
+    if !x.is_finite() || x == 0.0 {
+        return x.to_string();
+    }
+    let digits = (2 - x.abs().log10().floor() as i32).max(0) as usize;
+    let s = format!("{x:.digits$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
     }
 }
 

@@ -125,6 +125,10 @@ pub struct RemediationFinding {
     /// (then `action` is that next step).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub already: Option<String>,
+    /// Set when the measurements show the mechanism this fix addresses (which puts it first):
+    /// the values that show it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fits: Option<String>,
 }
 
 /// A fired cause.

@@ -728,3 +728,83 @@ fn advice_upstream_does_not_demote_a_fault() {
         ]
     );
 }
+
+/// A cause's fixes in four groups, each in the playbook's order: those whose mechanism the
+/// measurements show, those they cannot judge, those they argue against, those in effect.
+#[test]
+fn fixes_whose_mechanism_is_measured_come_first_and_fixes_in_effect_last() {
+    let text = GOOD
+        .replace(
+            "remediations: [quantize_kv_cache, scale_out]",
+            "remediations: [quantize_kv_cache, against, unjudged, scale_out, measured]",
+        )
+        .replace(
+            "remediations:\n  - {id: scale_out",
+            r#"remediations:
+  - {id: against, title: a, why: w, favours: both, tradeoff: t, fits_when: "gpu_utilization_ratio < 50%"}
+  - {id: unjudged, title: u, why: w, favours: both, tradeoff: t, fits_when: "queue_depth > 5"}
+  - {id: measured, title: m, why: w, favours: both, tradeoff: t, fits_when: "preemptions_per_second > 0 and fact.engine == \"vllm\""}
+  - {id: scale_out"#,
+        )
+        .replace(
+            "tradeoff: accuracy, actions: {vllm: \"--kv-cache-dtype fp8\"}}",
+            "tradeoff: accuracy, actions: {vllm: \"--kv-cache-dtype fp8\"}, in_effect: {when: 'fact.kv_cache_dtype != \"auto\"', next: more memory}}",
+        );
+    let cat = catalog();
+    let pb = playbook(&text);
+    let slos = pb.slo_values(&BTreeMap::new()).unwrap();
+    let values = [
+        ("kv_cache_usage_ratio", 0.99),
+        ("preemptions_per_second", 0.3),
+        ("gpu_utilization_ratio", 0.9),
+    ];
+    let order = |dtype: &str| {
+        let mut snap = snapshot(&cat, &values, None);
+        snap.set_fact(&cat, "kv_cache_dtype", FactValue::Str(dtype.into()), "test")
+            .unwrap();
+        let d = diagnose(&pb, &snap, &slos);
+        let c = d
+            .causes
+            .iter()
+            .find(|c| c.id == "kv_cache_exhaustion")
+            .unwrap();
+        c.remediations
+            .iter()
+            .map(|r| (r.id.clone(), r.fits.clone()))
+            .collect::<Vec<_>>()
+    };
+    let fits = Some("preemptions_per_second = 0.3, fact.engine = vllm".to_string());
+    assert_eq!(
+        order("auto"),
+        vec![
+            ("measured".to_string(), fits.clone()),
+            ("quantize_kv_cache".to_string(), None),
+            ("unjudged".to_string(), None),
+            ("scale_out".to_string(), None),
+            ("against".to_string(), None),
+        ]
+    );
+    assert_eq!(
+        order("fp8"),
+        vec![
+            ("measured".to_string(), fits),
+            ("unjudged".to_string(), None),
+            ("scale_out".to_string(), None),
+            ("against".to_string(), None),
+            ("quantize_kv_cache".to_string(), None),
+        ]
+    );
+}
+
+#[test]
+fn a_bad_fits_when_is_reported_at_its_line_and_column() {
+    let text = GOOD.replace(
+        "tradeoff: costs GPUs, actions: {any: \"add replicas\"}}",
+        "tradeoff: costs GPUs, actions: {any: \"add replicas\"}, fits_when: \"queue_dept > 1\"}",
+    );
+    let (kinds, message) = errors(&text);
+    assert!(!kinds.is_empty());
+    assert!(message.contains("fits_when"), "{message}");
+    assert!(message.contains("queue_dept"), "{message}");
+    assert!(message.contains("rules/test.yaml:"), "{message}");
+}

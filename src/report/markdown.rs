@@ -58,7 +58,12 @@ pub fn render(report: &Report) -> String {
                             "- {} — already in effect ({facts}); next: {action}\n",
                             rem.title
                         )),
-                        None => out.push_str(&format!("- `{action}` — {}\n", rem.tradeoff)),
+                        None => {
+                            let measured = (rem.fits.as_deref())
+                                .map(|v| format!(" (measured: {v})"))
+                                .unwrap_or_default();
+                            out.push_str(&format!("- `{action}` — {}{measured}\n", rem.tradeoff));
+                        }
                     }
                 }
                 out.push('\n');

@@ -304,6 +304,10 @@ fn fixes(out: &mut String, d: &Diagnosis, style: Style) {
                 6,
             ));
             out.push('\n');
+            if let Some(values) = &rem.fits {
+                out.push_str(&wrap("      measured: ", values, width, 16));
+                out.push('\n');
+            }
         }
         out.push('\n');
     }

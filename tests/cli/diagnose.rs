@@ -389,6 +389,73 @@ fn fixes_to_do_come_before_fixes_already_in_effect() {
     assert_eq!(cpu[0].0, "cpu_bottleneck");
 }
 
+/// The first cause of `file` diagnosed with `extra` arguments, and its fixes in order: (id,
+/// the values that show its mechanism).
+fn fits_in_order(file: &str, extra: &[&str]) -> (String, Vec<(String, Option<String>)>) {
+    let mut args = vec!["diagnose", file, "--format", "json"];
+    args.extend_from_slice(extra);
+    let (_, out, err) = crate::support::outcome(&crate::support::run(&args));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let cause = &v["targets"][0]["causes"][0];
+    let fixes = cause["remediations"].as_array().unwrap().iter();
+    let fixes = fixes.map(|r| {
+        let fits = r["fits"].as_str().map(str::to_string);
+        (r["id"].as_str().unwrap().to_string(), fits)
+    });
+    (cause["id"].as_str().unwrap().to_string(), fixes.collect())
+}
+
+#[test]
+fn a_cpu_bound_replica_is_first_told_the_fix_for_the_mechanism_measured() {
+    let tracing_on = [
+        "--engine-args",
+        "VLLM_TRACE_FUNCTION=1 vllm serve Qwen/Qwen2.5-7B-Instruct",
+    ];
+    let cases: [(&str, &[&str], &str, &str); 3] = [
+        // SGLang's tokenizer process pegs a core: more CPU for it.
+        (
+            "fixtures/sglang_cpu_bottleneck.om.gz",
+            &[],
+            "add_frontend_cpu",
+            "frontend_cpu_cores = 1",
+        ),
+        // A neighbour pinned to llama-server's core: the replica's own tasks wait for a CPU
+        // as long as they run (cAdvisor), so the fix keeps the neighbour off its cores.
+        (
+            "corpus/llamacpp/llamacpp-fresh21-pinned-contention-np2-30pct-1w.om.gz",
+            &[],
+            "reduce_host_contention",
+            "replica_cpu_wait_ratio = ",
+        ),
+        // Debug tracing left on: turn it off, before anything else.
+        (
+            "fixtures/cpu_bottleneck.om.gz",
+            &tracing_on,
+            "disable_debug_tracing",
+            "fact.trace_function = true",
+        ),
+    ];
+    for (file, extra, first, shown) in cases {
+        let (id, fixes) = fits_in_order(file, extra);
+        assert_eq!(id, "cpu_bottleneck", "{file}");
+        assert_eq!(fixes[0].0, first, "{file}: {fixes:?}");
+        let fits = fixes[0].1.as_deref().unwrap_or_default();
+        assert!(fits.contains(shown), "{file}: {fixes:?}");
+        // Tracing pegs the API server, which more CPU would also relieve: both fit, in the
+        // playbook's order. Elsewhere only the fix that fits says so.
+        let fitting = fixes.iter().filter(|(_, f)| f.is_some()).count();
+        assert_eq!(
+            fitting,
+            if first == "disable_debug_tracing" {
+                2
+            } else {
+                1
+            },
+            "{file}: {fixes:?}"
+        );
+    }
+}
+
 #[test]
 fn fixes_already_in_effect_are_not_advised_and_flag_values_show_the_current_one() {
     let set = fixes_of(&[

@@ -403,6 +403,9 @@ fn compile_remediations(
             )?;
             Some((c, e.next.clone()))
         });
+        let fits_when = r.fits_when.as_ref().and_then(|text| {
+            loader.condition(scope, src, ("remediation", &r.id), "fits_when", text, false)
+        });
         remediations.push(Remediation {
             id: r.id.clone(),
             title: r.title.clone(),
@@ -411,6 +414,7 @@ fn compile_remediations(
             tradeoff: r.tradeoff.clone(),
             actions: r.actions.clone(),
             in_effect,
+            fits_when,
         });
     }
     remediations

@@ -165,6 +165,8 @@ pub struct Remediation {
     pub actions: BTreeMap<String, String>,
     /// Already in effect when this holds; then the next step instead.
     pub in_effect: Option<(Condition, String)>,
+    /// The measurements show the mechanism it addresses when this holds.
+    pub fits_when: Option<Condition>,
 }
 
 /// The validated, compiled diagnosis graph.

@@ -219,6 +219,11 @@ pub struct RemediationSpec {
     /// When the change is already in effect (a condition over facts), and what to do next.
     #[serde(default)]
     pub in_effect: Option<InEffectSpec>,
+    /// When the measurements show the mechanism this fix addresses (a condition over signals
+    /// and facts): a cause's fixes that fit come first. A cause may have several mechanisms
+    /// (a pegged API server, a busy neighbour) whose fixes differ.
+    #[serde(default)]
+    pub fits_when: Option<String>,
 }
 
 /// A remediation that may already be applied.

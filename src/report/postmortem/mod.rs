@@ -136,7 +136,10 @@ fn episode_line(e: &crate::postmortem::Episode, step_ms: i64) -> String {
 fn cost_or_already(f: &llm_doctor_engine::report::RemediationFinding) -> String {
     match &f.already {
         Some(facts) => format!("already in effect: {facts}; the action is the next step"),
-        None => format!("costs: {}", f.tradeoff.trim()),
+        None => match &f.fits {
+            Some(values) => format!("costs: {}; measured: {values}", f.tradeoff.trim()),
+            None => format!("costs: {}", f.tradeoff.trim()),
+        },
     }
 }
 
