@@ -150,6 +150,9 @@ pub struct CaseResult {
     pub causes: Vec<String>,
     /// Symptoms that fired.
     pub symptoms: Vec<String>,
+    /// The first cause's first fix (what an alert's annotation carries).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_fix: Option<String>,
     /// Fault: the labelled cause ranked first.
     pub top1: bool,
     /// Fault: the labelled cause ranked in the first three.
@@ -387,6 +390,7 @@ pub fn run_case(path: &Path, rules: &Rules) -> CaseResult {
         status: "error".into(),
         causes: vec![],
         symptoms: vec![],
+        first_fix: None,
         top1: false,
         top3: false,
         false_alarm: false,
@@ -415,6 +419,9 @@ pub fn run_case(path: &Path, rules: &Rules) -> CaseResult {
             result.status = d.status.as_str().to_string();
             result.causes = d.causes.iter().map(|c| c.id.clone()).collect();
             result.symptoms = d.symptoms.iter().map(|s| s.id.clone()).collect();
+            result.first_fix = (d.causes.first())
+                .and_then(|c| c.remediations.first())
+                .map(|r| r.id.clone());
             if let Some(want) = &case.label.cause {
                 result.top1 = result.causes.first() == Some(want);
                 result.top3 = result.causes.iter().take(3).any(|c| c == want);
