@@ -6,9 +6,11 @@ node_exporter series, 263 series, from `gen_fixtures.py --fleet-bench 1`) on 127
 request a new scrape (counters grow, gauges move), records them for ROUNDS rounds at INTERVAL
 with each binary given, alternating, and prints per run: wall, CPU (user + system), peak
 memory (`/usr/bin/time`), the bytes the process wrote (/proc/PID/io `wchar`, read every
-50 ms until it exits, so the final write may be missing from it), the recording's size and the rounds it holds.
+50 ms until it exits, so the final write may be missing from it), the recording's size and the
+rounds it holds, and how well the rounds kept their schedule: the largest distance between two
+rounds of one endpoint, and how many rounds came more than half an interval late.
 
-    python3 scripts/bench_record.py [--endpoints 4] [--rounds 400] [--interval 0.05] BIN...
+    python3 scripts/bench_record.py [--endpoints 4] [--rounds 400] [--interval 0.05] [--gzip] BIN...
 """
 
 import argparse
@@ -116,16 +118,27 @@ def run(binary, urls, rounds, interval, out):
             pass
         time.sleep(0.05)
     wall, user, system, rss = open(timing).read().split()[-4:]
-    text = open(out, "rb").read()
-    # One line per endpoint and round.
-    lines = sum(1 for l in text.splitlines() if l.startswith(b"vllm:num_requests_running"))
+    text = gzip.open(out).read() if out.endswith(".gz") else open(out, "rb").read()
+    # One line per endpoint and round, stamped with its scrape's time.
+    stamps = {}
+    for l in text.splitlines():
+        if l.startswith(b"vllm:num_requests_running"):
+            key, _value, t = l.rsplit(b" ", 2)
+            stamps.setdefault(key, []).append(float(t))
+    lines = sum(len(v) for v in stamps.values())
+    # The schedule: the largest distance between two rounds of one endpoint, and the rounds
+    # more than half an interval late.
+    gaps = [b - a for v in stamps.values() for a, b in zip(sorted(v), sorted(v)[1:])]
     return {
         "wall": float(wall),
         "cpu": float(user) + float(system),
+        "sys": float(system),
         "peak_mb": int(rss) / 1024,
         "wrote_mb": wchar / 1e6,
         "file_mb": len(text) / 1e6,
         "rounds": lines / len(urls),
+        "max_gap": max(gaps, default=0.0),
+        "late": sum(1 for g in gaps if g > 1.5 * interval) / max(len(stamps), 1),
         "code": p.returncode,
     }
 
@@ -136,6 +149,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=400)
     ap.add_argument("--interval", type=float, default=0.05)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--gzip", action="store_true", help="record to a .om.gz file")
     ap.add_argument("binaries", nargs="+")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as work:
@@ -146,9 +160,11 @@ def main():
               f"{a.rounds} rounds every {a.interval} s")
         for i in range(a.repeat):
             for b in a.binaries:
-                r = run(b, urls, a.rounds, a.interval, os.path.join(work, "rec.om"))
-                print(f"  {b}: wall {r['wall']:.1f} s, cpu {r['cpu']:.1f} s, peak {r['peak_mb']:.0f} MB, "
-                      f"wrote {r['wrote_mb']:.0f} MB, file {r['file_mb']:.1f} MB, {r['rounds']:.0f} rounds, exit {r['code']}",
+                name = "rec.om.gz" if a.gzip else "rec.om"
+                r = run(b, urls, a.rounds, a.interval, os.path.join(work, name))
+                print(f"  {b}: wall {r['wall']:.1f} s, cpu {r['cpu']:.1f} s (system {r['sys']:.1f} s), peak {r['peak_mb']:.0f} MB, "
+                      f"wrote {r['wrote_mb']:.0f} MB, file {r['file_mb']:.1f} MB, {r['rounds']:.0f} rounds, "
+                      f"largest gap {r['max_gap']:.2f} s, {r['late']:.0f} rounds late, exit {r['code']}",
                       flush=True)
         for s in servers:
             s.shutdown()

@@ -973,11 +973,10 @@ fn cli_record_killed_keeps_every_round_in_the_file_and_its_parts() {
         .lines()
         .filter(|l| l.starts_with("scraped "))
         .count();
+    // Saved whole after round 8 (or, were a save still being written then, after the round
+    // it was done by).
     let whole = round_times(&read_gz(&out_file));
-    assert!(
-        whole.len().is_power_of_two() && whole.len() >= 8,
-        "{whole:?}"
-    );
+    assert!(whole.len() >= 8, "{whole:?}");
     // What `OUT.parts/*` names: a part being written is hidden.
     let mut names: Vec<_> = std::fs::read_dir(&parts)
         .map(|d| d.map(|e| e.unwrap().path()).collect())

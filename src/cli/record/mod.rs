@@ -63,8 +63,9 @@ pub struct RecordArgs {
     #[arg(long, default_value = "15s", value_parser = parse::positive_duration)]
     pub step: Duration,
     /// Output file: OpenMetrics with timestamps in seconds and `# EOF`, gzip when it ends in `.gz`.
-    /// With --scrape it is written whole after rounds 1, 2, 4, 8, … and the rounds in between
-    /// are kept in `OUT.parts/` until the next whole save.
+    /// With --scrape it is written whole after rounds 1, 2, 4, 8, … (beside the rounds, which
+    /// keep their schedule) and the rounds in between are kept in `OUT.parts/` until the next
+    /// whole save is done.
     #[arg(long)]
     pub out: PathBuf,
 }
@@ -170,6 +171,8 @@ fn from_endpoints(args: &RecordArgs) -> Result<Outcome> {
     if all_failed && set.sample_count() == 0 {
         bail!("no endpoint could be recorded");
     }
+    // A whole save still being written goes to the same file.
+    saves.settle();
     let bytes = saves::write_whole(&args.out, &set).with_context(|| {
         format!(
             "the rounds saved so far are in `{}` and `{}`",

@@ -5,9 +5,13 @@
 //! file after every round meant rewriting it whole, n²/2 rounds' worth over n rounds (a day of
 //! one replica at 15 s ends near 150 MB and wrote some 400 GB). Instead:
 //! - `--out` is written whole after rounds 1, 2, 4, 8, … (each save at most doubles the one
-//!   before), at most twice the final size in all; it always holds at least the first half of
-//!   the rounds recorded (after a failed whole save, the next is tried at twice the rounds and
-//!   the parts keep everything since the last one that succeeded);
+//!   before), at most twice the final size in all (after a failed whole save, the next is
+//!   tried at twice the rounds and the parts keep everything since the last one that
+//!   succeeded). A whole save runs on a thread of its own, from a copy of the recording, so
+//!   that the rounds keep their schedule while it writes (a fleet's recording at a short
+//!   interval takes many intervals to write); one due while another is still being written
+//!   waits for it. The rounds after the last whole save that is done are in parts, and the
+//!   parts a whole save holds are removed once it is done;
 //! - the rounds after its last whole save go into parts of at most [`PART_ROUNDS`] rounds in
 //!   `OUT.parts/`, only the open part rewritten after each round: a crash or a `kill -9` loses
 //!   at most the round in progress, and `diagnose OUT OUT.parts/*` reads everything (a part
@@ -15,6 +19,7 @@
 //! - at the end `--out` is written whole and the parts are removed.
 
 use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
 
 use anyhow::{bail, Result};
 
@@ -37,8 +42,10 @@ pub struct Saves {
     /// The open part's samples, and its first round (1-based; None while no part is open).
     part: SeriesSet,
     part_first: Option<usize>,
-    /// Part files written since the last whole save.
-    part_files: Vec<PathBuf>,
+    /// Part files written since the last whole save, with their first round.
+    part_files: Vec<(usize, PathBuf)>,
+    /// The whole save being written: the rounds it holds, the series, and the thread.
+    writing: Option<(usize, usize, JoinHandle<Result<u64>>)>,
     /// Say each save on stderr.
     verbose: bool,
 }
@@ -73,6 +80,7 @@ impl Saves {
             part: SeriesSet::default(),
             part_first: None,
             part_files: Vec::new(),
+            writing: None,
             verbose,
         })
     }
@@ -81,35 +89,65 @@ impl Saves {
     /// is said on stderr and the recording goes on.
     pub fn after_round(&mut self, round: &SeriesSet, all: &SeriesSet) {
         self.rounds += 1;
+        if self
+            .writing
+            .as_ref()
+            .is_some_and(|(_, _, thread)| thread.is_finished())
+        {
+            self.settle();
+        }
         if all.series.is_empty() {
             return;
         }
-        if self.rounds >= self.next_whole {
-            match write_whole(&self.out, all) {
-                Ok(bytes) => {
-                    if self.verbose {
-                        eprintln!(
-                            "saved {} series, {bytes} bytes to {} (rounds 1-{}; next whole save after round {})",
-                            all.series.len(),
-                            self.out.display(),
-                            self.rounds,
-                            self.rounds * 2
-                        );
-                    }
-                    self.next_whole = self.rounds * 2;
-                    self.remove_parts();
-                    return;
-                }
-                // The round still goes into a part below (the parts since the last whole save
-                // are kept), and the whole save is tried again after twice the rounds, so a
-                // full disk does not make every round a whole save.
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    self.next_whole = self.rounds * 2;
-                }
+        // The round goes into a part whether or not a whole save starts with it: `out` holds it
+        // only once that save is done. A part ends with the round a whole save starts at, so
+        // that the parts it holds can be removed when it is done.
+        let whole_now = self.rounds >= self.next_whole && self.writing.is_none();
+        self.save_part(round);
+        if whole_now {
+            self.part_first = None;
+            self.next_whole = self.rounds * 2;
+            let (out, copy) = (self.out.clone(), all.clone());
+            let series = copy.series.len();
+            let thread = std::thread::Builder::new()
+                .name("whole save".into())
+                .spawn(move || write_whole(&out, &copy));
+            match thread {
+                Ok(thread) => self.writing = Some((self.rounds, series, thread)),
+                Err(e) => eprintln!("error: cannot start the whole save: {e}"),
             }
         }
-        // A full part stays on disk as it is; the next round opens another.
+    }
+
+    /// Waits for the whole save being written, if any; when it succeeded, removes the parts it
+    /// holds. Called before `out` is written again.
+    pub fn settle(&mut self) {
+        let Some((rounds, series, thread)) = self.writing.take() else {
+            return;
+        };
+        let written = thread
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the whole save's thread panicked")));
+        match written {
+            Ok(bytes) => {
+                if self.verbose {
+                    eprintln!(
+                        "saved {series} series, {bytes} bytes to {} (rounds 1-{rounds}; next whole save after round {})",
+                        self.out.display(),
+                        rounds * 2
+                    );
+                }
+                self.remove_parts_through(rounds);
+            }
+            // The parts since the last whole save that succeeded are kept, and the next is
+            // tried at twice the rounds, so a full disk does not make every round a whole save.
+            Err(e) => eprintln!("error: {e:#}"),
+        }
+    }
+
+    /// `round` added to the open part (a full one stays on disk as it is, and the round opens
+    /// another), which is written again.
+    fn save_part(&mut self, round: &SeriesSet) {
         let first = match self.part_first {
             Some(first) if self.rounds - first < PART_ROUNDS => first,
             _ => {
@@ -125,8 +163,8 @@ impl Saves {
             .and_then(|()| write_whole(&file, &self.part));
         match written {
             Ok(bytes) => {
-                if !self.part_files.contains(&file) {
-                    self.part_files.push(file.clone());
+                if !self.part_files.iter().any(|(_, f)| f == &file) {
+                    self.part_files.push((first, file.clone()));
                 }
                 if self.verbose {
                     eprintln!(
@@ -144,17 +182,35 @@ impl Saves {
 
     /// After `out` was written whole at the end: the parts are no longer needed.
     pub fn finish(mut self) {
-        self.remove_parts();
+        self.settle();
+        self.remove_parts_through(usize::MAX);
     }
 
-    fn remove_parts(&mut self) {
+    /// Removes the parts whose rounds all lie at or before `round` (each part starts after
+    /// the last whole save it follows and ends at the next one's round at the latest).
+    fn remove_parts_through(&mut self, round: usize) {
         // A part that could not be removed is kept in the list, to be tried again.
-        self.part_files
-            .retain(|f| std::fs::remove_file(f).is_err() && f.exists());
-        // Only when empty: a directory the user put other files in stays.
-        let _ = std::fs::remove_dir(&self.parts_dir);
-        self.part = SeriesSet::default();
-        self.part_first = None;
+        self.part_files.retain(|(first, f)| {
+            *first > round || (std::fs::remove_file(f).is_err() && f.exists())
+        });
+        if self.part_files.is_empty() {
+            // Only when empty: a directory the user put other files in stays.
+            let _ = std::fs::remove_dir(&self.parts_dir);
+        }
+        if self.part_first.is_some_and(|first| first <= round) {
+            self.part = SeriesSet::default();
+            self.part_first = None;
+        }
+    }
+}
+
+impl Drop for Saves {
+    /// A recording that ends early still lets its whole save finish, rather than leave a
+    /// half-written partial file behind.
+    fn drop(&mut self) {
+        if let Some((_, _, thread)) = self.writing.take() {
+            let _ = thread.join();
+        }
     }
 }
 
@@ -179,4 +235,90 @@ fn part_name(first_round: usize, out: &Path) -> String {
 /// `set` written to `path` as OpenMetrics (gzip when so named), through a partial file.
 pub fn write_whole(path: &Path, set: &SeriesSet) -> Result<u64> {
     super::file::stream_to_file(path, |mut sink| Ok(openmetrics::write_to(set, &mut sink)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signal::samples::Samples;
+    use crate::signal::series::{Labels, Sample, Series};
+
+    /// Round `k`: one gauge sampled at k seconds.
+    fn round(k: usize) -> SeriesSet {
+        let mut samples = Samples::new();
+        samples.push(Sample {
+            t_ms: Some(k as i64 * 1000),
+            value: k as f64,
+        });
+        SeriesSet {
+            series: vec![Series {
+                name: "queue".into(),
+                labels: Labels::new(vec![("instance".into(), "a:1".into())]),
+                samples,
+            }],
+            ..Default::default()
+        }
+    }
+
+    /// The rounds (seconds) in `path`, none when it is not there.
+    fn rounds_in(path: &Path) -> Vec<i64> {
+        let Ok(text) = crate::source::file::read_text(path) else {
+            return Vec::new();
+        };
+        let set = crate::source::file::parse_inputs(&[("f".into(), text)]).unwrap();
+        (set.series.iter())
+            .flat_map(|s| s.samples.iter().filter_map(|x| x.t_ms))
+            .map(|t| t / 1000)
+            .collect()
+    }
+
+    /// What a crash would leave: `out` and the parts `OUT.parts/*` names.
+    fn on_disk(out: &Path) -> (Vec<i64>, Vec<i64>) {
+        let mut parts: Vec<PathBuf> = std::fs::read_dir(parts_dir(out))
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        parts.retain(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'));
+        parts.sort();
+        let in_parts = parts.iter().flat_map(|p| rounds_in(p)).collect();
+        (rounds_in(out), in_parts)
+    }
+
+    /// Whole saves run beside the rounds: at every round, whether a whole save is still being
+    /// written or not, `out` and the parts hold every round, and `out` its first half at least.
+    #[test]
+    fn every_round_is_on_disk_while_whole_saves_are_written_beside_the_rounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("rec.om.gz");
+        let mut saves = Saves::new(&out, false).unwrap();
+        let mut all = SeriesSet::default();
+        for k in 1..=40 {
+            let r = round(k);
+            all.merge_next(&r);
+            saves.after_round(&r, &all);
+            let (whole, parts) = on_disk(&out);
+            let mut both = [whole.clone(), parts.clone()].concat();
+            both.sort_unstable();
+            both.dedup();
+            assert_eq!(both, (1..=k as i64).collect::<Vec<_>>(), "after round {k}");
+            // The whole file is the recording's first rounds, once the first save is done.
+            assert_eq!(whole, (1..=whole.len() as i64).collect::<Vec<_>>());
+            if k % 8 == 0 {
+                // Waiting for the save shows its rounds, and removes the parts it holds.
+                saves.settle();
+                let (whole, parts) = on_disk(&out);
+                assert!(2 * whole.len() >= k, "after round {k}: {whole:?}");
+                assert!(parts.iter().all(|r| *r as usize > whole.len()), "{parts:?}");
+            }
+        }
+        std::fs::write(&out, b"").unwrap();
+        saves.settle();
+        let bytes = write_whole(&out, &all).unwrap();
+        assert!(bytes > 0);
+        saves.finish();
+        assert_eq!(rounds_in(&out), (1..=40).collect::<Vec<_>>());
+        assert!(
+            !parts_dir(&out).exists(),
+            "the parts are removed at the end"
+        );
+    }
 }
