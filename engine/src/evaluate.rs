@@ -484,22 +484,15 @@ fn cause_finding(
             )
         })
         .collect();
-    let mut remediations: Vec<(RemediationFinding, Option<bool>)> = c
+    let mut remediations: Vec<RemediationFinding> = c
         .remediations
         .iter()
         .map(|&r| remediation(playbook, env, engine, r))
         .collect();
-    // The fixes whose mechanism the measurements show first, then those they cannot judge,
-    // then those they argue against; what is already in effect is not the next thing to do and
-    // comes last. Each group keeps the playbook's order (an alert's annotation carries only the
-    // first).
-    remediations.sort_by_key(|(r, fits)| match (&r.already, fits) {
-        (Some(_), _) => 3,
-        (None, Some(true)) => 0,
-        (None, None) => 1,
-        (None, Some(false)) => 2,
-    });
-    let remediations = remediations.into_iter().map(|(r, _)| r).collect();
+    // A fix whose mechanism the measurements show comes first; what is already in effect is not
+    // the next thing to do and comes last. Each group keeps the playbook's order (an alert's
+    // annotation carries only the first).
+    remediations.sort_by_key(|r| (r.already.is_some(), r.fits.is_none()));
     CauseFinding {
         id: c.id.clone(),
         title: c.title.clone(),
@@ -520,16 +513,15 @@ fn cause_finding(
 }
 
 /// Remediation `r` as found: the engine's action, or the next step where it is already in
-/// effect; with whether the measurements show the mechanism it addresses (None: it names
-/// none, or they cannot tell).
+/// effect; and whether the measurements show the mechanism it addresses.
 fn remediation(
     playbook: &Playbook,
     env: &SnapshotEnv<'_>,
     engine: Option<&str>,
     r: usize,
-) -> (RemediationFinding, Option<bool>) {
+) -> RemediationFinding {
     let r = &playbook.remediations[r];
-    let fits = r.fits_when.as_ref().and_then(|when| when.eval_bool(env));
+    let fits = (r.fits_when.as_ref()).filter(|when| when.eval_bool(env) == Some(true));
     let action = engine
         .and_then(|e| r.actions.get(e))
         .or_else(|| r.actions.get("any"))
@@ -538,7 +530,7 @@ fn remediation(
         .in_effect
         .as_ref()
         .filter(|(when, _)| when.eval_bool(env) == Some(true));
-    let finding = RemediationFinding {
+    RemediationFinding {
         id: r.id.clone(),
         title: r.title.clone(),
         action: match already {
@@ -548,12 +540,8 @@ fn remediation(
         favours: r.favours,
         tradeoff: r.tradeoff.clone(),
         already: already.map(|(when, _)| facts_read(playbook, env.snapshot, when)),
-        fits: match (&r.fits_when, fits) {
-            (Some(when), Some(true)) => Some(values_read(playbook, env, when)),
-            _ => None,
-        },
-    };
-    (finding, fits)
+        fits: fits.map(|when| values_read(playbook, env, when)),
+    }
 }
 
 /// The known signals and facts a condition reads, as `name = value` (what shows a fix's

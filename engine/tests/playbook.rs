@@ -729,8 +729,8 @@ fn advice_upstream_does_not_demote_a_fault() {
     );
 }
 
-/// A cause's fixes in four groups, each in the playbook's order: those whose mechanism the
-/// measurements show, those they cannot judge, those they argue against, those in effect.
+/// A cause's fixes in three groups, each in the playbook's order: those whose mechanism the
+/// measurements show, the others (unjudged or not), those in effect.
 #[test]
 fn fixes_whose_mechanism_is_measured_come_first_and_fixes_in_effect_last() {
     let text = GOOD
@@ -779,18 +779,18 @@ fn fixes_whose_mechanism_is_measured_come_first_and_fixes_in_effect_last() {
         vec![
             ("measured".to_string(), fits.clone()),
             ("quantize_kv_cache".to_string(), None),
+            ("against".to_string(), None),
             ("unjudged".to_string(), None),
             ("scale_out".to_string(), None),
-            ("against".to_string(), None),
         ]
     );
     assert_eq!(
         order("fp8"),
         vec![
             ("measured".to_string(), fits),
+            ("against".to_string(), None),
             ("unjudged".to_string(), None),
             ("scale_out".to_string(), None),
-            ("against".to_string(), None),
             ("quantize_kv_cache".to_string(), None),
         ]
     );
