@@ -473,6 +473,51 @@ fn the_first_fix_is_the_one_for_the_mechanism_measured() {
 }
 
 #[test]
+fn a_replica_that_already_chunks_its_prefills_is_told_the_next_step() {
+    // Decodes stalled by prefills (a Vidur run), told as if the replica chunked them at the
+    // budget the fix would set: chunking is then in effect, and not the first thing to do.
+    let engine_args = |chunking: &str| {
+        format!("vllm serve meta-llama/Meta-Llama-3-8B --max-num-seqs 128 --max-model-len 4096 {chunking}")
+    };
+    let fixes = |chunking: &str| {
+        let args = engine_args(chunking);
+        let (_, out, err) = crate::support::outcome(&crate::support::run(&[
+            "diagnose",
+            "corpus/vidur/vidur-llama3-8b-a100-no-chunk-arxiv.om.gz",
+            "--window",
+            "12m",
+            "--engine-args",
+            &args,
+            "--format",
+            "json",
+        ]));
+        let v: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"));
+        let cause = &v["targets"][0]["causes"][0];
+        assert_eq!(cause["id"], "prefill_decode_interference", "{chunking}");
+        cause["remediations"].as_array().unwrap().clone()
+    };
+    let off = fixes("--no-enable-chunked-prefill --max-num-batched-tokens 4096");
+    assert_eq!(off[0]["id"], "enable_chunked_prefill");
+    assert!(off[0]["already"].is_null());
+    let on = fixes("--enable-chunked-prefill --max-num-batched-tokens 2048");
+    assert_eq!(on[0]["id"], "disaggregate_prefill");
+    assert_eq!(on[1]["id"], "enable_chunked_prefill");
+    assert!(on[1]["already"]
+        .as_str()
+        .unwrap()
+        .contains("max_num_batched_tokens = 2048"));
+    assert!(on[1]["action"]
+        .as_str()
+        .unwrap()
+        .contains("already chunked at 2048 tokens"));
+    // A larger budget is still worth lowering.
+    let large = fixes("--enable-chunked-prefill --max-num-batched-tokens 16384");
+    assert_eq!(large[0]["id"], "enable_chunked_prefill");
+    assert!(large[0]["already"].is_null());
+}
+
+#[test]
 fn fixes_already_in_effect_are_not_advised_and_flag_values_show_the_current_one() {
     let set = fixes_of(&[
         "--engine-args",
