@@ -6,8 +6,8 @@ node_exporter series, 263 series, from `gen_fixtures.py --fleet-bench 1`) on 127
 request a new scrape (counters grow, gauges move), records them for ROUNDS rounds at INTERVAL
 with each binary given, alternating, and prints per run: wall, CPU (user + system), peak
 memory (`/usr/bin/time`), the bytes the process wrote (/proc/PID/io `wchar`, read every
-50 ms until it exits, so the final write may be missing from it), the recording's size and the
-rounds it holds, and how well the rounds kept their schedule: the largest distance between two
+50 ms until it exits, so the final write may be missing from it), the recording's text size
+(unpacked with `--gzip`) and the rounds it holds, and how well the rounds kept their schedule: the largest distance between two
 rounds of one endpoint, and how many rounds came more than half an interval late.
 
     python3 scripts/bench_record.py [--endpoints 4] [--rounds 400] [--interval 0.05] [--gzip] BIN...

@@ -956,13 +956,24 @@ fn cli_record_killed_keeps_every_round_in_the_file_and_its_parts() {
         }
         text
     };
-    // Past round 10: `--out` was saved whole after round 8, and a part holds rounds 9 and 10.
-    let part = parts.join("rounds-000009.om.gz");
+    // Past round 10: `--out` was saved whole after round 8 (or, were a save still being written
+    // then, after the first round that one was done by), and parts hold the rounds since.
+    let on_disk = || -> usize {
+        let names = std::fs::read_dir(&parts).map(|d| d.map(|e| e.unwrap().path()).collect());
+        let mut names: Vec<std::path::PathBuf> = names.unwrap_or_default();
+        // A part being written is hidden (and may be half written).
+        names.retain(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'));
+        let mut all = round_times(&read_gz(&out_file));
+        all.extend(names.iter().flat_map(|p| round_times(&read_gz(p))));
+        all.sort_by(f64::total_cmp);
+        all.dedup();
+        all.len()
+    };
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while round_times(&read_gz(&part)).len() < 2 {
+    while round_times(&read_gz(&out_file)).len() < 8 || on_disk() < 10 {
         assert!(
             std::time::Instant::now() < deadline,
-            "no part for round 10 after 30 s"
+            "no whole save of 8 rounds and parts after 30 s"
         );
         std::thread::sleep(Duration::from_millis(20));
     }

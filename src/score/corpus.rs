@@ -150,7 +150,7 @@ pub struct CaseResult {
     pub causes: Vec<String>,
     /// Symptoms that fired.
     pub symptoms: Vec<String>,
-    /// The first cause's first fix (what an alert's annotation carries).
+    /// The first cause's first fix.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_fix: Option<String>,
     /// Fault: the labelled cause ranked first.

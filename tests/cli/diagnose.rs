@@ -497,7 +497,7 @@ fn a_replica_that_already_chunks_its_prefills_is_told_the_next_step() {
         assert_eq!(cause["id"], "prefill_decode_interference", "{chunking}");
         cause["remediations"].as_array().unwrap().clone()
     };
-    let off = fixes("--no-enable-chunked-prefill --max-num-batched-tokens 4096");
+    let off = fixes("--no-enable-chunked-prefill --max-num-batched-tokens 2048");
     assert_eq!(off[0]["id"], "enable_chunked_prefill");
     assert!(off[0]["already"].is_null());
     let on = fixes("--enable-chunked-prefill --max-num-batched-tokens 2048");

@@ -10,10 +10,11 @@
 //!   succeeded). A whole save runs on a thread of its own, from a copy of the recording, so
 //!   that the rounds keep their schedule while it writes (a fleet's recording at a short
 //!   interval takes many intervals to write); one due while another is still being written
-//!   waits for it. The rounds after the last whole save that is done are in parts, and the
-//!   parts a whole save holds are removed once it is done;
-//! - the rounds after its last whole save go into parts of at most [`PART_ROUNDS`] rounds in
-//!   `OUT.parts/`, only the open part rewritten after each round: a crash or a `kill -9` loses
+//!   starts with the first round after that one is done (so the schedule may shift: 1, 2, 4,
+//!   9, 18, …);
+//! - every round goes into a part of at most [`PART_ROUNDS`] rounds in `OUT.parts/` (a part
+//!   ends with the round a whole save starts at), and the parts a whole save holds are removed
+//!   once it is done; only the open part is rewritten after each round: a crash or a `kill -9` loses
 //!   at most the round in progress, and `diagnose OUT OUT.parts/*` reads everything (a part
 //!   being written is a hidden `.rounds-….partial` file, which `*` leaves out);
 //! - at the end `--out` is written whole and the parts are removed.
@@ -103,8 +104,9 @@ impl Saves {
         // only once that save is done. A part ends with the round a whole save starts at, so
         // that the parts it holds can be removed when it is done.
         let whole_now = self.rounds >= self.next_whole && self.writing.is_none();
-        self.save_part(round);
-        if whole_now {
+        // Not after a part that could not be written: were the whole save to fail too, the
+        // round would be on disk nowhere (the open part, written again next round, keeps it).
+        if self.save_part(round) && whole_now {
             self.part_first = None;
             self.next_whole = self.rounds * 2;
             let (out, copy) = (self.out.clone(), all.clone());
@@ -146,8 +148,8 @@ impl Saves {
     }
 
     /// `round` added to the open part (a full one stays on disk as it is, and the round opens
-    /// another), which is written again.
-    fn save_part(&mut self, round: &SeriesSet) {
+    /// another), which is written again; false when it could not be.
+    fn save_part(&mut self, round: &SeriesSet) -> bool {
         let first = match self.part_first {
             Some(first) if self.rounds - first < PART_ROUNDS => first,
             _ => {
@@ -175,8 +177,12 @@ impl Saves {
                         self.parts_dir.display()
                     );
                 }
+                true
             }
-            Err(e) => eprintln!("error: {e:#}"),
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                false
+            }
         }
     }
 
@@ -260,6 +266,13 @@ mod tests {
         }
     }
 
+    /// Round `k` recorded: added to `all`, then saved.
+    fn record(saves: &mut Saves, all: &mut SeriesSet, k: usize) {
+        let r = round(k);
+        all.merge_next(&r);
+        saves.after_round(&r, all);
+    }
+
     /// The rounds (seconds) in `path`, none when it is not there.
     fn rounds_in(path: &Path) -> Vec<i64> {
         let Ok(text) = crate::source::file::read_text(path) else {
@@ -284,7 +297,7 @@ mod tests {
     }
 
     /// Whole saves run beside the rounds: at every round, whether a whole save is still being
-    /// written or not, `out` and the parts hold every round, and `out` its first half at least.
+    /// written or not, `out` and the parts hold every round, and `out` the first ones.
     #[test]
     fn every_round_is_on_disk_while_whole_saves_are_written_beside_the_rounds() {
         let dir = tempfile::tempdir().unwrap();
@@ -292,9 +305,7 @@ mod tests {
         let mut saves = Saves::new(&out, false).unwrap();
         let mut all = SeriesSet::default();
         for k in 1..=40 {
-            let r = round(k);
-            all.merge_next(&r);
-            saves.after_round(&r, &all);
+            record(&mut saves, &mut all, k);
             let (whole, parts) = on_disk(&out);
             let mut both = [whole.clone(), parts.clone()].concat();
             both.sort_unstable();
@@ -303,14 +314,12 @@ mod tests {
             // The whole file is the recording's first rounds, once the first save is done.
             assert_eq!(whole, (1..=whole.len() as i64).collect::<Vec<_>>());
             if k % 8 == 0 {
-                // Waiting for the save shows its rounds, and removes the parts it holds.
+                // Waiting for the save removes the parts it holds.
                 saves.settle();
                 let (whole, parts) = on_disk(&out);
-                assert!(2 * whole.len() >= k, "after round {k}: {whole:?}");
                 assert!(parts.iter().all(|r| *r as usize > whole.len()), "{parts:?}");
             }
         }
-        std::fs::write(&out, b"").unwrap();
         saves.settle();
         let bytes = write_whole(&out, &all).unwrap();
         assert!(bytes > 0);
@@ -320,5 +329,37 @@ mod tests {
             !parts_dir(&out).exists(),
             "the parts are removed at the end"
         );
+    }
+
+    /// A whole save that fails (its partial file cannot be made) keeps the parts, and the next
+    /// one, at twice the rounds, removes them once it is written.
+    #[test]
+    fn a_failed_whole_save_keeps_the_parts_until_one_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("rec.om");
+        let mut saves = Saves::new(&out, false).unwrap();
+        let mut all = SeriesSet::default();
+        let mut add = |saves: &mut Saves, k: usize| {
+            record(saves, &mut all, k);
+            saves.settle();
+        };
+        for k in 1..=4 {
+            add(&mut saves, k);
+        }
+        assert_eq!(on_disk(&out), ((1..=4).collect(), Vec::new()));
+        // A folder where the save's partial file goes: rounds 5 to 8 cannot be saved whole.
+        let blocker = dir.path().join(".rec.om.partial");
+        std::fs::create_dir(&blocker).unwrap();
+        for k in 5..=15 {
+            add(&mut saves, k);
+        }
+        let (whole, parts) = on_disk(&out);
+        assert_eq!(whole, (1..=4).collect::<Vec<_>>());
+        assert_eq!(parts, (5..=15).collect::<Vec<_>>());
+        // The next is due at twice the failed one's rounds.
+        std::fs::remove_dir(&blocker).unwrap();
+        add(&mut saves, 16);
+        assert_eq!(on_disk(&out), ((1..=16).collect(), Vec::new()));
+        assert!(!parts_dir(&out).exists());
     }
 }
