@@ -171,8 +171,9 @@ fn from_endpoints(args: &RecordArgs) -> Result<Outcome> {
     if all_failed && set.sample_count() == 0 {
         bail!("no endpoint could be recorded");
     }
-    // A whole save still being written goes to the same file.
-    saves.settle();
+    // A whole save still being written goes to the same file: stopped, since this one holds
+    // everything it would.
+    saves.stop();
     let bytes = saves::write_whole(&args.out, &set).with_context(|| {
         format!(
             "the rounds saved so far are in `{}` and `{}`",

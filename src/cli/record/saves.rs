@@ -20,6 +20,8 @@
 //! - at the end `--out` is written whole and the parts are removed.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use anyhow::{bail, Result};
@@ -30,6 +32,17 @@ use crate::source::file::openmetrics;
 /// Rounds in one part: each round rewrites its part, so a round costs at most this many
 /// rounds' worth of writing.
 pub const PART_ROUNDS: usize = 8;
+
+/// A whole save on its own thread.
+struct Writing {
+    /// The rounds it holds.
+    rounds: usize,
+    /// Its series.
+    series: usize,
+    /// Set to make it stop (it then fails, removing its partial file).
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Result<u64>>,
+}
 
 /// Where the recording stands on disk.
 pub struct Saves {
@@ -45,8 +58,8 @@ pub struct Saves {
     part_first: Option<usize>,
     /// Part files written since the last whole save, with their first round.
     part_files: Vec<(usize, PathBuf)>,
-    /// The whole save being written: the rounds it holds, the series, and the thread.
-    writing: Option<(usize, usize, JoinHandle<Result<u64>>)>,
+    /// The whole save being written.
+    writing: Option<Writing>,
     /// Say each save on stderr.
     verbose: bool,
 }
@@ -93,7 +106,7 @@ impl Saves {
         if self
             .writing
             .as_ref()
-            .is_some_and(|(_, _, thread)| thread.is_finished())
+            .is_some_and(|w| w.thread.is_finished())
         {
             self.settle();
         }
@@ -111,11 +124,20 @@ impl Saves {
             self.next_whole = self.rounds * 2;
             let (out, copy) = (self.out.clone(), all.clone());
             let series = copy.series.len();
+            let stop = Arc::new(AtomicBool::new(false));
+            let stopped = stop.clone();
             let thread = std::thread::Builder::new()
                 .name("whole save".into())
-                .spawn(move || write_whole(&out, &copy));
+                .spawn(move || write_whole_until(&out, &copy, &stopped));
             match thread {
-                Ok(thread) => self.writing = Some((self.rounds, series, thread)),
+                Ok(thread) => {
+                    self.writing = Some(Writing {
+                        rounds: self.rounds,
+                        series,
+                        stop,
+                        thread,
+                    })
+                }
                 Err(e) => eprintln!("error: cannot start the whole save: {e}"),
             }
         }
@@ -124,13 +146,21 @@ impl Saves {
     /// Waits for the whole save being written, if any; when it succeeded, removes the parts it
     /// holds. Called before `out` is written again.
     pub fn settle(&mut self) {
-        let Some((rounds, series, thread)) = self.writing.take() else {
+        let Some(Writing {
+            rounds,
+            series,
+            stop,
+            thread,
+        }) = self.writing.take()
+        else {
             return;
         };
         let written = thread
             .join()
             .unwrap_or_else(|_| Err(anyhow::anyhow!("the whole save's thread panicked")));
         match written {
+            // Stopped on purpose: the recording is about to be written whole anyway.
+            Err(_) if stop.load(Ordering::Relaxed) => {}
             Ok(bytes) => {
                 if self.verbose {
                     eprintln!(
@@ -145,6 +175,16 @@ impl Saves {
             // tried at twice the rounds, so a full disk does not make every round a whole save.
             Err(e) => eprintln!("error: {e:#}"),
         }
+    }
+
+    /// Stops the whole save being written, if any (what it would hold is written whole next),
+    /// and waits for its thread: after Ctrl-C a fleet's recording is then written once, not
+    /// twice. A save already done counts as done.
+    pub fn stop(&mut self) {
+        if let Some(w) = &self.writing {
+            w.stop.store(true, Ordering::Relaxed);
+        }
+        self.settle();
     }
 
     /// `round` added to the open part (a full one stays on disk as it is, and the round opens
@@ -211,12 +251,10 @@ impl Saves {
 }
 
 impl Drop for Saves {
-    /// A recording that ends early still lets its whole save finish, rather than leave a
-    /// half-written partial file behind.
+    /// A recording that ends early stops its whole save, which removes its partial file,
+    /// rather than leave one half written behind.
     fn drop(&mut self) {
-        if let Some((_, _, thread)) = self.writing.take() {
-            let _ = thread.join();
-        }
+        self.stop();
     }
 }
 
@@ -241,6 +279,33 @@ fn part_name(first_round: usize, out: &Path) -> String {
 /// `set` written to `path` as OpenMetrics (gzip when so named), through a partial file.
 pub fn write_whole(path: &Path, set: &SeriesSet) -> Result<u64> {
     super::file::stream_to_file(path, |mut sink| Ok(openmetrics::write_to(set, &mut sink)?))
+}
+
+/// [`write_whole`] that fails as soon as `stop` is set, leaving `path` as it was.
+fn write_whole_until(path: &Path, set: &SeriesSet, stop: &AtomicBool) -> Result<u64> {
+    super::file::stream_to_file(path, |sink| {
+        let mut until = Until { sink, stop };
+        Ok(openmetrics::write_to(set, &mut until)?)
+    })
+}
+
+/// A writer that fails once `stop` is set.
+struct Until<'a> {
+    sink: &'a mut dyn std::io::Write,
+    stop: &'a AtomicBool,
+}
+
+impl std::io::Write for Until<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(std::io::Error::other("the whole save was stopped"));
+        }
+        self.sink.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.sink.flush()
+    }
 }
 
 #[cfg(test)]
@@ -361,5 +426,51 @@ mod tests {
         add(&mut saves, 16);
         assert_eq!(on_disk(&out), ((1..=16).collect(), Vec::new()));
         assert!(!parts_dir(&out).exists());
+    }
+
+    /// A stopped whole save leaves `out` as it was and no partial file; the rounds stay in the
+    /// parts.
+    #[test]
+    fn a_stopped_whole_save_leaves_the_file_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("rec.om.gz");
+        std::fs::write(&out, b"before").unwrap();
+        let stop = AtomicBool::new(true);
+        assert!(write_whole_until(&out, &round(1), &stop).is_err());
+        assert_eq!(std::fs::read(&out).unwrap(), b"before");
+        let names = |dir: &Path| -> Vec<String> {
+            let entries = std::fs::read_dir(dir).unwrap();
+            let names = entries.map(|e| e.unwrap().file_name().to_string_lossy().into_owned());
+            names.collect()
+        };
+        assert_eq!(names(dir.path()), vec!["rec.om.gz".to_string()]);
+
+        // A save of a large recording stopped as it starts (or done already: either way
+        // nothing is half written, and every round is on disk).
+        std::fs::remove_file(&out).unwrap();
+        let mut saves = Saves::new(&out, false).unwrap();
+        let mut all = SeriesSet::default();
+        for k in 1..=3 {
+            let mut r = SeriesSet::default();
+            for i in 0..20_000 {
+                let mut one = round(k);
+                one.series[0].labels = Labels::new(vec![("gpu".into(), i.to_string())]);
+                r.series.extend(one.series);
+            }
+            r.normalize();
+            all.merge_next(&r);
+            saves.after_round(&r, &all);
+        }
+        saves.stop();
+        assert!(
+            names(dir.path()).iter().all(|n| !n.ends_with(".partial")),
+            "{:?}",
+            names(dir.path())
+        );
+        let (whole, parts) = on_disk(&out);
+        let mut both = [whole, parts].concat();
+        both.sort_unstable();
+        both.dedup();
+        assert_eq!(both, vec![1, 2, 3]);
     }
 }
