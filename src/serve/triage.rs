@@ -342,10 +342,16 @@ fn summarize(d: &Diagnosis, symptom: Option<String>) -> Summary {
             .is_some_and(|s| c.chain.iter().any(|x| x == s));
         (!leads, c.severity == CauseSeverity::Info, c.rank)
     });
+    // With the values that put it first, when the measurements show its mechanism.
     let fix = causes.first().and_then(|c| {
-        c.remediations.first().map(|r| match &r.action {
-            Some(a) => format!("{}: {} ({})", r.title, a, r.tradeoff),
-            None => format!("{} ({})", r.title, r.tradeoff),
+        c.remediations.first().map(|r| {
+            let measured = (r.fits.as_deref())
+                .map(|v| format!("; measured: {v}"))
+                .unwrap_or_default();
+            match &r.action {
+                Some(a) => format!("{}: {} ({}{measured})", r.title, a, r.tradeoff),
+                None => format!("{} ({}{measured})", r.title, r.tradeoff),
+            }
         })
     });
     Summary {
@@ -436,5 +442,28 @@ mod tests {
             })
             .collect();
         assert!(offsets.len() > 40, "{offsets:?}");
+    }
+
+    /// The fix an alert carries says what measurement put it first.
+    #[test]
+    fn the_fix_annotation_says_what_was_measured() {
+        let rules = crate::rules::load_rules(None).unwrap();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("corpus/llamacpp/llamacpp-fresh21-pinned-contention-np2-30pct-1w.om.gz");
+        let text = crate::source::file::read_text(&path).unwrap();
+        let set = crate::source::file::parse_inputs(&[("f".into(), text)]).unwrap();
+        let opts = crate::pipeline::Options {
+            window_ms: 300_000,
+            ..Default::default()
+        };
+        let prepared = crate::pipeline::prepare(&set, &rules, &opts).unwrap();
+        let slos = rules.playbook.slo_values(&Default::default()).unwrap();
+        let d = llm_doctor_engine::diagnose(&rules.playbook, &prepared[0].snapshot, &slos);
+        let fix = summarize(&d, None).fix.unwrap();
+        assert!(fix.starts_with("Stop other work"), "{fix}");
+        assert!(
+            fix.contains("; measured: replica_cpu_wait_ratio = "),
+            "{fix}"
+        );
     }
 }
