@@ -543,46 +543,7 @@ fn remediation(
         // What is in effect is not put first, whatever it fits.
         fits: fits
             .filter(|_| already.is_none())
-            .map(|when| values_read(playbook, env, when)),
-    }
-}
-
-/// The known signals and facts a condition reads, as `name = value` (what shows a fix's
-/// mechanism).
-fn values_read(playbook: &Playbook, env: &SnapshotEnv<'_>, when: &Condition) -> String {
-    let parts: Vec<String> = when
-        .slots()
-        .iter()
-        .filter_map(|&slot| {
-            let value = match slot {
-                Slot::Signal(i) => env.snapshot.signal_at(i).map(|s| short(s.value)),
-                Slot::Fact(i) => env.snapshot.fact_at(i).map(|f| f.value.to_string()),
-                Slot::Slo(_) => None,
-            }?;
-            Some(format!("{} = {value}", playbook.slot_name(slot)))
-        })
-        .collect();
-    parts.join(", ")
-}
-
-/// A number with three significant digits, whole numbers from 1,000 up (`0.352`, `12.4`,
-/// `3100`), in exponent form outside 0.001 to 1e6.
-fn short(x: f64) -> String {
-    if x == 0.0 {
-        return "0".to_string();
-    }
-    if !x.is_finite() {
-        return x.to_string();
-    }
-    if !(1e-3..1e6).contains(&x.abs()) {
-        return format!("{x:.2e}");
-    }
-    let digits = (2 - x.abs().log10().floor() as i32).max(0) as usize;
-    let s = format!("{x:.digits$}");
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
+            .map(|when| evidence_item(playbook, env, when, Some(true), None, None)),
     }
 }
 
@@ -867,30 +828,5 @@ fn unchecked_rule(
         missing,
         hint: (!hints.is_empty()).then(|| hints.join("; ")),
         hints,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::short;
-
-    #[test]
-    fn values_are_shown_short() {
-        for (x, shown) in [
-            (0.0, "0"),
-            (-0.0, "0"),
-            (0.2222, "0.222"),
-            (1.0, "1"),
-            (1.0149, "1.01"),
-            (0.99996, "1"),
-            (-0.5, "-0.5"),
-            (12.44, "12.4"),
-            (3100.4, "3100"),
-            (0.0005, "5.00e-4"),
-            (2.5e9, "2.50e9"),
-            (f64::NAN, "NaN"),
-        ] {
-            assert_eq!(short(x), shown, "{x}");
-        }
     }
 }

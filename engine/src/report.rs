@@ -126,9 +126,9 @@ pub struct RemediationFinding {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub already: Option<String>,
     /// Set when the measurements show the mechanism this fix addresses (which puts it first):
-    /// the values that show it.
+    /// its `fits_when`, with the values that show it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fits: Option<String>,
+    pub fits: Option<EvidenceItem>,
 }
 
 /// A fired cause.

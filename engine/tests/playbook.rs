@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use llm_doctor_engine::condition::WindowStats;
 use llm_doctor_engine::playbook::spec::CauseSeverity;
 use llm_doctor_engine::playbook::{LoadErrorKind, Source};
-use llm_doctor_engine::report::{Severity, Status};
+use llm_doctor_engine::report::{Severity, ShownValue, Status};
 use llm_doctor_engine::{
     diagnose, load, Catalog, FactValue, Playbook, SignalValue, Snapshot, Target,
 };
@@ -770,10 +770,21 @@ fn fixes_whose_mechanism_is_measured_come_first_and_fixes_in_effect_last() {
             .unwrap();
         c.remediations
             .iter()
-            .map(|r| (r.id.clone(), r.fits.clone()))
+            .map(|r| {
+                // The values that show the fit, as `name = value`.
+                let fits = r.fits.as_ref().map(|f| {
+                    let values = f.values.iter().map(|(name, v)| match v {
+                        ShownValue::Number(n) => format!("{name} = {n}"),
+                        ShownValue::Fact(fact) => format!("{name} = {fact}"),
+                        ShownValue::Missing(_) => format!("{name} unknown"),
+                    });
+                    values.collect::<Vec<_>>().join(", ")
+                });
+                (r.id.clone(), fits)
+            })
             .collect::<Vec<_>>()
     };
-    let fits = Some("preemptions_per_second = 0.3, fact.engine = vllm".to_string());
+    let fits = Some("fact.engine = vllm, preemptions_per_second = 0.3".to_string());
     assert_eq!(
         order("auto"),
         vec![

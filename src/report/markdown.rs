@@ -59,8 +59,8 @@ pub fn render(report: &Report) -> String {
                             rem.title
                         )),
                         None => {
-                            let measured = (rem.fits.as_deref())
-                                .map(|v| format!(" (measured: {v})"))
+                            let measured = (rem.fits.as_ref())
+                                .map(|f| format!(" (measured: {})", evidence_line(f)))
                                 .unwrap_or_default();
                             out.push_str(&format!("- `{action}` — {}{measured}\n", rem.tradeoff));
                         }

@@ -304,8 +304,8 @@ fn fixes(out: &mut String, d: &Diagnosis, style: Style) {
                 6,
             ));
             out.push('\n');
-            if let Some(values) = &rem.fits {
-                out.push_str(&wrap("      measured: ", values, width, 16));
+            if let Some(fits) = &rem.fits {
+                out.push_str(&wrap("      measured: ", &evidence_line(fits), width, 16));
                 out.push('\n');
             }
         }

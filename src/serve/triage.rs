@@ -345,8 +345,8 @@ fn summarize(d: &Diagnosis, symptom: Option<String>) -> Summary {
     // With the values that put it first, when the measurements show its mechanism.
     let fix = causes.first().and_then(|c| {
         c.remediations.first().map(|r| {
-            let measured = (r.fits.as_deref())
-                .map(|v| format!("; measured: {v}"))
+            let measured = (r.fits.as_ref())
+                .map(|f| format!("; measured: {}", evidence_line(f)))
                 .unwrap_or_default();
             match &r.action {
                 Some(a) => format!("{}: {} ({}{measured})", r.title, a, r.tradeoff),
@@ -461,9 +461,7 @@ mod tests {
         let d = llm_doctor_engine::diagnose(&rules.playbook, &prepared[0].snapshot, &slos);
         let fix = summarize(&d, None).fix.unwrap();
         assert!(fix.starts_with("Stop other work"), "{fix}");
-        assert!(
-            fix.contains("; measured: replica_cpu_wait_ratio = "),
-            "{fix}"
-        );
+        assert!(fix.contains("; measured: "), "{fix}");
+        assert!(fix.contains("replica_cpu_wait_ratio 101 %"), "{fix}");
     }
 }

@@ -390,7 +390,7 @@ fn fixes_to_do_come_before_fixes_already_in_effect() {
 }
 
 /// The first cause of `file` diagnosed with `extra` arguments, and its fixes in order: (id,
-/// the values that show its mechanism).
+/// the values that show its mechanism, as `name = value`).
 fn fits_in_order(file: &str, extra: &[&str]) -> (String, Vec<(String, Option<String>)>) {
     let mut args = vec!["diagnose", file, "--format", "json"];
     args.extend_from_slice(extra);
@@ -399,7 +399,13 @@ fn fits_in_order(file: &str, extra: &[&str]) -> (String, Vec<(String, Option<Str
     let cause = &v["targets"][0]["causes"][0];
     let fixes = cause["remediations"].as_array().unwrap().iter();
     let fixes = fixes.map(|r| {
-        let fits = r["fits"].as_str().map(str::to_string);
+        let fits = r["fits"]["values"].as_object().map(|values| {
+            let values = values.iter().map(|(name, v)| match v.as_f64() {
+                Some(n) => format!("{name} = {}", llm_doctor::report::number(n)),
+                None => format!("{name} = {v}"),
+            });
+            values.collect::<Vec<_>>().join(", ")
+        });
         (r["id"].as_str().unwrap().to_string(), fits)
     });
     (cause["id"].as_str().unwrap().to_string(), fixes.collect())

@@ -137,7 +137,11 @@ fn cost_or_already(f: &llm_doctor_engine::report::RemediationFinding) -> String 
     match &f.already {
         Some(facts) => format!("already in effect: {facts}; the action is the next step"),
         None => match &f.fits {
-            Some(values) => format!("costs: {}; measured: {values}", f.tradeoff.trim()),
+            Some(fits) => format!(
+                "costs: {}; measured: {}",
+                f.tradeoff.trim(),
+                crate::report::evidence_line(fits)
+            ),
             None => format!("costs: {}", f.tradeoff.trim()),
         },
     }
