@@ -370,8 +370,8 @@ pub(crate) struct UserInputs<'a> {
 pub(crate) trait FactSource {
     /// Whether the target has a series with this sample name.
     fn has_metric(&self, name: &str) -> bool;
-    /// The labels of the target's (first) series of an info metric.
-    fn info_labels(&self, metric: &str) -> Option<BTreeMap<String, String>>;
+    /// A label of the target's (first) series of an info metric.
+    fn info_label(&self, metric: &str, label: &str) -> Option<&str>;
     /// A gauge fact's value: the maximum over the target's series of the selector, last value
     /// in the window.
     fn gauge_fact(&self, fact: &str, selector: &Selector) -> Option<f64>;
@@ -391,10 +391,9 @@ impl FactSource for SeriesFacts<'_, '_> {
         !self.indexed.named(name).is_empty()
     }
 
-    fn info_labels(&self, metric: &str) -> Option<BTreeMap<String, String>> {
+    fn info_label(&self, metric: &str, label: &str) -> Option<&str> {
         // One series per engine index under data parallelism; they agree on configuration.
-        let series = self.indexed.named(metric).first()?;
-        Some(series.labels.to_map())
+        self.indexed.named(metric).first()?.labels.get(label)
     }
 
     fn gauge_fact(&self, _fact: &str, selector: &Selector) -> Option<f64> {
@@ -586,11 +585,8 @@ fn apply_engine_facts(
     )?;
     set_defaults(snapshot, rules, engine, &engine.defaults, "default")?;
     for info in &engine.info_facts {
-        let Some(labels) = source.info_labels(&info.metric) else {
-            continue;
-        };
         for (label, fact) in &info.labels {
-            let Some(value) = labels.get(label) else {
+            let Some(value) = source.info_label(&info.metric, label) else {
                 continue;
             };
             if value.is_empty() || value == "None" {

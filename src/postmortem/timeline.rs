@@ -124,49 +124,72 @@ pub fn slide(
         signals: BTreeMap::new(),
         tracks: BTreeMap::new(),
     };
+    // Filled by catalog index and finding id while sliding (no name compared or copied per
+    // step), keyed by name once at the end.
+    let mut columns: Vec<Option<Vec<f64>>> = vec![None; catalog.signals().len()];
+    let mut tracks = Tracks::default();
     for (step, &t) in times.iter().enumerate() {
         let prepared = split.values_at(i, range.frame_at(t))?;
-        for (k, def) in catalog.signals().iter().enumerate() {
+        for (k, column) in columns.iter_mut().enumerate() {
             if let Some(v) = prepared.snapshot.signal_at(k) {
-                // Looked up before inserting: the name is copied once per track, not per step.
-                match timeline.signals.get_mut(&def.name) {
-                    Some(column) => column[step] = v.value,
-                    None => {
-                        let mut column = vec![f64::NAN; n];
-                        column[step] = v.value;
-                        timeline.signals.insert(def.name.clone(), column);
-                    }
-                }
+                column.get_or_insert_with(|| vec![f64::NAN; n])[step] = v.value;
             }
         }
         let d = llm_doctor_engine::diagnose(&rules.playbook, &prepared.snapshot, slos);
-        record(&mut timeline, &d, step, n);
+        timeline.status.push(d.status);
+        tracks.record(&d, step, n, |name| {
+            let k = catalog.signal(name)?;
+            columns[k].as_ref().map(|c| c[step])
+        });
         if step + 1 == n {
             timeline.target = prepared.snapshot.target.clone();
             timeline.notes = prepared.notes;
         }
         tick();
     }
+    for (def, column) in catalog.signals().iter().zip(columns) {
+        if let Some(column) = column {
+            timeline.signals.insert(def.name.clone(), column);
+        }
+    }
+    for (id, track) in tracks.symptoms {
+        timeline.tracks.insert((Kind::Symptom, id), track);
+    }
+    for (id, track) in tracks.causes {
+        timeline.tracks.insert((Kind::Cause, id), track);
+    }
     Ok(timeline)
 }
 
-/// Adds one step's verdict to the tracks.
-fn record(timeline: &mut Timeline, d: &Diagnosis, step: usize, n: usize) {
-    timeline.status.push(d.status);
-    for s in &d.symptoms {
-        // The comparison that held (an `or` of several may have others that did not).
-        let usable =
-            |e: &&llm_doctor_engine::report::EvidenceItem| e.signal.is_some() && e.value.is_some();
-        let first = s
-            .evidence
-            .iter()
-            .filter(usable)
-            .find(|e| e.result == Some(true))
-            .or_else(|| s.evidence.iter().find(usable));
-        let track = timeline
-            .tracks
-            .entry((Kind::Symptom, s.id.clone()))
-            .or_insert_with(|| Track {
+/// The tracks of a slide, by finding id: looked up with the id a diagnosis holds, without
+/// copying it at every step.
+#[derive(Default)]
+struct Tracks {
+    symptoms: BTreeMap<String, Track>,
+    causes: BTreeMap<String, Track>,
+}
+
+impl Tracks {
+    /// Adds one step's findings; `column` is a signal's value at this step.
+    fn record(
+        &mut self,
+        d: &Diagnosis,
+        step: usize,
+        n: usize,
+        column: impl Fn(&str) -> Option<f64>,
+    ) {
+        for s in &d.symptoms {
+            // The comparison that held (an `or` of several may have others that did not).
+            let usable = |e: &&llm_doctor_engine::report::EvidenceItem| {
+                e.signal.is_some() && e.value.is_some()
+            };
+            let first = s
+                .evidence
+                .iter()
+                .filter(usable)
+                .find(|e| e.result == Some(true))
+                .or_else(|| s.evidence.iter().find(usable));
+            let track = track_of(&mut self.symptoms, &s.id, || Track {
                 kind: Kind::Symptom,
                 id: s.id.clone(),
                 title: s.title.clone(),
@@ -176,32 +199,28 @@ fn record(timeline: &mut Timeline, d: &Diagnosis, step: usize, n: usize) {
                 rank: Vec::new(),
                 severity: vec![f64::NAN; n],
             });
-        // One signal per track: the one it was first judged by, read from its column when
-        // another comparison is the one that held now.
-        let same = first.filter(|e| e.signal.is_some() && e.signal == track.signal);
-        let column = track
-            .signal
-            .as_ref()
-            .and_then(|name| timeline.signals.get(name))
-            .map(|c| c[step]);
-        let value = same
-            .and_then(|e| e.value)
-            .or(column.filter(|v| v.is_finite()))
-            .unwrap_or(1.0);
-        track.value[step] = value;
-        // How bad, in the direction of the track's own comparison; a larger value when it has
-        // none (every symptom signal grows worse upwards unless its rule says `<`).
-        track.severity[step] = match track.comparison {
-            Some((op, th)) if th != 0.0 && op.starts_with('<') => (th / value).abs(),
-            Some((_, th)) if th != 0.0 => (value / th).abs(),
-            _ => value.abs(),
-        };
-    }
-    for c in &d.causes {
-        let track = timeline
-            .tracks
-            .entry((Kind::Cause, c.id.clone()))
-            .or_insert_with(|| Track {
+            // One signal per track: the one it was first judged by, read from its column when
+            // another comparison is the one that held now.
+            let same = first.filter(|e| e.signal.is_some() && e.signal == track.signal);
+            let value = same
+                .and_then(|e| e.value)
+                .or(track
+                    .signal
+                    .as_deref()
+                    .and_then(&column)
+                    .filter(|v| v.is_finite()))
+                .unwrap_or(1.0);
+            track.value[step] = value;
+            // How bad, in the direction of the track's own comparison; a larger value when it
+            // has none (every symptom signal grows worse upwards unless its rule says `<`).
+            track.severity[step] = match track.comparison {
+                Some((op, th)) if th != 0.0 && op.starts_with('<') => (th / value).abs(),
+                Some((_, th)) if th != 0.0 => (value / th).abs(),
+                _ => value.abs(),
+            };
+        }
+        for c in &d.causes {
+            let track = track_of(&mut self.causes, &c.id, || Track {
                 kind: Kind::Cause,
                 id: c.id.clone(),
                 title: c.title.clone(),
@@ -211,9 +230,22 @@ fn record(timeline: &mut Timeline, d: &Diagnosis, step: usize, n: usize) {
                 rank: vec![0; n],
                 severity: Vec::new(),
             });
-        track.value[step] = c.score;
-        track.rank[step] = c.rank.min(u16::MAX as usize) as u16;
+            track.value[step] = c.score;
+            track.rank[step] = c.rank.min(u16::MAX as usize) as u16;
+        }
     }
+}
+
+/// The track of `id`, made by `new` the first time.
+fn track_of<'a>(
+    tracks: &'a mut BTreeMap<String, Track>,
+    id: &str,
+    new: impl FnOnce() -> Track,
+) -> &'a mut Track {
+    if !tracks.contains_key(id) {
+        tracks.insert(id.to_string(), new());
+    }
+    tracks.get_mut(id).expect("inserted above")
 }
 
 #[cfg(test)]

@@ -638,8 +638,11 @@ impl FactSource for LiveFacts<'_> {
         self.versions.contains(&(self.target, name.to_string()))
     }
 
-    fn info_labels(&self, metric: &str) -> Option<BTreeMap<String, String>> {
-        self.infos.get(&(self.target, metric.to_string())).cloned()
+    fn info_label(&self, metric: &str, label: &str) -> Option<&str> {
+        self.infos
+            .get(&(self.target, metric.to_string()))?
+            .get(label)
+            .map(String::as_str)
     }
 
     fn gauge_fact(&self, fact: &str, _selector: &SeriesSelector) -> Option<f64> {
