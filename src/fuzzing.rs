@@ -40,6 +40,7 @@ pub fn exposition(data: &[u8]) {
 /// Saved Prometheus API answers.
 pub fn api_json(data: &[u8]) {
     let _ = crate::source::file::api_json::parse_with_warnings(text(data), "fuzz");
+    crate::source::file::api_json::check_pieces_agree(text(data));
 }
 
 /// llm-doctor snapshot and timeline files.

@@ -136,17 +136,46 @@ pub fn parse(text: &str, file: &str) -> Result<SeriesSet, ApiJsonError> {
     parse_with_warnings(text, file).map(|p| p.set)
 }
 
-/// Parses a saved API answer, returning the series and the server's warnings.
+/// Parses a saved API answer, returning the series and the server's warnings. A large answer
+/// is read on every core (see [`parse_in_pieces`]).
 pub fn parse_with_warnings(text: &str, file: &str) -> Result<Parsed, ApiJsonError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.len() >= PIECES_FROM_BYTES {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if let Some(parsed) = parse_in_pieces(text, file, threads) {
+            return Ok(parsed);
+        }
+    }
+    parse_whole(text, file)
+}
+
+/// [`parse_with_warnings`] on one core, the answer read as one JSON document.
+fn parse_whole(text: &str, file: &str) -> Result<Parsed, ApiJsonError> {
     let answer: Answer = serde_json::from_str(text).map_err(|cause| ApiJsonError::Json {
         file: file.to_string(),
         cause,
     })?;
     check_status(&answer, file)?;
-    let mut warnings = server_notes(&answer, file);
+    let warnings = server_notes(&answer, file);
     let items = series_items(answer.data, file)?;
     let (series, native_skipped) = to_series(&items, file)?;
+    Ok(parsed(
+        series,
+        native_skipped,
+        warnings,
+        answer.is_partial,
+        file,
+    ))
+}
+
+/// The series of an answer as a set, families inferred, with what the server said.
+fn parsed(
+    series: Vec<Series>,
+    native_skipped: usize,
+    mut warnings: Vec<String>,
+    partial: bool,
+    file: &str,
+) -> Parsed {
     if native_skipped > 0 {
         warnings.push(format!(
             "{file}: native-histogram samples of {native_skipped} series were skipped (only classic `_bucket` series are read)"
@@ -158,11 +187,149 @@ pub fn parse_with_warnings(text: &str, file: &str) -> Result<Parsed, ApiJsonErro
     };
     set.normalize();
     set.families = infer_families(&set);
-    Ok(Parsed {
+    Parsed {
         set,
         warnings,
-        partial: answer.is_partial,
-    })
+        partial,
+    }
+}
+
+/// Answers at least this large are read in pieces, one a core: a day of a few replicas is one
+/// answer of 100 MB, which a single core read while the other waited.
+const PIECES_FROM_BYTES: usize = 8 << 20;
+
+/// Where the next series of a `result` begins. Inside a JSON string a quote is escaped, so a
+/// `{` directly followed by a quote and `metric` starts an object; behind `},` it is the next
+/// element of the array, as Prometheus, Thanos and VictoriaMetrics write their series.
+const NEXT_SERIES: &str = "},{\"metric\":";
+
+/// [`parse_with_warnings`] on `threads` cores: the series of the `result` array cut where one
+/// ends and the next begins (see [`NEXT_SERIES`]) into runs of about equal size, each read in
+/// place on a thread of its own, the series put back in the answer's order, so the set is the
+/// one a whole read gives; the envelope around the array is then read as JSON with the array
+/// left empty. None when the answer is anything else than a success with series in that form,
+/// or when a run cannot be read: the caller then reads it whole and says exactly what is wrong,
+/// where.
+fn parse_in_pieces(text: &str, file: &str, threads: usize) -> Option<Parsed> {
+    // A key: in a string its quotes would be escaped. Only the compact layout servers write
+    // (`"data":{"resultType":"matrix","result":[{"metric":...`) is read this way, so that it
+    // cannot be another object's key.
+    const RESULT: &str = "\"result\":[";
+    let at = text.find(RESULT)?;
+    let head = &text[..at];
+    if !head.ends_with("\"data\":{\"resultType\":\"matrix\",")
+        && !head.ends_with("\"data\":{\"resultType\":\"vector\",")
+    {
+        return None;
+    }
+    let open = at + RESULT.len();
+    let all = &text[open..];
+    if !all.starts_with("{\"metric\":") {
+        return None;
+    }
+    let starts = run_starts(all, threads);
+    if starts.len() < 2 {
+        return None;
+    }
+    let runs: Vec<(&str, bool)> = (0..starts.len())
+        .map(|k| match starts.get(k + 1) {
+            // Without the comma between two runs.
+            Some(&next) => (&all[starts[k]..next - 1], false),
+            None => (&all[starts[k]..], true),
+        })
+        .collect();
+    let read: Vec<Option<(Vec<Series>, usize, usize)>> = std::thread::scope(|scope| {
+        let reading: Vec<_> = (runs.iter())
+            .map(|&(run, last)| scope.spawn(move || read_run(run, last, file)))
+            .collect();
+        reading
+            .into_iter()
+            .map(|r| r.join().ok().flatten())
+            .collect()
+    });
+    let mut series = Vec::new();
+    let (mut native_skipped, mut close) = (0, open);
+    for (k, run) in read.into_iter().enumerate() {
+        let (s, n, end) = run?;
+        series.extend(s);
+        native_skipped += n;
+        close = open + starts[k] + end;
+    }
+    // The envelope, with an empty array where the series were.
+    let envelope = format!("{}]{}", &text[..open], &text[close + 1..]);
+    let answer: Answer = serde_json::from_str(&envelope).ok()?;
+    check_status(&answer, file).ok()?;
+    let warnings = server_notes(&answer, file);
+    match &answer.data {
+        Some(Data::Matrix(items) | Data::Vector(items)) if items.is_empty() => {}
+        _ => return None,
+    }
+    Some(parsed(
+        series,
+        native_skipped,
+        warnings,
+        answer.is_partial,
+        file,
+    ))
+}
+
+/// For fuzzing: whatever the text, a read in pieces that succeeds gives what a whole read
+/// gives.
+#[doc(hidden)]
+pub fn check_pieces_agree(text: &str) {
+    if let Some(pieces) = parse_in_pieces(text, "fuzz", 3) {
+        let whole = parse_whole(text, "fuzz").map(|w| format!("{w:?}"));
+        assert_eq!(
+            whole.ok(),
+            Some(format!("{pieces:?}")),
+            "pieces and whole differ"
+        );
+    }
+}
+
+/// Where each of up to `n` runs of whole series of `all` (the text after the result array's
+/// `[`) begins: the first series boundary past each run's share.
+fn run_starts(all: &str, n: usize) -> Vec<usize> {
+    let share = all.len() / n.max(1) + 1;
+    let mut starts = vec![0];
+    while starts.len() < n {
+        let mut from = starts[starts.len() - 1] + share;
+        if from >= all.len() {
+            break;
+        }
+        while !all.is_char_boundary(from) {
+            from += 1;
+        }
+        match all[from..].find(NEXT_SERIES) {
+            // The next series' `{`, past the `},`.
+            Some(at) => starts.push(from + at + 2),
+            None => break,
+        }
+    }
+    starts
+}
+
+/// The series of `run` (`{...},{...}`), each read in place and converted at once, with how
+/// many had native-histogram samples and where the run ends: at its end, or for the `last`
+/// run at the array's `]`. None when it holds anything else.
+fn read_run(run: &str, last: bool, file: &str) -> Option<(Vec<Series>, usize, usize)> {
+    let blank = |s: &str| s.len() - s.trim_start_matches([' ', '\t', '\n', '\r']).len();
+    let (mut series, mut native_skipped, mut at) = (Vec::new(), 0, 0);
+    loop {
+        let mut stream = serde_json::Deserializer::from_str(&run[at..]).into_iter::<Item>();
+        let item = stream.next()?.ok()?;
+        at += stream.byte_offset();
+        let (s, n) = to_series(std::slice::from_ref(&item), file).ok()?;
+        series.extend(s);
+        native_skipped += n;
+        at += blank(&run[at..]);
+        match run.as_bytes().get(at) {
+            Some(b',') => at += 1,
+            Some(b']') if last => return Some((series, native_skipped, at)),
+            None if !last => return Some((series, native_skipped, at)),
+            _ => return None,
+        }
+    }
 }
 
 /// The series of a query answer's `result`, given as its JSON text (a vector's rows or a
@@ -205,7 +372,7 @@ fn check_status(answer: &Answer, file: &str) -> Result<(), ApiJsonError> {
 }
 
 /// `isPartial`, `warnings` and `infos`, in words.
-fn server_notes(answer: &Answer, file: &str) -> Vec<String> {
+fn server_notes<D>(answer: &Envelope<D>, file: &str) -> Vec<String> {
     let mut warnings = Vec::new();
     if answer.is_partial {
         warnings.push(format!(
@@ -519,6 +686,169 @@ mod tests {
 
     fn matrix(results: &str) -> String {
         format!(r#"{{"status":"success","data":{{"resultType":"matrix","result":[{results}]}}}}"#)
+    }
+
+    /// `n` series as Prometheus writes them: counters, NaN and infinite values, a label with
+    /// text that looks like JSON, non-ASCII values, one series with native-histogram samples.
+    fn many_series(n: usize) -> String {
+        let rows: Vec<String> = (0..n)
+            .map(|i| {
+                let odd = match i % 5 {
+                    0 => r#"},{\"metric\":"#.to_string(),
+                    1 => "héllo ✓".to_string(),
+                    _ => format!("pod-{i}"),
+                };
+                let values: Vec<String> = (0..4)
+                    .map(|k| {
+                        let v = match (i + k) % 7 {
+                            0 => "NaN".to_string(),
+                            1 => "+Inf".to_string(),
+                            v => format!("{}.5", v * i),
+                        };
+                        format!(r#"[{}.{k},"{v}"]"#, 1_761_955_800 + k * 15)
+                    })
+                    .collect();
+                let native = if i == 3 {
+                    r#","histograms":[[1761955800,{"count":"1","sum":"1"}]]"#
+                } else {
+                    ""
+                };
+                format!(
+                    r#"{{"metric":{{"__name__":"m{}_total","pod":"{odd}","i":"{i}"}},"values":[{}]{native}}}"#,
+                    i % 3,
+                    values.join(",")
+                )
+            })
+            .collect();
+        matrix(&rows.join(","))
+    }
+
+    #[test]
+    fn an_answer_read_in_pieces_is_the_answer_read_whole() {
+        let text = many_series(200);
+        // What servers write around the series: warnings and infos after them
+        // (Prometheus), isPartial and stats around them (VictoriaMetrics).
+        let around = [
+            text.clone(),
+            format!(
+                r#"{},"warnings":["w \"result\":["],"infos":["i"]}}"#,
+                &text[..text.len() - 1]
+            ),
+            text.replacen(
+                r#""status":"success","#,
+                r#""status":"success","isPartial":true,"#,
+                1,
+            )
+            .replacen("]}}", r#"]},"stats":{"seriesFetched":"200"}}"#, 1),
+        ];
+        assert_eq!(parse_whole(&around[1], "f").unwrap().warnings.len(), 3);
+        assert!(parse_whole(&around[2], "f").unwrap().partial);
+        for text in &around {
+            let whole = parse_whole(text, "f").unwrap();
+            assert_eq!(whole.set.series.len(), 200);
+            assert!(whole
+                .warnings
+                .iter()
+                .any(|w| w.contains("native-histogram")));
+            for threads in [2, 3, 7, 64, 1000] {
+                let pieces = parse_in_pieces(text, "f", threads).expect("read in pieces");
+                // As text: NaN is no value's equal, its own included.
+                assert_eq!(
+                    format!("{pieces:?}"),
+                    format!("{whole:?}"),
+                    "{threads} threads"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn series_are_cut_between_series_only() {
+        let text = many_series(50);
+        let open = text.find(r#""result":["#).unwrap() + 10;
+        let all = &text[open..];
+        for n in [1, 2, 5, 49, 50, 200] {
+            let starts = run_starts(all, n);
+            assert!(!starts.is_empty() && starts.len() <= n, "{n}: {starts:?}");
+            let mut count = 0;
+            for (k, &from) in starts.iter().enumerate() {
+                let (run, last) = match starts.get(k + 1) {
+                    Some(&next) => (&all[from..next - 1], false),
+                    None => (&all[from..], true),
+                };
+                let (series, _, end) = read_run(run, last, "f").expect("whole series");
+                count += series.len();
+                assert_eq!(&run[end..], if last { "]}}" } else { "" });
+            }
+            assert_eq!(count, 50, "{n} runs");
+        }
+    }
+
+    /// Anything but series in Prometheus' compact form is read whole, where errors name
+    /// their line and column in the answer itself.
+    #[test]
+    fn an_answer_that_cannot_be_cut_is_read_whole() {
+        let pretty = serde_json::to_string_pretty(
+            &serde_json::from_str::<serde_json::Value>(&many_series(20)).unwrap(),
+        )
+        .unwrap();
+        assert!(
+            parse_in_pieces(&pretty, "f", 4).is_none(),
+            "no compact boundary"
+        );
+        let broken = many_series(20).replace(r#""i":"17"}"#, r#""i":"17"]"#);
+        assert!(
+            parse_in_pieces(&broken, "f", 4).is_none(),
+            "a piece is not JSON"
+        );
+        let unnamed = many_series(20).replace(r#""__name__":"m1_total","#, "");
+        assert!(
+            parse_in_pieces(&unnamed, "f", 4).is_none(),
+            "a piece has unnamed series"
+        );
+        let error = r#"{"status":"error","errorType":"bad_data","error":"x","data":{"resultType":"matrix","result":[{"metric":{"__name__":"a"},"values":[]},{"metric":{"__name__":"b"},"values":[]}]}}"#;
+        assert!(parse_in_pieces(error, "f", 4).is_none());
+        let elsewhere = matrix("").replacen(
+            r#""status":"success","#,
+            r#""status":"success","x":{"result":[{"metric":{"__name__":"a"},"values":[]},{"metric":{"__name__":"b"},"values":[]}]},"#,
+            1,
+        );
+        assert!(
+            parse_whole(&elsewhere, "f").is_err(),
+            "the data's result is empty"
+        );
+        assert!(
+            parse_in_pieces(&elsewhere, "f", 4).is_none(),
+            "not the data's result"
+        );
+        assert!(parse_in_pieces(error, "f", 4).is_none());
+        let scalar = r#"{"status":"success","data":{"resultType":"scalar","result":[1,"1"]}}"#;
+        assert!(parse_in_pieces(scalar, "f", 4).is_none());
+    }
+
+    /// Past the size read in pieces, what is wrong is said as a whole read says it: every
+    /// unnamed series counted, not a piece's.
+    #[test]
+    fn a_large_answer_fails_as_a_whole_one_does() {
+        let mut n = 2000;
+        let text = loop {
+            let text = many_series(n).replace(r#""__name__":"m1_total","#, "");
+            if text.len() >= PIECES_FROM_BYTES {
+                break text;
+            }
+            n *= 2;
+        };
+        let err = parse_with_warnings(&text, "f").unwrap_err().to_string();
+        let unnamed = (0..n).filter(|i| i % 3 == 1).count();
+        assert!(
+            err.contains(&format!(
+                "{unnamed} of the answer's series have no metric name"
+            )),
+            "{err}"
+        );
+        let good = many_series(n);
+        let pieces = parse_with_warnings(&good, "f").unwrap();
+        assert_eq!(pieces.set.series.len(), n);
     }
 
     #[test]
