@@ -132,8 +132,16 @@ impl Snapshot {
         let i = catalog
             .signal(name)
             .ok_or_else(|| SnapshotError::UnknownSignal(name.to_string()))?;
-        self.signals[i] = value.value.is_finite().then_some(value);
+        self.set_signal_at(i, value);
         Ok(())
+    }
+
+    /// [`Snapshot::set_signal`] by catalog index, for a caller that already has it (a
+    /// postmortem sets every signal at every step); an index past the catalog sets nothing.
+    pub fn set_signal_at(&mut self, i: usize, value: SignalValue) {
+        if let Some(slot) = self.signals.get_mut(i) {
+            *slot = value.value.is_finite().then_some(value);
+        }
     }
 
     /// Records how a missing signal could be obtained (shown in "not checked").

@@ -371,6 +371,42 @@ fn nan_and_infinite_signals_are_absent() {
     assert_eq!(d.status, Status::Unknown);
 }
 
+/// By index as by name: a non-finite value is absent, an index past the catalog sets nothing.
+#[test]
+fn signals_set_by_index_are_those_set_by_name() {
+    let cat = catalog();
+    let value = |v: f64| SignalValue {
+        value: v,
+        stats: None,
+        source: "test".into(),
+    };
+    let by_name = snapshot(
+        &cat,
+        &[
+            ("ttft_p99_seconds", 2.0),
+            ("gpu_utilization_ratio", f64::NAN),
+        ],
+        None,
+    );
+    let mut by_index = snapshot(&cat, &[], None);
+    by_index.set_signal_at(cat.signal("ttft_p99_seconds").unwrap(), value(2.0));
+    by_index.set_signal_at(
+        cat.signal("gpu_utilization_ratio").unwrap(),
+        value(f64::NAN),
+    );
+    by_index.set_signal_at(cat.signals().len(), value(1.0));
+    for i in 0..cat.signals().len() {
+        assert_eq!(
+            by_index.signal_at(i).map(|v| v.value),
+            by_name.signal_at(i).map(|v| v.value),
+            "{}",
+            cat.signals()[i].name
+        );
+    }
+    assert!(by_index.signal(&cat, "ttft_p99_seconds").is_some());
+    assert!(by_index.signal(&cat, "gpu_utilization_ratio").is_none());
+}
+
 #[test]
 fn info_causes_leave_a_target_healthy_and_slos_can_be_overridden() {
     let cat = catalog();

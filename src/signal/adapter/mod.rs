@@ -276,12 +276,18 @@ pub fn fill_signals_from(
     facts: &[(String, String)],
     provenance: bool,
 ) {
-    let mut provided: BTreeSet<&str> = BTreeSet::new();
+    // By catalog index: looked up once a signal, where a set of names was searched and grown
+    // at every step of a postmortem.
+    let mut provided = vec![false; catalog.signals().len()];
     let present = adapters.present(&input.adapters);
     for a in &present {
         let chosen = choose_picks(a, facts, ts, frame);
         for (name, written) in &a.signals {
-            if provided.contains(name.as_str()) {
+            // Names were validated against the catalog at load.
+            let Some(k) = catalog.signal(name) else {
+                continue;
+            };
+            if provided[k] {
                 continue;
             }
             // Most expressions have no pick: read them as written rather than copy them at
@@ -361,9 +367,8 @@ pub fn fill_signals_from(
                         stats,
                         source,
                     };
-                    // Names were validated against the catalog at load.
-                    let _ = snapshot.set_signal(catalog, name, sv);
-                    provided.insert(name);
+                    snapshot.set_signal_at(k, sv);
+                    provided[k] = true;
                 }
                 Err(reason) if provenance => {
                     let _ = snapshot.set_hint(catalog, name, absent_hint(a, name, &reason));
@@ -373,6 +378,10 @@ pub fn fill_signals_from(
         }
     }
     if provenance {
+        let provided: BTreeSet<&str> = (catalog.signals().iter().zip(&provided))
+            .filter(|(_, &p)| p)
+            .map(|(def, _)| def.name.as_str())
+            .collect();
         fill_missing_hints(
             snapshot,
             catalog,
