@@ -1298,6 +1298,43 @@ fn a_range_too_large_for_one_answer_is_asked_in_pieces_with_the_same_result() {
     assert!(queries(&err) > sent, "{err}");
 }
 
+/// A large range answer is read in runs of series on several cores; the runs are cut where
+/// the layout real servers write says one series ends. A real Prometheus's and a real
+/// VictoriaMetrics' answers take that path, warnings and all, and give the set a whole read
+/// gives.
+#[test]
+fn real_range_answers_read_in_pieces_equal_a_whole_read() {
+    use llm_doctor::source::file::api_json::{parse_with_warnings, read_in_pieces};
+    let text = fixture_text("fleet_mixed");
+    let prom = Prometheus::start_with(&text);
+    let vm = VictoriaMetrics::start_with(&text);
+    let raw = r#"{__name__=~"vllm:.+|DCGM_.+"}"#;
+    let answers = [
+        (
+            "prometheus",
+            prom.query_range_text(raw, 1796083500.0, 1796083807.0, 15.0),
+        ),
+        (
+            "victoria-metrics",
+            vm.query_range_text(raw, 1796083500.0, 1796083807.0, 15.0),
+        ),
+    ];
+    for (server, answer) in &answers {
+        let whole = parse_with_warnings(answer, server).unwrap();
+        assert!(whole.set.series.len() > 100, "{server}: {}", answer.len());
+        for threads in [2, 3, 8] {
+            let pieces = read_in_pieces(answer, server, threads)
+                .unwrap_or_else(|| panic!("{server}'s answer is not read in pieces"));
+            // As text: NaN is no value's equal, its own included.
+            assert_eq!(
+                format!("{pieces:?}"),
+                format!("{whole:?}"),
+                "{server}, {threads} threads"
+            );
+        }
+    }
+}
+
 /// A range query the server refuses (here a real Prometheus over its sample limit) ends the
 /// postmortem with the server's reason, the server and the query, not a panic or a partial
 /// report: the answers are read and parsed as they arrive, each on its own.

@@ -181,6 +181,11 @@ impl Prometheus {
         query_range(&self.http, &self.url, promql, start_s, end_s, step_s)
     }
 
+    /// [`Self::query_range`]'s answer as the server wrote it.
+    pub fn query_range_text(&self, promql: &str, start_s: f64, end_s: f64, step_s: f64) -> String {
+        query_range_text(&self.http, &self.url, promql, start_s, end_s, step_s)
+    }
+
     /// `GET` of an API path (`/api/v1/rules`, `/api/v1/status/flags`), parsed as JSON
     /// whatever the HTTP status.
     pub fn api(&self, path: &str) -> Value {
@@ -307,6 +312,11 @@ impl VictoriaMetrics {
     /// Range query from `start_s` to `end_s` every `step_s` seconds; the raw JSON answer.
     pub fn query_range(&self, promql: &str, start_s: f64, end_s: f64, step_s: f64) -> Value {
         query_range(&self.http, &self.url, promql, start_s, end_s, step_s)
+    }
+
+    /// [`Self::query_range`]'s answer as the server wrote it.
+    pub fn query_range_text(&self, promql: &str, start_s: f64, end_s: f64, step_s: f64) -> String {
+        query_range_text(&self.http, &self.url, promql, start_s, end_s, step_s)
     }
 
     /// `GET` of an API path (`/api/v1/rules`, `/api/v1/status/flags`), parsed as JSON
@@ -695,17 +705,31 @@ fn query_range(
     end_s: f64,
     step_s: f64,
 ) -> Value {
+    let body = query_range_text(http, base, promql, start_s, end_s, step_s);
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{promql}: not JSON ({e}): {body}"))
+}
+
+/// A range query's answer as the server wrote it.
+fn query_range_text(
+    http: &Http,
+    base: &str,
+    promql: &str,
+    start_s: f64,
+    end_s: f64,
+    step_s: f64,
+) -> String {
     let (start, end, step) = (start_s.to_string(), end_s.to_string(), step_s.to_string());
-    api_json(
-        http,
-        &format!("{base}/api/v1/query_range"),
-        &[
-            ("query", promql),
-            ("start", &start),
-            ("end", &end),
-            ("step", &step),
-        ],
-    )
+    let params = [
+        ("query", promql),
+        ("start", start.as_str()),
+        ("end", end.as_str()),
+        ("step", step.as_str()),
+    ];
+    let url = Url::parse_with_params(&format!("{base}/api/v1/query_range"), params)
+        .expect("a valid API URL");
+    http.get(url.as_str())
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+        .1
 }
 
 /// GETs an API URL and parses the body as JSON whatever the status; panics when the request

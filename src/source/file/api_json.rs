@@ -273,6 +273,13 @@ fn parse_in_pieces(text: &str, file: &str, threads: usize) -> Option<Parsed> {
     ))
 }
 
+/// The read in pieces alone, for tests of real servers' answers (which must take it): None
+/// where [`parse_with_warnings`] would read the answer whole.
+#[doc(hidden)]
+pub fn read_in_pieces(text: &str, file: &str, threads: usize) -> Option<Parsed> {
+    parse_in_pieces(text, file, threads)
+}
+
 /// For fuzzing: whatever the text, a read in pieces that succeeds gives what a whole read
 /// gives.
 #[doc(hidden)]
