@@ -212,8 +212,8 @@ const NEXT_SERIES: &str = "},{\"metric\":";
 /// where.
 fn parse_in_pieces(text: &str, file: &str, threads: usize) -> Option<Parsed> {
     // A key: in a string its quotes would be escaped. Only the compact layout servers write
-    // (`"data":{"resultType":"matrix","result":[{"metric":...`) is read this way, so that it
-    // cannot be another object's key.
+    // (`"data":{"resultType":"matrix","result":[{"metric":...`) is read this way; whether it is
+    // the answer's own `data` is checked once the envelope is read, below.
     const RESULT: &str = "\"result\":[";
     let at = text.find(RESULT)?;
     let head = &text[..at];
@@ -255,7 +255,8 @@ fn parse_in_pieces(text: &str, file: &str, threads: usize) -> Option<Parsed> {
         native_skipped += n;
         close = open + starts[k] + end;
     }
-    // The envelope, with an empty array where the series were.
+    // The envelope, with an empty array where the series were: read as a whole read reads it,
+    // and the array must be the answer's own `data.result` (not one under another key).
     let envelope = format!("{}]{}", &text[..open], &text[close + 1..]);
     let answer: Answer = serde_json::from_str(&envelope).ok()?;
     check_status(&answer, file).ok()?;
@@ -263,6 +264,11 @@ fn parse_in_pieces(text: &str, file: &str, threads: usize) -> Option<Parsed> {
     match &answer.data {
         Some(Data::Matrix(items) | Data::Vector(items)) if items.is_empty() => {}
         _ => return None,
+    }
+    let placed: Envelope<ResultAt> = serde_json::from_str(&envelope).ok()?;
+    let array = placed.data?.result.get();
+    if array.as_ptr() as usize - envelope.as_ptr() as usize != open - 1 {
+        return None;
     }
     Some(parsed(
         series,
@@ -292,6 +298,13 @@ pub fn check_pieces_agree(text: &str) {
             "pieces and whole differ"
         );
     }
+}
+
+/// Where an answer's `data.result` is, as text borrowed from it.
+#[derive(Deserialize)]
+struct ResultAt<'a> {
+    #[serde(borrow)]
+    result: &'a serde_json::value::RawValue,
 }
 
 /// Where each of up to `n` runs of whole series of `all` (the text after the result array's
@@ -828,6 +841,22 @@ mod tests {
             parse_in_pieces(&elsewhere, "f", 4).is_none(),
             "not the data's result"
         );
+        // The servers' layout under another key, before an answer whose own result is empty.
+        let series = r#"[{"metric":{"__name__":"a"},"values":[]},{"metric":{"__name__":"b"},"values":[]},{"metric":{"__name__":"c"},"values":[]}]"#;
+        for key in [
+            format!(r#""x":{{"data":{{"resultType":"matrix","result":{series}}}}}"#),
+            format!(r#""x\"data":{{"resultType":"matrix","result":{series}}}"#),
+        ] {
+            let nested = matrix("").replacen(
+                r#""status":"success","#,
+                &format!(r#""status":"success",{key},"#),
+                1,
+            );
+            assert!(parse_whole(&nested, "f").is_err(), "{nested}");
+            for threads in [2, 3, 4] {
+                assert!(parse_in_pieces(&nested, "f", threads).is_none(), "{nested}");
+            }
+        }
         assert!(parse_in_pieces(error, "f", 4).is_none());
         let scalar = r#"{"status":"success","data":{"resultType":"scalar","result":[1,"1"]}}"#;
         assert!(parse_in_pieces(scalar, "f", 4).is_none());
