@@ -33,8 +33,8 @@ use crate::condition::{Condition, Env, Input, Slot, Value, WindowStats};
 use crate::playbook::spec::CauseSeverity;
 use crate::playbook::{Cause, Playbook};
 use crate::report::{
-    CauseFinding, Coverage, Diagnosis, EvidenceItem, RemediationFinding, Severity, ShownValue,
-    Status, SymptomFinding, Unchecked,
+    CauseFinding, Coverage, Diagnosis, EvidenceItem, RemediationFinding, RuleCheck, Severity,
+    ShownValue, Status, SymptomFinding, Unchecked,
 };
 use crate::snapshot::{FactValue, Snapshot};
 
@@ -128,6 +128,53 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
         facts,
         coverage,
     }
+}
+
+/// How the symptom or cause `id` judged `snapshot`, fired or not, with every value each of its
+/// conditions read; None when no rule has that id. A cause's score and rank need the other
+/// causes: [`diagnose`] gives those.
+pub fn check_rule(
+    playbook: &Playbook,
+    snapshot: &Snapshot,
+    slos: &[f64],
+    id: &str,
+) -> Option<RuleCheck> {
+    let env = SnapshotEnv { snapshot, slos };
+    let item = |when: &Condition, weight: Option<f64>, note: Option<String>| {
+        evidence_item(playbook, &env, when, when.eval_bool(&env), weight, note)
+    };
+    let items = |list: &[crate::playbook::Evidence]| {
+        list.iter()
+            .map(|e| item(&e.when, Some(e.weight), e.note.clone()))
+            .collect::<Vec<_>>()
+    };
+    if let Some(s) = playbook.symptoms.iter().find(|s| s.id == id) {
+        return Some(RuleCheck {
+            rule: s.id.clone(),
+            kind: "symptom",
+            applies: true,
+            gate: item(&s.when, None, None),
+            also: s
+                .critical_when
+                .as_ref()
+                .map(|c| item(c, None, Some("critical when".into()))),
+            evidence: Vec::new(),
+            against: Vec::new(),
+        });
+    }
+    let c = playbook.causes.iter().find(|c| c.id == id)?;
+    Some(RuleCheck {
+        rule: c.id.clone(),
+        kind: "cause",
+        applies: applies(c, snapshot.target.engine.as_deref()),
+        gate: item(&c.when, None, None),
+        also: c
+            .advice
+            .as_ref()
+            .map(|a| item(a, None, Some("advice when".into()))),
+        evidence: items(&c.evidence),
+        against: items(&c.against),
+    })
 }
 
 /// What the symptom conditions said.

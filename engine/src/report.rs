@@ -172,6 +172,29 @@ pub struct CauseFinding {
     pub remediations: Vec<RemediationFinding>,
 }
 
+/// How one rule judged a snapshot, whether it fired or not: what `eval --case ID --why RULE`
+/// shows, to tell why a cause was (not) found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RuleCheck {
+    /// Symptom or cause id.
+    pub rule: String,
+    /// "symptom" or "cause".
+    pub kind: &'static str,
+    /// False for a cause limited to other engines (`engines:`): it was not judged at all.
+    pub applies: bool,
+    /// The gate (`when`), with every value it read.
+    pub gate: EvidenceItem,
+    /// A symptom's `critical_when`, a cause's `advice`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub also: Option<EvidenceItem>,
+    /// A cause's evidence items, held or not.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<EvidenceItem>,
+    /// A cause's items against it, held or not.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub against: Vec<EvidenceItem>,
+}
+
 /// A rule that could not be evaluated.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Unchecked {

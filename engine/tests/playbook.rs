@@ -855,3 +855,43 @@ fn a_bad_fits_when_is_reported_at_its_line_and_column() {
     assert!(message.contains("queue_dept"), "{message}");
     assert!(message.contains("rules/test.yaml:"), "{message}");
 }
+
+#[test]
+fn a_rule_check_says_why_a_cause_did_not_fire_with_every_value_read() {
+    let cat = catalog();
+    let pb = playbook(GOOD);
+    let slos = pb.slo_values(&BTreeMap::new()).unwrap();
+    // KV at 90 %: kv_cache_exhaustion's gate is false, so the diagnosis does not list it.
+    let snap = snapshot(
+        &cat,
+        &[
+            ("ttft_p99_seconds", 2.0),
+            ("kv_cache_usage_ratio", 0.9),
+            ("preemptions_per_second", 0.5),
+        ],
+        None,
+    );
+    let d = diagnose(&pb, &snap, &slos);
+    assert!(d.causes.iter().all(|c| c.id != "kv_cache_exhaustion"));
+    let check = llm_doctor_engine::evaluate::check_rule(&pb, &snap, &slos, "kv_cache_exhaustion")
+        .expect("a cause of the playbook");
+    assert_eq!((check.kind, check.applies), ("cause", true));
+    assert_eq!(check.gate.result, Some(false));
+    assert_eq!(
+        check.gate.values.get("kv_cache_usage_ratio"),
+        Some(&ShownValue::Number(0.9))
+    );
+    // Evidence is judged whether or not the gate held: preemptions true, the dtype fact true.
+    let held: Vec<Option<bool>> = check.evidence.iter().map(|e| e.result).collect();
+    assert_eq!(held, vec![Some(true), Some(true)]);
+    assert!(check.against.is_empty() && check.also.is_none());
+    // A symptom: its gate and its critical condition; an unknown signal leaves a cause unknown.
+    let ttft = llm_doctor_engine::evaluate::check_rule(&pb, &snap, &slos, "high_ttft").unwrap();
+    assert_eq!((ttft.kind, ttft.gate.result), ("symptom", Some(true)));
+    assert_eq!(ttft.also.as_ref().and_then(|c| c.result), Some(false));
+    let queue =
+        llm_doctor_engine::evaluate::check_rule(&pb, &snap, &slos, "queue_backlog").unwrap();
+    assert_eq!(queue.gate.result, None);
+    assert_eq!(queue.gate.missing, vec!["queue_depth"]);
+    assert!(llm_doctor_engine::evaluate::check_rule(&pb, &snap, &slos, "no_such_rule").is_none());
+}

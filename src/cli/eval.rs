@@ -7,6 +7,7 @@ use anyhow::Result;
 use super::format::Format;
 use super::outcome::Outcome;
 use crate::rules::load_rules;
+use crate::score::case;
 use crate::score::corpus::{self, Floors, Split};
 
 /// Arguments of `eval`.
@@ -33,11 +34,29 @@ pub struct EvalArgs {
     /// A directory of playbooks (and `signals/` adapters) that add to or override the shipped ones.
     #[arg(long)]
     pub rules: Option<PathBuf>,
+    /// Explain one case instead: its label, how it scored and its whole diagnosis, run as the
+    /// score runs it. Exit code 1 when it does not come out right.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["split", "min_top1", "min_top3", "max_false_alarms"])]
+    pub case: Option<String>,
+    /// With `--case`: how this symptom or cause judged the case, fired or not: its gate, every
+    /// item for and against it, and each value they read (repeatable).
+    #[arg(long, value_name = "RULE", requires = "case")]
+    pub why: Vec<String>,
 }
 
 /// Runs `eval`: exit code 1 when a floor is not met.
 pub fn run(args: EvalArgs) -> Result<Outcome> {
     let rules = load_rules(args.rules.as_deref())?;
+    if let Some(id) = &args.case {
+        let explained = case::explain(&case::find(&args.dir, id)?, &rules, &args.why)?;
+        return Ok(Outcome {
+            stdout: match args.format {
+                Some(Format::Json) => case::render_json(&explained),
+                _ => case::render_text(&explained),
+            },
+            code: u8::from(!explained.case.correct()),
+        });
+    }
     let report = corpus::run(&args.dir, &rules, args.split)?;
     let floors = Floors {
         min_top1: args.min_top1,

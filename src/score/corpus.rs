@@ -18,7 +18,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use llm_doctor_engine::evaluate::check_rule;
 use llm_doctor_engine::playbook::spec::CauseSeverity;
+use llm_doctor_engine::report::RuleCheck;
 use llm_doctor_engine::report::Status;
 use serde::{Deserialize, Serialize};
 
@@ -93,7 +95,8 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    fn as_str(self) -> &'static str {
+    /// As the case file writes it.
+    pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Fault => "fault",
             Verdict::Healthy => "healthy",
@@ -165,6 +168,43 @@ pub struct CaseResult {
 }
 
 impl CaseResult {
+    /// A case not yet run: an error until its diagnosis says otherwise.
+    fn unrun(
+        id: &str,
+        family: &str,
+        engine: &str,
+        verdict: Verdict,
+        expected: Option<String>,
+    ) -> CaseResult {
+        CaseResult {
+            id: id.to_string(),
+            family: family.to_string(),
+            engine: engine.to_string(),
+            split: split_of(id),
+            verdict,
+            expected,
+            status: "error".into(),
+            causes: vec![],
+            symptoms: vec![],
+            first_fix: None,
+            top1: false,
+            top3: false,
+            false_alarm: false,
+            error: None,
+        }
+    }
+
+    /// `case`, not yet run.
+    pub fn of(case: &CaseSpec) -> CaseResult {
+        CaseResult::unrun(
+            &case.id,
+            &case.family,
+            &case.engine,
+            case.label.verdict,
+            case.label.cause.clone(),
+        )
+    }
+
     /// Whether the case came out right.
     pub fn correct(&self) -> bool {
         self.error.is_none()
@@ -172,6 +212,26 @@ impl CaseResult {
                 Verdict::Fault => self.top1,
                 _ => !self.false_alarm,
             }
+    }
+
+    /// How it scored: top-1, top-3, MISS, FALSE ALARM, quiet, or the error.
+    pub fn outcome(&self) -> String {
+        match (&self.error, self.verdict) {
+            (Some(e), _) => format!("ERROR: {e}"),
+            (None, Verdict::Fault) if self.top1 => "top-1".into(),
+            (None, Verdict::Fault) if self.top3 => "top-3".into(),
+            (None, Verdict::Fault) => "MISS".into(),
+            (None, _) if self.false_alarm => "FALSE ALARM".into(),
+            (None, _) => "quiet".into(),
+        }
+    }
+
+    /// train or test.
+    pub fn split_name(&self) -> &'static str {
+        match self.split {
+            Split::Test => "test",
+            _ => "train",
+        }
     }
 
     /// The first-ranked cause, or what stood in its place.
@@ -309,6 +369,17 @@ pub fn load_case(path: &Path) -> Result<CaseSpec> {
 
 /// Diagnoses one case as `diagnose` would and returns the (worst) target's report.
 pub fn diagnose_case(path: &Path, case: &CaseSpec, rules: &Rules) -> Result<TargetReport> {
+    Ok(diagnose_case_checking(path, case, rules, &[])?.0)
+}
+
+/// [`diagnose_case`], with how each rule in `why` (a symptom or cause id) judged the same
+/// snapshot, fired or not.
+pub fn diagnose_case_checking(
+    path: &Path,
+    case: &CaseSpec,
+    rules: &Rules,
+    why: &[String],
+) -> Result<(TargetReport, Vec<RuleCheck>)> {
     if let Some(c) = &case.label.cause {
         if rules.playbook.causes.iter().all(|x| &x.id != c) {
             bail!("label.cause `{c}` is not a cause of the playbooks");
@@ -324,12 +395,18 @@ pub fn diagnose_case(path: &Path, case: &CaseSpec, rules: &Rules) -> Result<Targ
         .playbook
         .slo_values(&BTreeMap::new())
         .map_err(anyhow::Error::msg)?;
-    let mut reports: Vec<TargetReport> = prepared
+    let mut reports: Vec<(TargetReport, Vec<RuleCheck>)> = prepared
         .into_iter()
-        .map(|p| TargetReport::diagnose(&rules.playbook, p, &slos))
+        .map(|p| {
+            let checks = why
+                .iter()
+                .filter_map(|id| check_rule(&rules.playbook, &p.snapshot, &slos, id))
+                .collect();
+            (TargetReport::diagnose(&rules.playbook, p, &slos), checks)
+        })
         .collect();
     // A case is one replica; should a recording split into several, the worst one speaks.
-    reports.sort_by_key(|r| std::cmp::Reverse(r.diagnosis.status));
+    reports.sort_by_key(|r| std::cmp::Reverse(r.0.diagnosis.status));
     reports
         .into_iter()
         .next()
@@ -379,60 +456,40 @@ pub fn case_options(case: &CaseSpec, set: &crate::signal::series::SeriesSet) -> 
 
 /// Runs and scores one case file.
 pub fn run_case(path: &Path, rules: &Rules) -> CaseResult {
-    // Not yet run: an error until the diagnosis says otherwise.
-    let unrun = |id: &str, family: &str, engine: &str, verdict, expected| CaseResult {
-        id: id.to_string(),
-        family: family.to_string(),
-        engine: engine.to_string(),
-        split: split_of(id),
-        verdict,
-        expected,
-        status: "error".into(),
-        causes: vec![],
-        symptoms: vec![],
-        first_fix: None,
-        top1: false,
-        top3: false,
-        false_alarm: false,
-        error: None,
-    };
     let case = match load_case(path) {
         Ok(c) => c,
         Err(e) => {
             let id = path.file_stem().and_then(|s| s.to_str()).unwrap_or("?");
             return CaseResult {
                 error: Some(format!("{e:#}")),
-                ..unrun(id, "?", "?", Verdict::Fault, None)
+                ..CaseResult::unrun(id, "?", "?", Verdict::Fault, None)
             };
         }
     };
-    let mut result = unrun(
-        &case.id,
-        &case.family,
-        &case.engine,
-        case.label.verdict,
-        case.label.cause.clone(),
-    );
+    let mut result = CaseResult::of(&case);
     match diagnose_case(path, &case, rules) {
-        Ok(report) => {
-            let d = &report.diagnosis;
-            result.status = d.status.as_str().to_string();
-            result.causes = d.causes.iter().map(|c| c.id.clone()).collect();
-            result.symptoms = d.symptoms.iter().map(|s| s.id.clone()).collect();
-            result.first_fix = (d.causes.first())
-                .and_then(|c| c.remediations.first())
-                .map(|r| r.id.clone());
-            if let Some(want) = &case.label.cause {
-                result.top1 = result.causes.first() == Some(want);
-                result.top3 = result.causes.iter().take(3).any(|c| c == want);
-            }
-            result.false_alarm = case.label.verdict != Verdict::Fault
-                && (matches!(d.status, Status::Degraded | Status::Critical)
-                    || d.causes.iter().any(|c| c.severity == CauseSeverity::Fault));
-        }
+        Ok(report) => score_case(&mut result, &case, &report),
         Err(e) => result.error = Some(format!("{e:#}")),
     }
     result
+}
+
+/// Fills `result` from the case's diagnosis: what came out, and whether it is right.
+pub fn score_case(result: &mut CaseResult, case: &CaseSpec, report: &TargetReport) {
+    let d = &report.diagnosis;
+    result.status = d.status.as_str().to_string();
+    result.causes = d.causes.iter().map(|c| c.id.clone()).collect();
+    result.symptoms = d.symptoms.iter().map(|s| s.id.clone()).collect();
+    result.first_fix = (d.causes.first())
+        .and_then(|c| c.remediations.first())
+        .map(|r| r.id.clone());
+    if let Some(want) = &case.label.cause {
+        result.top1 = result.causes.first() == Some(want);
+        result.top3 = result.causes.iter().take(3).any(|c| c == want);
+    }
+    result.false_alarm = case.label.verdict != Verdict::Fault
+        && (matches!(d.status, Status::Degraded | Status::Critical)
+            || d.causes.iter().any(|c| c.severity == CauseSeverity::Fault));
 }
 
 /// Runs every case under `dir` in `split`.
@@ -456,11 +513,11 @@ pub fn run(dir: &Path, rules: &Rules, split: Split) -> Result<EvalReport> {
     };
     for r in &cases {
         report.total.add(r);
-        let split_name = match r.split {
-            Split::Test => "test",
-            _ => "train",
-        };
-        report.by_split.entry(split_name.into()).or_default().add(r);
+        report
+            .by_split
+            .entry(r.split_name().into())
+            .or_default()
+            .add(r);
         report.by_family.entry(r.family.clone()).or_default().add(r);
         report.by_engine.entry(r.engine.clone()).or_default().add(r);
         let expected = r
@@ -572,21 +629,12 @@ pub fn render_markdown(report: &EvalReport) -> String {
         } else {
             format!("{} ({})", c.predicted(), then.join(", "))
         };
-        let verdict = match (&c.error, c.verdict) {
-            (Some(e), _) => format!("ERROR: {e}"),
-            (None, Verdict::Fault) if c.top1 => "top-1".into(),
-            (None, Verdict::Fault) if c.top3 => "top-3".into(),
-            (None, Verdict::Fault) => "MISS".into(),
-            (None, _) if c.false_alarm => "FALSE ALARM".into(),
-            (None, _) => "quiet".into(),
-        };
-        let split = match c.split {
-            Split::Test => "test",
-            _ => "train",
-        };
         out.push_str(&format!(
-            "| {} | {split} | {expected} | {got} | {} | {verdict} |\n",
-            c.id, c.status
+            "| {} | {} | {expected} | {got} | {} | {} |\n",
+            c.id,
+            c.split_name(),
+            c.status,
+            c.outcome()
         ));
     }
     out.push_str(

@@ -85,3 +85,142 @@ fn a_case_that_cannot_be_run_fails_the_floor_and_says_why() {
         "{out}"
     );
 }
+
+/// `eval --case ID` runs one case as the score runs it: copied alone into a corpus of its own,
+/// the case scores the same; each `--why` check agrees with the diagnosis (a fired cause's gate
+/// holds, a rule whose gate does not hold is not reported, one that cannot be read is unchecked).
+#[test]
+fn one_case_explained_agrees_with_its_score_and_its_diagnosis() {
+    let id = "vidur-llama2-7b-h100-arxiv-no-chunk-5rps";
+    let rules = [
+        "kv_cache_exhaustion",
+        "queue_backlog",
+        "small_batch_limit",
+        "cpu_bottleneck",
+        "context_overflow",
+        "high_ttft",
+        "oom",
+    ];
+    let mut args = vec!["eval", "corpus", "--case", id, "--format", "json"];
+    for r in rules {
+        args.extend(["--why", r]);
+    }
+    let (code, out, err) = outcome(&run(&args));
+    let x: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let case = &x["case"];
+    assert_eq!(case["id"], id);
+    assert_eq!(code, if case["top1"] == true { 0 } else { 1 }, "{case}");
+
+    let dir = tempfile::tempdir().unwrap();
+    for name in [format!("{id}.yaml"), format!("{id}.om.gz")] {
+        std::fs::copy(
+            root().join("corpus/vidur").join(&name),
+            dir.path().join(&name),
+        )
+        .unwrap();
+    }
+    let (_, alone, _) = outcome(&run(&[
+        "eval",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    let alone: serde_json::Value = serde_json::from_str(&alone).unwrap();
+    assert_eq!(&alone["cases"][0], case, "scored alone");
+
+    let d = &x["diagnosis"];
+    let listed = |key: &str, field: &str, id: &str| {
+        d[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v.get(field).unwrap_or(v) == id)
+    };
+    let checks = x["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), rules.len());
+    let mut seen = [false; 3];
+    for c in checks {
+        let rule = c["rule"].as_str().unwrap();
+        let fired = listed("causes", "id", rule) || listed("symptoms", "id", rule);
+        match c["gate"]["result"].as_bool() {
+            Some(true) => {
+                seen[0] = true;
+                assert!(c["gate"]["values"]
+                    .as_object()
+                    .is_some_and(|v| !v.is_empty()));
+                if c["kind"] == "symptom" {
+                    assert!(fired, "{rule}: gate holds, not reported");
+                }
+            }
+            Some(false) => {
+                seen[1] = true;
+                let advised = c["also"]["result"] == true;
+                assert!(
+                    !fired || advised,
+                    "{rule}: reported with a gate that does not hold"
+                );
+            }
+            None => {
+                seen[2] = true;
+                assert!(!c["gate"]["missing"].as_array().unwrap().is_empty(), "{c}");
+                assert!(
+                    listed("unchecked", "rule", rule),
+                    "{rule}: unknown, not unchecked"
+                );
+            }
+        }
+        if fired && c["kind"] == "cause" {
+            assert!(
+                c["gate"]["result"] == true || c["also"]["result"] == true,
+                "{rule}"
+            );
+        }
+    }
+    assert_eq!(
+        seen, [true; 3],
+        "a fired, a clear and an unchecked rule: {checks:?}"
+    );
+}
+
+#[test]
+fn an_unknown_case_or_rule_is_refused_with_a_suggestion() {
+    let (code, _, err) = outcome(&run(&[
+        "eval",
+        "corpus",
+        "--case",
+        "vidur-llama3-8b-a100-healthy-con",
+    ]));
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("did you mean `vidur-llama3-8b-a100-healthy-conv`"),
+        "{err}"
+    );
+    let (code, _, err) = outcome(&run(&[
+        "eval",
+        "corpus",
+        "--case",
+        "vidur-llama3-8b-a100-healthy-conv",
+        "--why",
+        "kv_cache_exhaustoin",
+    ]));
+    assert_eq!(code, 2);
+    assert!(err.contains("did you mean `kv_cache_exhaustion`"), "{err}");
+    // The text form names the label, the score and the check.
+    let (_, out, _) = outcome(&run(&[
+        "eval",
+        "corpus",
+        "--case",
+        "vidur-llama3-8b-a100-healthy-conv",
+        "--why",
+        "high_ttft",
+    ]));
+    for part in [
+        "expected: healthy",
+        "predicate: ",
+        "result: quiet",
+        "why high_ttft (symptom): gate does not hold",
+        "read: ",
+    ] {
+        assert!(out.contains(part), "no `{part}` in:\n{out}");
+    }
+}
