@@ -535,10 +535,10 @@ fn corpus_signals_live_triage_once_missed_equal_the_files() {
             for signal in [
                 "gpu_memory_used_ratio",
                 "queued_share_ratio",
-                "batch_scaling_efficiency",
+                "batch_scaling_efficiency_ratio",
                 "replica_cpu_wait_ratio",
                 "arrival_dispersion_index",
-                "host_cpu_pegged_core_share",
+                "host_cpu_pegged_core_share_ratio",
             ] {
                 let value = |p: &Prepared| {
                     let v = p.snapshot.signal(&rules.catalog, signal)?;

@@ -168,3 +168,29 @@ impl Catalog {
         self.fact_index.get(name).copied()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Renderers print a value with the unit its name ends in (`_seconds` as s or ms, `_ratio`
+    /// as %), so a name and its declared unit must agree, both ways.
+    #[test]
+    fn every_shipped_signal_name_carries_its_unit() {
+        let cat = Catalog::from_yaml(include_str!("../../rules/catalog.yaml"), "catalog.yaml")
+            .expect("the shipped catalog loads");
+        let mut wrong = Vec::new();
+        for s in cat.signals() {
+            for (unit, suffix) in [
+                ("seconds", "_seconds"),
+                ("ratio", "_ratio"),
+                ("celsius", "_celsius"),
+            ] {
+                if (s.unit == unit) != s.name.ends_with(suffix) {
+                    wrong.push(format!("{} (unit {})", s.name, s.unit));
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "name and unit disagree: {wrong:?}");
+    }
+}

@@ -49,7 +49,7 @@ fn a_signal_missing_its_parameter_fails_the_check_where_it_is_written() {
         let (code, out, err) = outcome(&run(&["rules", "check", dir.path().to_str().unwrap()]));
         assert_eq!(code, 2, "{out}{err}");
         assert!(
-            err.contains("signals/node.yaml: signals.host_cpu_pegged_core_share.max: "),
+            err.contains("signals/node.yaml: signals.host_cpu_pegged_core_share_ratio.max: "),
             "{err}"
         );
         assert!(err.contains(says), "{err}");

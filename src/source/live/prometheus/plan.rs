@@ -502,7 +502,7 @@ mod tests {
         assert!(!from_samples(&signal("llamacpp", "queued_share_ratio")));
         assert!(from_samples(&signal(
             "llamacpp",
-            "batch_scaling_efficiency"
+            "batch_scaling_efficiency_ratio"
         )));
         assert!(from_samples(&signal("dcgm", "gpu_power_throttle_ratio")));
         // Histogram quantiles from their bucket rates, except where an entry is picked.
@@ -527,8 +527,9 @@ mod tests {
             )
         );
         // A batch scaling reads raw samples.
-        let scaling =
-            rules.adapters.get("llamacpp").unwrap().signals["batch_scaling_efficiency"].clone();
+        let scaling = rules.adapters.get("llamacpp").unwrap().signals
+            ["batch_scaling_efficiency_ratio"]
+            .clone();
         assert!(!from_bucket_rates(&scaling));
     }
 
