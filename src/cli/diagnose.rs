@@ -78,6 +78,10 @@ pub struct DiagnoseArgs {
     /// Show only the troubled targets of a fleet (after the summary).
     #[arg(long)]
     pub problems_only: bool,
+    /// Also show how this symptom or cause judged each target, fired or not: its gate, every
+    /// item for and against it, and the values they read (repeatable), to answer "why not X?".
+    #[arg(long, value_name = "RULE")]
+    pub why: Vec<String>,
     /// No progress lines on stderr (scrape rounds, Prometheus query timings); errors still show.
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -133,6 +137,7 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
         bail!("--prometheus cannot be combined with files, --scrape or --nvml");
     }
     let rules = load_rules(args.rules.as_deref())?;
+    crate::report::why::check_ids(&rules.playbook, &args.why)?;
     let engine_args = super::input::engine_args(args.engine_args.as_deref())?;
     let slos: BTreeMap<String, f64> = args.slos.iter().cloned().collect();
     let slo_values = rules
@@ -194,7 +199,7 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
     // Targets are independent: a fleet is diagnosed on every core.
     let mut targets: Vec<TargetReport> =
         crate::parallel::map_owned(prepared, pipeline::TARGETS_PER_THREAD, |p| {
-            let mut t = TargetReport::diagnose(&rules.playbook, p, &slo_values);
+            let mut t = TargetReport::diagnose_checking(&rules.playbook, p, &slo_values, &args.why);
             t.notes.extend(got.warnings.iter().cloned());
             t
         });

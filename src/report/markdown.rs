@@ -92,6 +92,12 @@ pub fn render(report: &Report) -> String {
         for n in &r.notes {
             out.push_str(&format!("> note: {n}\n"));
         }
+        if !r.checks.is_empty() {
+            out.push_str(&format!(
+                "\n### Why\n\n```text{}```\n\n",
+                super::why::render(&r.checks)
+            ));
+        }
     }
     for e in &report.errors {
         out.push_str(&format!("- error: {e}\n"));

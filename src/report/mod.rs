@@ -9,8 +9,10 @@ pub mod json;
 pub mod markdown;
 pub mod postmortem;
 pub mod table;
+pub mod why;
 
-use llm_doctor_engine::report::{Diagnosis, EvidenceItem};
+use llm_doctor_engine::evaluate::check_rule;
+use llm_doctor_engine::report::{Diagnosis, EvidenceItem, RuleCheck};
 
 use crate::time::{format_duration, format_time};
 use serde::Serialize;
@@ -24,6 +26,9 @@ pub struct TargetReport {
     /// Joins, guesses and caveats.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// How each rule asked about (`--why`) judged this target, fired or not.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<RuleCheck>,
 }
 
 impl TargetReport {
@@ -33,8 +38,24 @@ impl TargetReport {
         prepared: crate::pipeline::Prepared,
         slos: &[f64],
     ) -> TargetReport {
+        TargetReport::diagnose_checking(playbook, prepared, slos, &[])
+    }
+
+    /// [`TargetReport::diagnose`], with how each rule in `why` (symptom or cause ids the
+    /// playbook has; see [`why::check_ids`]) judged the same snapshot.
+    pub fn diagnose_checking(
+        playbook: &llm_doctor_engine::Playbook,
+        prepared: crate::pipeline::Prepared,
+        slos: &[f64],
+        why: &[String],
+    ) -> TargetReport {
+        let snapshot = &prepared.snapshot;
         TargetReport {
-            diagnosis: llm_doctor_engine::diagnose(playbook, &prepared.snapshot, slos),
+            diagnosis: llm_doctor_engine::diagnose(playbook, snapshot, slos),
+            checks: why
+                .iter()
+                .filter_map(|id| check_rule(playbook, snapshot, slos, id))
+                .collect(),
             notes: prepared.notes,
         }
     }

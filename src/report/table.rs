@@ -91,8 +91,12 @@ pub fn render(report: &Report, style: Style) -> String {
         ));
         out.push_str(&format!("{t}\n\n"));
     }
-    let quiet =
-        |r: &TargetReport| r.diagnosis.status == Status::Healthy && r.diagnosis.causes.is_empty();
+    // A healthy target takes a line, unless `--why` asked about it.
+    let quiet = |r: &TargetReport| {
+        r.diagnosis.status == Status::Healthy
+            && r.diagnosis.causes.is_empty()
+            && r.checks.is_empty()
+    };
     let mut first = true;
     let mut healthy: Vec<&TargetReport> = Vec::new();
     for r in &report.targets {
@@ -202,6 +206,7 @@ fn target(out: &mut String, r: &TargetReport, style: Style) {
     for n in &r.notes {
         out.push_str(&format!("note: {n}\n"));
     }
+    out.push_str(&super::why::render(&r.checks));
 }
 
 /// Evidence lines with a value's window statistics given once: the first line that shows

@@ -18,9 +18,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use llm_doctor_engine::evaluate::check_rule;
 use llm_doctor_engine::playbook::spec::CauseSeverity;
-use llm_doctor_engine::report::RuleCheck;
 use llm_doctor_engine::report::Status;
 use serde::{Deserialize, Serialize};
 
@@ -369,7 +367,7 @@ pub fn load_case(path: &Path) -> Result<CaseSpec> {
 
 /// Diagnoses one case as `diagnose` would and returns the (worst) target's report.
 pub fn diagnose_case(path: &Path, case: &CaseSpec, rules: &Rules) -> Result<TargetReport> {
-    Ok(diagnose_case_checking(path, case, rules, &[])?.0)
+    diagnose_case_checking(path, case, rules, &[])
 }
 
 /// [`diagnose_case`], with how each rule in `why` (a symptom or cause id) judged the same
@@ -379,7 +377,7 @@ pub fn diagnose_case_checking(
     case: &CaseSpec,
     rules: &Rules,
     why: &[String],
-) -> Result<(TargetReport, Vec<RuleCheck>)> {
+) -> Result<TargetReport> {
     if let Some(c) = &case.label.cause {
         if rules.playbook.causes.iter().all(|x| &x.id != c) {
             bail!("label.cause `{c}` is not a cause of the playbooks");
@@ -395,18 +393,12 @@ pub fn diagnose_case_checking(
         .playbook
         .slo_values(&BTreeMap::new())
         .map_err(anyhow::Error::msg)?;
-    let mut reports: Vec<(TargetReport, Vec<RuleCheck>)> = prepared
+    let mut reports: Vec<TargetReport> = prepared
         .into_iter()
-        .map(|p| {
-            let checks = why
-                .iter()
-                .filter_map(|id| check_rule(&rules.playbook, &p.snapshot, &slos, id))
-                .collect();
-            (TargetReport::diagnose(&rules.playbook, p, &slos), checks)
-        })
+        .map(|p| TargetReport::diagnose_checking(&rules.playbook, p, &slos, why))
         .collect();
     // A case is one replica; should a recording split into several, the worst one speaks.
-    reports.sort_by_key(|r| std::cmp::Reverse(r.0.diagnosis.status));
+    reports.sort_by_key(|r| std::cmp::Reverse(r.diagnosis.status));
     reports
         .into_iter()
         .next()

@@ -1128,3 +1128,102 @@ fn a_replica_is_cpu_bound_by_contention_where_its_own_tasks_wait_for_a_cpu() {
     let ids = judge(0.01, 0.6, false);
     assert!(ids.contains(&"cpu_bottleneck".to_string()), "{ids:?}");
 }
+
+/// `--why RULE` answers "why not X?": how a rule judged each target whether it fired or not,
+/// in every format, the JSON within the published schema; on a fleet a healthy target asked
+/// about is shown in full; a rule that does not exist is refused with a suggestion.
+#[test]
+fn why_shows_how_a_rule_judged_each_target_fired_or_not() {
+    let fixture = "fixtures/batching_delay.om.gz";
+    let out = table(&[
+        fixture,
+        "--why",
+        "kv_cache_exhaustion",
+        "--why",
+        "high_ttft",
+    ]);
+    for part in [
+        "why kv_cache_exhaustion (cause): gate does not hold",
+        "read: kv_cache_usage_ratio 30 %",
+        "for (weight 4, does not hold): preemptions_per_second > 0",
+        "why high_ttft (symptom): gate holds",
+        "critical when: ",
+    ] {
+        assert!(out.contains(part), "no `{part}` in:\n{out}");
+    }
+    let (_, md, _) = crate::support::outcome(&crate::support::run(&[
+        "diagnose",
+        fixture,
+        "--format",
+        "markdown",
+        "--why",
+        "kv_cache_exhaustion",
+    ]));
+    assert!(
+        md.contains("### Why\n\n```text\nwhy kv_cache_exhaustion (cause): gate does not hold"),
+        "{md}"
+    );
+
+    let (_, out, err) = crate::support::outcome(&crate::support::run(&[
+        "diagnose",
+        FIXTURE,
+        "--format",
+        "json",
+        "--why",
+        "batching_delay",
+        "--why",
+        "kv_cache_exhaustion",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(crate::support::root().join("schema/diagnose.schema.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    crate::inputs::validate(&schema, &v).unwrap();
+    let t = &v["targets"][0];
+    let checks = t["checks"].as_array().unwrap();
+    assert_eq!(checks[0]["rule"], "batching_delay");
+    assert_eq!(checks[0]["gate"]["result"], false);
+    // The cause that fired: its gate holds, and the check lists the evidence the diagnosis used.
+    let fired = t["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "kv_cache_exhaustion")
+        .unwrap();
+    assert_eq!(checks[1]["gate"]["result"], true);
+    let held: Vec<&serde_json::Value> = checks[1]["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["result"] == true)
+        .map(|e| &e["condition"])
+        .collect();
+    let used: Vec<&serde_json::Value> = fired["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .skip(1)
+        .map(|e| &e["condition"])
+        .collect();
+    assert_eq!(held, used);
+    // Without --why, no checks field.
+    let (_, plain, _) = crate::support::outcome(&crate::support::run(&[
+        "diagnose", fixture, "--format", "json",
+    ]));
+    assert!(!plain.contains("\"checks\""));
+
+    let fleet = table(&["fixtures/fleet_mixed.om.gz", "--why", "oom"]);
+    assert!(
+        !fleet.contains("healthy (--all shows them in full)"),
+        "{fleet}"
+    );
+    assert_eq!(fleet.matches("why oom (symptom)").count(), 4, "{fleet}");
+
+    let (code, _, err) = crate::support::outcome(&crate::support::run(&[
+        "diagnose", fixture, "--why", "kv_cache",
+    ]));
+    assert_eq!(code, 2);
+    assert!(err.contains("did you mean `kv_cache_exhaustion`"), "{err}");
+}

@@ -136,7 +136,7 @@ fn one_case_explained_agrees_with_its_score_and_its_diagnosis() {
             .iter()
             .any(|v| v.get(field).unwrap_or(v) == id)
     };
-    let checks = x["checks"].as_array().unwrap();
+    let checks = d["checks"].as_array().unwrap();
     assert_eq!(checks.len(), rules.len());
     let mut seen = [false; 3];
     for c in checks {
