@@ -131,8 +131,8 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
 }
 
 /// How the symptom or cause `id` judged `snapshot`, fired or not, with every value each of its
-/// conditions read; None when no rule has that id. A cause's score and rank need the other
-/// causes: [`diagnose`] gives those.
+/// conditions read; None when no rule has that id. Whether a fired cause is a fault or advice,
+/// and its rank, depend on the other rules: [`diagnose`] gives those.
 pub fn check_rule(
     playbook: &Playbook,
     snapshot: &Snapshot,
@@ -149,11 +149,17 @@ pub fn check_rule(
             .collect::<Vec<_>>()
     };
     if let Some(s) = playbook.symptoms.iter().find(|s| s.id == id) {
+        let gate = item(&s.when, None, None);
         return Some(RuleCheck {
             rule: s.id.clone(),
             kind: "symptom",
+            outcome: match gate.result {
+                Some(true) => "fired",
+                Some(false) => "clear",
+                None => "unchecked",
+            },
             applies: true,
-            gate: item(&s.when, None, None),
+            gate,
             also: s
                 .critical_when
                 .as_ref()
@@ -163,15 +169,35 @@ pub fn check_rule(
         });
     }
     let c = playbook.causes.iter().find(|c| c.id == id)?;
+    let applies = applies(c, snapshot.target.engine.as_deref());
+    let gate = item(&c.when, None, None);
+    let also = c
+        .advice
+        .as_ref()
+        .map(|a| item(a, None, Some("advice when".into())));
+    // The same steps as `score_causes`: a gate (or advice condition) that holds, then the
+    // evidence against must not outweigh the evidence for.
+    let opened = gate.result == Some(true) || also.as_ref().and_then(|a| a.result) == Some(true);
+    let outcome = if !applies {
+        "not judged (the cause is for other engines)"
+    } else if opened {
+        if strength(c, &env).0 < 0.0 {
+            "ruled out (the evidence against outweighs the evidence for)"
+        } else {
+            "fired"
+        }
+    } else if gate.result == Some(false) {
+        "not fired"
+    } else {
+        "unchecked"
+    };
     Some(RuleCheck {
         rule: c.id.clone(),
         kind: "cause",
-        applies: applies(c, snapshot.target.engine.as_deref()),
-        gate: item(&c.when, None, None),
-        also: c
-            .advice
-            .as_ref()
-            .map(|a| item(a, None, Some("advice when".into()))),
+        outcome,
+        applies,
+        gate,
+        also,
         evidence: items(&c.evidence),
         against: items(&c.against),
     })
@@ -293,26 +319,7 @@ fn score_causes(
         }
         // Only the advice condition holds; harmless causes are found once all have fired.
         let advice = gate != Some(true);
-        let (mut total, mut support, mut unknown) = (0.0, 0.0, 0.0);
-        for e in &c.evidence {
-            total += e.weight;
-            match e.when.eval_bool(env) {
-                Some(true) => support += e.weight,
-                Some(false) => {}
-                None => unknown += e.weight,
-            }
-        }
-        let against: f64 = c
-            .against
-            .iter()
-            .filter(|e| e.when.eval_bool(env) == Some(true))
-            .map(|e| e.weight)
-            .sum();
-        let (strength, confidence) = if total > 0.0 {
-            ((support - against) / total, (total - unknown) / total)
-        } else {
-            (if against > 0.0 { -1.0 } else { 1.0 }, 1.0)
-        };
+        let (strength, confidence) = strength(c, env);
         if strength < 0.0 {
             continue;
         }
@@ -330,6 +337,31 @@ fn score_causes(
         });
     }
     fired
+}
+
+/// A cause's strength (weight of true evidence less true evidence against, over all evidence)
+/// and confidence (the share of its evidence weight that could be checked).
+fn strength(c: &Cause, env: &SnapshotEnv<'_>) -> (f64, f64) {
+    let (mut total, mut support, mut unknown) = (0.0, 0.0, 0.0);
+    for e in &c.evidence {
+        total += e.weight;
+        match e.when.eval_bool(env) {
+            Some(true) => support += e.weight,
+            Some(false) => {}
+            None => unknown += e.weight,
+        }
+    }
+    let against: f64 = c
+        .against
+        .iter()
+        .filter(|e| e.when.eval_bool(env) == Some(true))
+        .map(|e| e.weight)
+        .sum();
+    if total > 0.0 {
+        ((support - against) / total, (total - unknown) / total)
+    } else {
+        (if against > 0.0 { -1.0 } else { 1.0 }, 1.0)
+    }
 }
 
 /// Where each fired cause stands: root or downstream, fault or advice, its chain.

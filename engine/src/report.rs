@@ -180,6 +180,10 @@ pub struct RuleCheck {
     pub rule: String,
     /// "symptom" or "cause".
     pub kind: &'static str,
+    /// What came of it: a symptom "fired", "clear" or "unchecked"; a cause "fired" (the
+    /// diagnosis then lists it, as a fault or as advice), "not fired", "ruled out (...)" when
+    /// the evidence against it outweighs the evidence for, "unchecked", or "not judged (...)".
+    pub outcome: &'static str,
     /// False for a cause limited to other engines (`engines:`): it was not judged at all.
     pub applies: bool,
     /// The gate (`when`), with every value it read.

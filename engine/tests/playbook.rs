@@ -875,7 +875,10 @@ fn a_rule_check_says_why_a_cause_did_not_fire_with_every_value_read() {
     assert!(d.causes.iter().all(|c| c.id != "kv_cache_exhaustion"));
     let check = llm_doctor_engine::evaluate::check_rule(&pb, &snap, &slos, "kv_cache_exhaustion")
         .expect("a cause of the playbook");
-    assert_eq!((check.kind, check.applies), ("cause", true));
+    assert_eq!(
+        (check.kind, check.applies, check.outcome),
+        ("cause", true, "not fired")
+    );
     assert_eq!(check.gate.result, Some(false));
     assert_eq!(
         check.gate.values.get("kv_cache_usage_ratio"),
@@ -887,11 +890,53 @@ fn a_rule_check_says_why_a_cause_did_not_fire_with_every_value_read() {
     assert!(check.against.is_empty() && check.also.is_none());
     // A symptom: its gate and its critical condition; an unknown signal leaves a cause unknown.
     let ttft = llm_doctor_engine::evaluate::check_rule(&pb, &snap, &slos, "high_ttft").unwrap();
-    assert_eq!((ttft.kind, ttft.gate.result), ("symptom", Some(true)));
+    assert_eq!(
+        (ttft.kind, ttft.gate.result, ttft.outcome),
+        ("symptom", Some(true), "fired")
+    );
     assert_eq!(ttft.also.as_ref().and_then(|c| c.result), Some(false));
     let queue =
         llm_doctor_engine::evaluate::check_rule(&pb, &snap, &slos, "queue_backlog").unwrap();
-    assert_eq!(queue.gate.result, None);
+    assert_eq!((queue.gate.result, queue.outcome), (None, "unchecked"));
     assert_eq!(queue.gate.missing, vec!["queue_depth"]);
     assert!(llm_doctor_engine::evaluate::check_rule(&pb, &snap, &slos, "no_such_rule").is_none());
+}
+
+#[test]
+fn a_rule_check_tells_a_cause_ruled_out_from_one_not_judged() {
+    let cat = catalog();
+    // queue_backlog's gate holds but an item against it outweighs its evidence; low_demand is
+    // for another engine than the snapshot's (vllm).
+    let text = GOOD
+        .replace(
+            "      - {when: \"gpu_utilization_ratio >= 70%\", weight: 1}\n",
+            "      - {when: \"gpu_utilization_ratio >= 70%\", weight: 1}\n    against:\n      - {when: \"gpu_utilization_ratio < 10%\", weight: 5}\n",
+        )
+        .replace("    severity: info\n", "    severity: info\n    engines: [sglang]\n");
+    let pb = playbook(&text);
+    let slos = pb.slo_values(&BTreeMap::new()).unwrap();
+    let queue = WindowStats {
+        min: 2.0,
+        mean: 3.0,
+        max: 4.0,
+        last: 3.0,
+    };
+    let snap = snapshot(
+        &cat,
+        &[("gpu_utilization_ratio", 0.05)],
+        Some(("queue_depth", queue)),
+    );
+    let d = diagnose(&pb, &snap, &slos);
+    assert!(d.causes.iter().all(|c| c.id != "queue_backlog"));
+    let check =
+        llm_doctor_engine::evaluate::check_rule(&pb, &snap, &slos, "queue_backlog").unwrap();
+    assert_eq!(check.gate.result, Some(true));
+    assert!(check.outcome.starts_with("ruled out"), "{}", check.outcome);
+    assert_eq!(check.against[0].result, Some(true));
+    let low = llm_doctor_engine::evaluate::check_rule(&pb, &snap, &slos, "low_demand").unwrap();
+    assert!(
+        !low.applies && low.outcome.starts_with("not judged"),
+        "{}",
+        low.outcome
+    );
 }

@@ -35,7 +35,8 @@ pub struct EvalArgs {
     #[arg(long)]
     pub rules: Option<PathBuf>,
     /// Explain one case instead: its label, how it scored and its whole diagnosis, run as the
-    /// score runs it. Exit code 1 when it does not come out right.
+    /// score runs it (text, or `--format json`). Exit code 1 when it does not come out right, 2
+    /// when it cannot be run (the score counts such a case as wrong).
     #[arg(long, value_name = "ID", conflicts_with_all = ["split", "min_top1", "min_top3", "max_false_alarms"])]
     pub case: Option<String>,
     /// With `--case`: how this symptom or cause judged the case, fired or not: its gate, every

@@ -95,7 +95,7 @@ pub fn render(report: &Report) -> String {
         if !r.checks.is_empty() {
             out.push_str(&format!(
                 "\n### Why\n\n```text{}```\n\n",
-                super::why::render(&r.checks)
+                super::why::render(&r.checks, None)
             ));
         }
     }

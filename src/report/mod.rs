@@ -54,7 +54,10 @@ impl TargetReport {
             diagnosis: llm_doctor_engine::diagnose(playbook, snapshot, slos),
             checks: why
                 .iter()
-                .filter_map(|id| check_rule(playbook, snapshot, slos, id))
+                .enumerate()
+                // A rule asked about twice is shown once.
+                .filter(|(i, id)| !why[..*i].contains(id))
+                .filter_map(|(_, id)| check_rule(playbook, snapshot, slos, id))
                 .collect(),
             notes: prepared.notes,
         }
@@ -192,6 +195,28 @@ pub fn heading(d: &Diagnosis) -> String {
         _ => "lifetime averages (no timestamps)".to_string(),
     });
     parts.join(" · ")
+}
+
+/// `text` after `lead`, wrapped at spaces to `width` columns, continuation lines indented to
+/// `indent` columns.
+pub(crate) fn wrap(lead: &str, text: &str, width: usize, indent: usize) -> String {
+    let mut out = lead.to_string();
+    let mut col = console::measure_text_width(lead);
+    let pad = " ".repeat(indent);
+    for (i, word) in text.split(' ').enumerate() {
+        let w = console::measure_text_width(word);
+        if i > 0 && col + 1 + w > width && col > indent {
+            out.push('\n');
+            out.push_str(&pad);
+            col = indent;
+        } else if i > 0 {
+            out.push(' ');
+            col += 1;
+        }
+        out.push_str(word);
+        col += w;
+    }
+    out
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use comfy_table::{presets, ContentArrangement, Table};
 use llm_doctor_engine::report::{Diagnosis, Severity, Status};
 
-use super::{evidence_line, heading, number, Report, TargetReport};
+use super::{evidence_line, heading, number, wrap, Report, TargetReport};
 
 /// How the table is drawn.
 #[derive(Debug, Clone, Copy)]
@@ -91,11 +91,12 @@ pub fn render(report: &Report, style: Style) -> String {
         ));
         out.push_str(&format!("{t}\n\n"));
     }
-    // A healthy target takes a line, unless `--why` asked about it.
+    // A healthy target takes a line, unless `--why` asked about it (`--problems-only` still
+    // leaves it out).
     let quiet = |r: &TargetReport| {
         r.diagnosis.status == Status::Healthy
             && r.diagnosis.causes.is_empty()
-            && r.checks.is_empty()
+            && (r.checks.is_empty() || style.detail == Detail::ProblemsOnly)
     };
     let mut first = true;
     let mut healthy: Vec<&TargetReport> = Vec::new();
@@ -144,28 +145,6 @@ fn new_table(width: u16) -> Table {
     t
 }
 
-/// `text` after `lead`, wrapped at spaces to `width` columns, continuation lines indented to
-/// `indent` columns.
-fn wrap(lead: &str, text: &str, width: usize, indent: usize) -> String {
-    let mut out = lead.to_string();
-    let mut col = console::measure_text_width(lead);
-    let pad = " ".repeat(indent);
-    for (i, word) in text.split(' ').enumerate() {
-        let w = console::measure_text_width(word);
-        if i > 0 && col + 1 + w > width && col > indent {
-            out.push('\n');
-            out.push_str(&pad);
-            col = indent;
-        } else if i > 0 {
-            out.push(' ');
-            col += 1;
-        }
-        out.push_str(word);
-        col += w;
-    }
-    out
-}
-
 fn target(out: &mut String, r: &TargetReport, style: Style) {
     let d: &Diagnosis = &r.diagnosis;
     out.push_str(&style.bold(&wrap("", &heading(d), usize::from(style.width), 2)));
@@ -192,7 +171,13 @@ fn target(out: &mut String, r: &TargetReport, style: Style) {
         if d.status == Status::Healthy {
             out.push_str("No problem found.\n\n");
         } else if !d.symptoms.is_empty() {
-            out.push_str("No cause found among the rules that could be checked; see what could not be checked below.\n\n");
+            out.push_str(&wrap(
+                "",
+                "No cause found among the rules that could be checked; see what could not be checked below.",
+                usize::from(style.width),
+                0,
+            ));
+            out.push_str("\n\n");
         }
     } else {
         out.push_str(&format!("{}\n\n", causes_table(d, style.width)));
@@ -206,7 +191,10 @@ fn target(out: &mut String, r: &TargetReport, style: Style) {
     for n in &r.notes {
         out.push_str(&format!("note: {n}\n"));
     }
-    out.push_str(&super::why::render(&r.checks));
+    out.push_str(&super::why::render(
+        &r.checks,
+        Some(usize::from(style.width)),
+    ));
 }
 
 /// Evidence lines with a value's window statistics given once: the first line that shows

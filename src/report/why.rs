@@ -6,7 +6,7 @@ use anyhow::{bail, Result};
 use llm_doctor_engine::report::{EvidenceItem, RuleCheck};
 use llm_doctor_engine::Playbook;
 
-use super::{evidence_line, number};
+use super::{evidence_line, number, wrap};
 
 /// Refuses an id that names no symptom or cause of `playbook`, suggesting the nearest.
 pub fn check_ids(playbook: &Playbook, ids: &[String]) -> Result<()> {
@@ -26,21 +26,26 @@ pub fn check_ids(playbook: &Playbook, ids: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// The checks as plain text, one block each.
-pub fn render(checks: &[RuleCheck]) -> String {
-    checks.iter().map(render_check).collect()
+/// The checks as plain text, one block each, lines wrapped at `width` columns when given.
+pub fn render(checks: &[RuleCheck], width: Option<usize>) -> String {
+    let width = width.unwrap_or(usize::MAX);
+    checks.iter().map(|c| render_check(c, width)).collect()
 }
 
-fn render_check(c: &RuleCheck) -> String {
-    let mut out = format!("\nwhy {} ({}): ", c.rule, c.kind);
+fn render_check(c: &RuleCheck, width: usize) -> String {
+    let mut out = format!("\nwhy {} ({}): {}", c.rule, c.kind, c.outcome);
     if !c.applies {
-        out.push_str("not judged for this engine (`engines:`)\n");
+        out.push('\n');
         return out;
     }
-    out.push_str(&format!("gate {}\n", held(c.gate.result)));
-    out.push_str(&item_lines("when", &c.gate));
+    out.push_str(&format!("; gate {}\n", held(c.gate.result)));
+    out.push_str(&item_lines("when", &c.gate, width));
     if let Some(also) = &c.also {
-        out.push_str(&item_lines(also.note.as_deref().unwrap_or("also"), also));
+        out.push_str(&item_lines(
+            also.note.as_deref().unwrap_or("also"),
+            also,
+            width,
+        ));
     }
     for (word, list) in [("for", &c.evidence), ("against", &c.against)] {
         for e in list {
@@ -49,24 +54,25 @@ fn render_check(c: &RuleCheck) -> String {
                 e.weight.map_or_else(|| "-".into(), number),
                 held(e.result)
             );
-            out.push_str(&item_lines(&label, e));
+            out.push_str(&item_lines(&label, e, width));
         }
     }
     out
 }
 
 /// A condition, what it read, and the names it could not read.
-fn item_lines(label: &str, e: &EvidenceItem) -> String {
-    let mut out = format!("  {label}: {}\n", e.condition);
+fn item_lines(label: &str, e: &EvidenceItem, width: usize) -> String {
+    let line = |lead: &str, text: &str, indent: usize| wrap(lead, text, width, indent) + "\n";
+    let mut out = line("  ", &format!("{label}: {}", e.condition), 6);
     let read = evidence_line(&EvidenceItem {
         note: None,
         ..e.clone()
     });
     if read != e.condition {
-        out.push_str(&format!("    read: {read}\n"));
+        out.push_str(&line("    read: ", &read, 10));
     }
     if !e.missing.is_empty() {
-        out.push_str(&format!("    absent: {}\n", e.missing.join(", ")));
+        out.push_str(&line("    absent: ", &e.missing.join(", "), 10));
     }
     out
 }

@@ -1143,10 +1143,10 @@ fn why_shows_how_a_rule_judged_each_target_fired_or_not() {
         "high_ttft",
     ]);
     for part in [
-        "why kv_cache_exhaustion (cause): gate does not hold",
+        "why kv_cache_exhaustion (cause): not fired; gate does not hold",
         "read: kv_cache_usage_ratio 30 %",
         "for (weight 4, does not hold): preemptions_per_second > 0",
-        "why high_ttft (symptom): gate holds",
+        "why high_ttft (symptom): fired; gate holds",
         "critical when: ",
     ] {
         assert!(out.contains(part), "no `{part}` in:\n{out}");
@@ -1160,7 +1160,9 @@ fn why_shows_how_a_rule_judged_each_target_fired_or_not() {
         "kv_cache_exhaustion",
     ]));
     assert!(
-        md.contains("### Why\n\n```text\nwhy kv_cache_exhaustion (cause): gate does not hold"),
+        md.contains(
+            "### Why\n\n```text\nwhy kv_cache_exhaustion (cause): not fired; gate does not hold"
+        ),
         "{md}"
     );
 
@@ -1185,6 +1187,8 @@ fn why_shows_how_a_rule_judged_each_target_fired_or_not() {
     let checks = t["checks"].as_array().unwrap();
     assert_eq!(checks[0]["rule"], "batching_delay");
     assert_eq!(checks[0]["gate"]["result"], false);
+    assert_eq!(checks[0]["outcome"], "not fired");
+    assert_eq!(checks[1]["outcome"], "fired");
     // The cause that fired: its gate holds, and the check lists the evidence the diagnosis used.
     let fired = t["causes"]
         .as_array()
@@ -1214,12 +1218,28 @@ fn why_shows_how_a_rule_judged_each_target_fired_or_not() {
     ]));
     assert!(!plain.contains("\"checks\""));
 
-    let fleet = table(&["fixtures/fleet_mixed.om.gz", "--why", "oom"]);
+    // Asked twice, shown once; every fleet member in full, unless --problems-only.
+    let fleet = table(&["fixtures/fleet_mixed.om.gz", "--why", "oom", "--why", "oom"]);
     assert!(
         !fleet.contains("healthy (--all shows them in full)"),
         "{fleet}"
     );
     assert_eq!(fleet.matches("why oom (symptom)").count(), 4, "{fleet}");
+    let troubled = table(&[
+        "fixtures/fleet_mixed.om.gz",
+        "--why",
+        "oom",
+        "--problems-only",
+    ]);
+    assert_eq!(
+        troubled.matches("why oom (symptom)").count(),
+        2,
+        "{troubled}"
+    );
+    // The checks fit the table's width.
+    let narrow = table(&[fixture, "--why", "kv_cache_exhaustion", "--width", "80"]);
+    assert!(narrow.contains("why kv_cache_exhaustion"));
+    assert!(narrow.lines().all(|l| l.chars().count() <= 80), "{narrow}");
 
     let (code, _, err) = crate::support::outcome(&crate::support::run(&[
         "diagnose", fixture, "--why", "kv_cache",

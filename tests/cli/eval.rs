@@ -175,6 +175,15 @@ fn one_case_explained_agrees_with_its_score_and_its_diagnosis() {
                 "{rule}"
             );
         }
+        // The outcome says it in a word, as the diagnosis has it.
+        let unchecked = listed("unchecked", "rule", rule);
+        let expected = match (fired, unchecked) {
+            (true, _) => "fired",
+            (false, true) => "unchecked",
+            (false, false) if c["kind"] == "symptom" => "clear",
+            (false, false) => "not fired",
+        };
+        assert_eq!(c["outcome"], expected, "{rule}");
     }
     assert_eq!(
         seen, [true; 3],
@@ -218,7 +227,7 @@ fn an_unknown_case_or_rule_is_refused_with_a_suggestion() {
         "expected: healthy",
         "predicate: ",
         "result: quiet",
-        "why high_ttft (symptom): gate does not hold",
+        "why high_ttft (symptom): clear; gate does not hold",
         "read: ",
     ] {
         assert!(out.contains(part), "no `{part}` in:\n{out}");
