@@ -724,6 +724,28 @@ RUNS = [
     {"id": "llamacpp-fresh26-pinned-contention-np3-50pct-1w-load25", "design": "cpu_contention",
      "control": "llamacpp-fresh26-pinned-control-np3-50pct",
      "contention": {"workers": 1, "nice": 0, "cpus": "0", "load": 25}},
+    # A twenty-seventh (`llamacpp-fresh27-*`), defined 2026-12-04 before it ran, to be scored
+    # once with no rule changed: nine faults rest on a client TTFT p99 over 5 s drawn from 13-45
+    # requests, where the p99 is the slowest one or two. Moderate loads (two slots at 0.5, 0.65
+    # and 0.8 of the capacity measured again on this machine, three at 0.6 and 0.8) for 12
+    # minutes, about 100-200 requests each, ask whether such tails hold up when a p99 rests on
+    # more requests, and whether llm-doctor finds the runs whose tail does bite. Unpinned, no
+    # neighbour; labels from the client's numbers as ever.
+    {"id": "llamacpp-fresh27-moderate-np2-50pct-12min", "design": "healthy",
+     "host": RECALIBRATED_HOST, "server": {"np": 2, "c": 4096, "t": 1},
+     "load": standard_load("0.5cap", 3101, 720)},
+    {"id": "llamacpp-fresh27-moderate-np2-65pct-12min", "design": "healthy",
+     "host": RECALIBRATED_HOST, "server": {"np": 2, "c": 4096, "t": 1},
+     "load": standard_load("0.65cap", 3102, 720)},
+    {"id": "llamacpp-fresh27-moderate-np2-80pct-12min", "design": "healthy",
+     "host": RECALIBRATED_HOST, "server": {"np": 2, "c": 4096, "t": 1},
+     "load": standard_load("0.8cap", 3103, 720)},
+    {"id": "llamacpp-fresh27-moderate-np3-60pct-12min", "design": "healthy",
+     "host": RECALIBRATED_HOST, "server": {"np": 3, "c": 6144, "t": 1},
+     "load": standard_load("0.6cap", 3104, 720)},
+    {"id": "llamacpp-fresh27-moderate-np3-80pct-12min", "design": "healthy",
+     "host": RECALIBRATED_HOST, "server": {"np": 3, "c": 6144, "t": 1},
+     "load": standard_load("0.8cap", 3105, 720)},
 ]
 
 
