@@ -51,9 +51,7 @@ pub(crate) fn restrict_to_engine(
 ) -> Result<crate::signal::adapter::Adapters> {
     let engines: Vec<&str> = adapters.engines().map(|a| a.engine_name()).collect();
     if !engines.contains(&engine) {
-        let hint = llm_doctor_engine::suggest::did_you_mean(engine, engines.iter().copied())
-            .map(|s| format!(" (did you mean `{s}`?)"))
-            .unwrap_or_default();
+        let hint = llm_doctor_engine::suggest::hint(engine, engines.iter().copied());
         bail!(
             "--engine: unknown engine `{engine}`{hint}; engines: {}",
             dedup(engines).join(", ")
@@ -511,21 +509,14 @@ fn apply_command_line(
 }
 
 fn suggest_fact(rules: &Rules, name: &str) -> String {
-    llm_doctor_engine::suggest::did_you_mean(
-        name,
-        rules.catalog.facts().iter().map(|f| f.name.as_str()),
-    )
-    .map(|s| format!(" (did you mean `{s}`?)"))
-    .unwrap_or_default()
+    llm_doctor_engine::suggest::hint(name, rules.catalog.facts().iter().map(|f| f.name.as_str()))
 }
 
 fn suggest_signal(rules: &Rules, name: &str) -> String {
-    llm_doctor_engine::suggest::did_you_mean(
+    llm_doctor_engine::suggest::hint(
         name,
         rules.catalog.signals().iter().map(|s| s.name.as_str()),
     )
-    .map(|s| format!(" (did you mean `{s}`?)"))
-    .unwrap_or_default()
 }
 
 /// Sets an adapter's default facts, with `what` in their provenance.

@@ -47,9 +47,27 @@ pub fn did_you_mean<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -
     close.or(related).map(|(_, c)| c)
 }
 
+/// [`did_you_mean`] as the tail of an error message: `` (did you mean `x`?)``, or empty when
+/// no candidate is close.
+pub fn hint<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> String {
+    did_you_mean(name, candidates)
+        .map(|s| format!(" (did you mean `{s}`?)"))
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hint_is_the_suggestion_as_a_message_tail_or_nothing() {
+        let names = ["queue_depth", "kv_cache_usage_ratio"];
+        assert_eq!(
+            hint("queue_dept", names.iter().copied()),
+            " (did you mean `queue_depth`?)"
+        );
+        assert_eq!(hint("zz", names.iter().copied()), "");
+    }
 
     #[test]
     fn a_huge_name_gets_no_close_match_but_still_a_containing_one() {

@@ -17,9 +17,7 @@ pub fn check_ids(playbook: &Playbook, ids: &[String]) -> Result<()> {
         .chain(playbook.causes.iter().map(|c| c.id.as_str()));
     for id in ids {
         if !known.clone().any(|k| k == id) {
-            let hint = llm_doctor_engine::suggest::did_you_mean(id, known.clone())
-                .map(|s| format!(" (did you mean `{s}`?)"))
-                .unwrap_or_default();
+            let hint = llm_doctor_engine::suggest::hint(id, known.clone());
             bail!("`--why {id}`: no symptom or cause of that id{hint}");
         }
     }

@@ -33,9 +33,7 @@ pub fn find(dir: &Path, id: &str) -> Result<PathBuf> {
         return Ok(p.clone());
     }
     let ids: Vec<String> = paths.iter().filter_map(stem).collect();
-    let hint = llm_doctor_engine::suggest::did_you_mean(id, ids.iter().map(String::as_str))
-        .map(|s| format!(" (did you mean `{s}`?)"))
-        .unwrap_or_default();
+    let hint = llm_doctor_engine::suggest::hint(id, ids.iter().map(String::as_str));
     bail!("no case `{id}` under `{}`{hint}", dir.display())
 }
 

@@ -331,9 +331,7 @@ fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settin
     }
     for (alertname, id) in &spec.symptoms {
         if !symptom_ids.contains(&id.as_str()) {
-            let hint = llm_doctor_engine::suggest::did_you_mean(id, symptom_ids.iter().copied())
-                .map(|s| format!(" (did you mean `{s}`?)"))
-                .unwrap_or_default();
+            let hint = llm_doctor_engine::suggest::hint(id, symptom_ids.iter().copied());
             p.add(
                 &format!("symptoms.{alertname}"),
                 format!("unknown symptom `{id}`{hint}"),

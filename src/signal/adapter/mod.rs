@@ -12,7 +12,7 @@ pub mod stats;
 use std::collections::{BTreeMap, BTreeSet};
 
 use llm_doctor_engine::condition::WindowStats;
-use llm_doctor_engine::suggest::did_you_mean;
+use llm_doctor_engine::suggest::hint;
 use llm_doctor_engine::{Catalog, SignalValue, Snapshot, Target};
 
 use crate::signal::series::Series;
@@ -101,9 +101,7 @@ fn validate(a: &AdapterSpec, file: &str, catalog: &Catalog, errors: &mut Vec<Str
     let facts: Vec<&str> = catalog.facts().iter().map(|f| f.name.as_str()).collect();
     let mut check = |kind: &str, name: &str, known: &[&str]| {
         if !known.contains(&name) {
-            let hint = did_you_mean(name, known.iter().copied())
-                .map(|s| format!(" (did you mean `{s}`?)"))
-                .unwrap_or_default();
+            let hint = hint(name, known.iter().copied());
             errors.push(format!(
                 "error: {file}: adapter `{}` names unknown {kind} `{name}`{hint}",
                 a.name
