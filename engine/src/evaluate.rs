@@ -83,6 +83,23 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
         })
         .collect();
 
+    // Fired symptoms no fault explains, itself or through its fired downstream causes: the
+    // answer says so plainly rather than lead with advice.
+    let explained: Vec<usize> = fired
+        .iter()
+        .filter(|s| ranking.severity(playbook, s.index) == CauseSeverity::Fault)
+        .flat_map(|s| reached_symptoms(playbook, s.index, &ranking.is_fired, &found.fired))
+        .collect();
+    let unexplained: Vec<String> = found
+        .symptoms
+        .iter()
+        .filter(|f| {
+            let i = playbook.symptoms.iter().position(|s| s.id == f.id);
+            i.is_some_and(|i| !explained.contains(&i))
+        })
+        .map(|f| f.id.clone())
+        .collect();
+
     let mut symptoms = found.symptoms;
     let mut unchecked = found.unchecked;
     symptoms.sort_by(|a, b| b.severity.cmp(&a.severity).then_with(|| a.id.cmp(&b.id)));
@@ -124,6 +141,7 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
         symptoms,
         causes,
         healthy: found.healthy,
+        unexplained,
         unchecked,
         facts,
         coverage,

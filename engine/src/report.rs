@@ -231,6 +231,10 @@ pub struct Diagnosis {
     pub causes: Vec<CauseFinding>,
     /// Symptoms checked and clear.
     pub healthy: Vec<String>,
+    /// Fired symptoms that no fired fault explains (itself or through its downstream causes):
+    /// no measured cause explains them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unexplained: Vec<String>,
     /// Rules that could not be checked, with the missing names and a hint.
     pub unchecked: Vec<Unchecked>,
     /// Facts known about the deployment.

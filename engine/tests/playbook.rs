@@ -439,6 +439,45 @@ fn info_causes_leave_a_target_healthy_and_slos_can_be_overridden() {
     assert!(err.contains("did you mean `ttft_p99_seconds`?"), "{err}");
 }
 
+/// A fired symptom that no fault explains is named as unexplained: advice under it (low demand
+/// "explains" a high TTFT only as information) does not count; a fault that explains it does.
+#[test]
+fn a_symptom_no_fault_explains_is_unexplained() {
+    let cat = catalog();
+    let pb = playbook(GOOD);
+    let slos = pb.slo_values(&BTreeMap::new()).unwrap();
+    let advice_only = snapshot(
+        &cat,
+        &[
+            ("ttft_p99_seconds", 3.0),
+            ("gpu_utilization_ratio", 0.05),
+            ("queue_depth", 0.0),
+        ],
+        None,
+    );
+    let d = diagnose(&pb, &advice_only, &slos);
+    assert_eq!(d.symptoms[0].id, "high_ttft");
+    assert!(d.causes.iter().all(|c| c.severity == CauseSeverity::Info));
+    assert_eq!(d.unexplained, vec!["high_ttft"]);
+
+    let explained = snapshot(
+        &cat,
+        &[("ttft_p99_seconds", 3.0), ("gpu_utilization_ratio", 0.9)],
+        Some((
+            "queue_depth",
+            WindowStats {
+                last: 5.0,
+                min: 4.0,
+                mean: 5.0,
+                max: 6.0,
+            },
+        )),
+    );
+    let d = diagnose(&pb, &explained, &slos);
+    assert_eq!(d.causes[0].id, "queue_backlog");
+    assert!(d.unexplained.is_empty(), "{:?}", d.unexplained);
+}
+
 #[test]
 fn ranking_is_deterministic() {
     let cat = catalog();

@@ -2,7 +2,7 @@
 
 use llm_doctor_engine::report::Diagnosis;
 
-use super::{evidence_line, heading, Report};
+use super::{evidence_line, heading, unexplained_sentence, Report};
 
 /// The report as Markdown.
 pub fn render(report: &Report) -> String {
@@ -30,6 +30,9 @@ pub fn render(report: &Report) -> String {
                 );
             }
             out.push('\n');
+        }
+        if let Some(text) = unexplained_sentence(d) {
+            out.push_str(&format!("**{text}**\n\n"));
         }
         if !d.causes.is_empty() {
             out.push_str(

@@ -124,6 +124,28 @@ pub fn with_unit(name: &str, v: f64) -> String {
     }
 }
 
+/// What a diagnosis says when fired symptoms have no measured cause behind them: plainly that
+/// nothing read explains them, and where the explanation would be. None when every fired
+/// symptom is explained by a fault.
+pub fn unexplained_sentence(d: &llm_doctor_engine::report::Diagnosis) -> Option<String> {
+    if d.unexplained.is_empty() {
+        return None;
+    }
+    let unread = if d.unchecked.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} rule(s) could not be checked for want of data (below)",
+            d.unchecked.len()
+        )
+    };
+    Some(format!(
+        "No measured cause explains {}. What would: the server's own logs (crashes, \
+         out-of-memory errors, refusals), its restarts, and per-request records{unread}.",
+        d.unexplained.join(", ")
+    ))
+}
+
 /// One evidence item in one line: `kv_cache_usage_ratio 99.5 % (> 95 %)` for a simple
 /// comparison, else the playbook's note (or the condition) with the known values it read.
 pub fn evidence_line(e: &EvidenceItem) -> String {

@@ -4,7 +4,7 @@
 use comfy_table::{presets, ContentArrangement, Table};
 use llm_doctor_engine::report::{Diagnosis, Severity, Status};
 
-use super::{evidence_line, heading, number, wrap, Report, TargetReport};
+use super::{evidence_line, heading, number, unexplained_sentence, wrap, Report, TargetReport};
 
 /// How the table is drawn.
 #[derive(Debug, Clone, Copy)]
@@ -167,10 +167,14 @@ fn target(out: &mut String, r: &TargetReport, style: Style) {
         out.push('\n');
     }
 
+    if let Some(text) = unexplained_sentence(d) {
+        out.push_str(&wrap("", &text, usize::from(style.width), 0));
+        out.push_str("\n\n");
+    }
     if d.causes.is_empty() {
         if d.status == Status::Healthy {
             out.push_str("No problem found.\n\n");
-        } else if !d.symptoms.is_empty() {
+        } else if !d.symptoms.is_empty() && d.unexplained.is_empty() {
             out.push_str(&wrap(
                 "",
                 "No cause found among the rules that could be checked; see what could not be checked below.",
