@@ -102,6 +102,12 @@ pub fn compile(expr: &Expr, opts: &Options<'_>) -> String {
             |s| picked(format!("changes({s}[{}])", opts.window), sel, opts),
             opts,
         ),
+        Expr::Resets(sel) => alternatives(
+            sel,
+            "",
+            |s| picked(format!("resets({s}[{}])", opts.window), sel, opts),
+            opts,
+        ),
         Expr::BitShare(sel) => {
             let mask = sel.mask.unwrap_or(0);
             let steps = SampleSteps::of(opts);
@@ -193,9 +199,11 @@ pub fn compile(expr: &Expr, opts: &Options<'_>) -> String {
             )
         }
         // No PromQL form (see `expressible`): an empty vector, for callers that show it.
-        Expr::Scaling(_) | Expr::Dispersion(_) | Expr::ShareBelow(_) | Expr::QuantileFloor(_) => {
-            "(vector(1) unless vector(1))".to_string()
-        }
+        Expr::Scaling(_)
+        | Expr::Dispersion(_)
+        | Expr::Stall(_)
+        | Expr::ShareBelow(_)
+        | Expr::QuantileFloor(_) => "(vector(1) unless vector(1))".to_string(),
     }
 }
 
@@ -211,7 +219,11 @@ pub fn expressible(expr: &Expr) -> bool {
     !expr.any(&|e| {
         matches!(
             e,
-            Expr::Scaling(_) | Expr::Dispersion(_) | Expr::ShareBelow(_) | Expr::QuantileFloor(_)
+            Expr::Scaling(_)
+                | Expr::Dispersion(_)
+                | Expr::Stall(_)
+                | Expr::ShareBelow(_)
+                | Expr::QuantileFloor(_)
         )
     })
 }

@@ -176,6 +176,19 @@ pub fn changes(samples: &Samples, end_ms: i64, window_ms: i64) -> Option<f64> {
     Some(changed as f64)
 }
 
+/// How many times a counter went down inside the window (PromQL `resets`). None when the
+/// window holds no sample.
+pub fn resets(samples: &Samples, end_ms: i64, window_ms: i64) -> Option<f64> {
+    let w = in_window(samples, end_ms, window_ms);
+    w.first()?;
+    let went_down = w
+        .iter()
+        .zip(w.iter().skip(1))
+        .filter(|(a, b)| b.value < a.value)
+        .count();
+    Some(went_down as f64)
+}
+
 /// The q-quantile of a classic histogram, like PromQL `histogram_quantile` over one series'
 /// buckets given as `(le, cumulative count)` pairs in any order (the vector is sorted and
 /// compacted in place).
@@ -637,6 +650,22 @@ mod tests {
         assert_eq!(changes(&g, 50_000, 40_000), Some(2.0));
         assert_eq!(changes(&g, 50_000, 5_000), Some(0.0));
         assert_eq!(changes(&g, 500_000, 5_000), None);
+    }
+
+    #[test]
+    fn resets_count_decreases_inside_the_window() {
+        let c = s(&[
+            (10, 5.0),
+            (20, 9.0),
+            (30, 1.0),
+            (40, 4.0),
+            (50, 0.0),
+            (60, f64::NAN),
+        ]);
+        // (10, 60]: 9 -> 1 and 4 -> 0 went down; NaN compares as neither.
+        assert_eq!(resets(&c, 60_000, 50_000), Some(2.0));
+        assert_eq!(resets(&c, 20_000, 10_000), Some(0.0));
+        assert_eq!(resets(&c, 500_000, 5_000), None);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::signal::samples::Samples;
 use crate::signal::series::Series;
 use crate::signal::window;
 
-use super::spec::{Dispersion, Expr, Matchers, PickSpec, QueuedShare, Scaling, Selector};
+use super::spec::{Dispersion, Expr, Matchers, PickSpec, QueuedShare, Scaling, Selector, Stall};
 
 /// Which gauge statistic a leaf reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -342,6 +342,7 @@ pub fn eval_signal_memo(
         Expr::QueuedShare(s) => queued_share(s, ts, frame, memo),
         Expr::Scaling(s) => scaling(s, ts, frame, memo),
         Expr::Dispersion(s) => dispersion(s, ts, frame, memo),
+        Expr::Stall(s) => stall(s, ts, frame, memo),
         _ => eval_signal(expr, ts, frame, Stat::Last),
     }
 }
@@ -489,7 +490,7 @@ fn merge_dedup(a: &[i64], b: &[i64]) -> Vec<i64> {
 pub fn reads_gauge(expr: &Expr) -> bool {
     match expr {
         Expr::Gauge(_) => true,
-        Expr::Scaling(_) | Expr::QueuedShare(_) | Expr::Dispersion(_) => false,
+        Expr::Scaling(_) | Expr::QueuedShare(_) | Expr::Dispersion(_) | Expr::Stall(_) => false,
         e => e.children().into_iter().any(reads_gauge),
     }
 }
@@ -602,6 +603,18 @@ fn eval<'t>(
                 .ok_or("counting changes needs samples with timestamps (record a range)")?;
             leaf(sel, "", ts, |s| {
                 window::changes(&s.samples, end, frame.window_ms)
+            })
+            .map(|values| Out {
+                values,
+                totals: false,
+            })
+        }
+        Expr::Resets(sel) => {
+            let end = frame
+                .end_ms
+                .ok_or("counting resets needs samples with timestamps (record a range)")?;
+            leaf(sel, "", ts, |s| {
+                window::resets(&s.samples, end, frame.window_ms)
             })
             .map(|values| Out {
                 values,
@@ -746,6 +759,10 @@ fn eval<'t>(
             totals: false,
         }),
         Expr::Dispersion(s) => dispersion(s, ts, frame, None).map(|v| Out {
+            values: smallvec::smallvec![("", v)],
+            totals: false,
+        }),
+        Expr::Stall(s) => stall(s, ts, frame, None).map(|v| Out {
             values: smallvec::smallvec![("", v)],
             totals: false,
         }),
@@ -913,6 +930,38 @@ fn dispersion(
     }
     let variance = arrivals.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / n;
     Ok(variance / mean)
+}
+
+/// Evaluates a [`Stall`] over the window (see its docs).
+fn stall(
+    s: &Stall,
+    ts: &TargetSeries<'_>,
+    frame: Frame,
+    memo: Option<MemoOf<'_>>,
+) -> Result<f64, Absent> {
+    let needs = "a stall needs samples with timestamps (record a range)";
+    let instants = instant_pairs(&s.busy, [&s.work, &s.busy], ts, frame, memo, needs)?;
+    let mut longest: Option<f64> = None;
+    // Where the current stretch began: its instant and the work done by then.
+    let mut since: Option<(i64, f64)> = None;
+    for (t, values) in instants {
+        let [Some(work), Some(busy)] = values else {
+            since = None;
+            continue;
+        };
+        if !work.is_finite() || !busy.is_finite() {
+            since = None;
+            continue;
+        }
+        let stalled = longest.get_or_insert(0.0);
+        match since {
+            Some((t0, w0)) if busy > 0.0 && work == w0 => {
+                *stalled = stalled.max((t - t0) as f64 / 1000.0);
+            }
+            _ => since = (busy > 0.0).then_some((t, work)),
+        }
+    }
+    longest.ok_or_else(|| "no instant in the window with both values".into())
 }
 
 /// Fewest intervals at each batch level for a [`Scaling`] to be read.
@@ -1239,6 +1288,49 @@ mod tests {
         assert_eq!(backlog, Ok(5.0 / 7.0));
         assert!(share(&[0.0; 5], &[0.0; 5]).is_err());
         assert!(crate::signal::promql::expressible(&e) && !reads_gauge(&e));
+    }
+
+    /// A stall is the longest stretch with requests running and the work counter standing
+    /// still; idle stretches, growing work and unreadable samples end it; a replica that never
+    /// ran anything never stalled.
+    #[test]
+    fn a_stall_is_the_longest_busy_stretch_without_work() {
+        let e =
+            expr("{stall: {work: {sum: {gauge: {metric: w}}}, busy: {sum: {gauge: {metric: b}}}}}");
+        let frame = Frame {
+            end_ms: Some(9_000),
+            window_ms: 60_000,
+        };
+        let stalled = |work: &[f64], busy: &[f64]| {
+            let all = [series("w", work), series("b", busy)];
+            eval_signal(&e, &TargetSeries::new(all.iter()), frame, Stat::Last)
+        };
+        // Work stops at 20 from t=2 to t=5 with two requests running: 3 s.
+        let hung = stalled(
+            &[0.0, 10.0, 20.0, 20.0, 20.0, 20.0, 30.0, 30.0, 30.0, 30.0],
+            &[0.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 0.0, 0.0, 0.0],
+        );
+        assert_eq!(hung, Ok(3.0));
+        // Standing still with nothing running is idle, not a stall.
+        assert_eq!(stalled(&[5.0; 10], &[0.0; 10]), Ok(0.0));
+        // An unreadable sample (a stale marker) ends the stretch.
+        let broken = stalled(
+            &[
+                0.0,
+                10.0,
+                10.0,
+                f64::NAN,
+                10.0,
+                10.0,
+                10.0,
+                20.0,
+                30.0,
+                40.0,
+            ],
+            &[1.0; 10],
+        );
+        assert_eq!(broken, Ok(2.0));
+        assert!(!crate::signal::promql::expressible(&e) && !reads_gauge(&e));
     }
 
     /// A core's idle counter that stands still (grows under the bound a second) in an interval

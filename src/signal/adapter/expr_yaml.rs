@@ -13,9 +13,9 @@ use serde::Deserialize;
 
 use super::spec::{Expr, Selector};
 
-const FORMS: &str = "gauge, rate, increase, changes, bit_share, share_below, quantile, \
+const FORMS: &str = "gauge, rate, increase, changes, resets, bit_share, share_below, quantile, \
                      quantile_floor, hist_mean, sum, max, min, avg, count, div, sub, add, scale, \
-                     const, percent_to_ratio, first, zero_when_absent, scaling, queued_share, \
+                     const, percent_to_ratio, first, zero_when_absent, scaling, queued_share, stall, \
                      dispersion";
 
 impl<'de> Deserialize<'de> for Expr {
@@ -72,6 +72,7 @@ fn read_form<'de, A: MapAccess<'de>>(key: &str, map: &mut A) -> Result<Expr, A::
         "rate" => Expr::Rate(leaf()?),
         "increase" => Expr::Increase(leaf()?),
         "changes" => Expr::Changes(leaf()?),
+        "resets" => Expr::Resets(leaf()?),
         "bit_share" => Expr::BitShare(leaf()?),
         "share_below" => Expr::ShareBelow(leaf()?),
         "quantile" => Expr::Quantile(leaf()?),
@@ -119,6 +120,7 @@ fn read_form<'de, A: MapAccess<'de>>(key: &str, map: &mut A) -> Result<Expr, A::
         "scaling" => Expr::Scaling(map.next_value()?),
         "queued_share" => Expr::QueuedShare(map.next_value()?),
         "dispersion" => Expr::Dispersion(map.next_value()?),
+        "stall" => Expr::Stall(map.next_value()?),
         other => {
             map.next_value::<IgnoredAny>()?;
             return Err(custom(format!(

@@ -459,8 +459,8 @@ fn describe(expr: &spec::Expr) -> String {
     use spec::Expr::*;
     fn names(e: &spec::Expr, out: &mut Vec<String>) {
         match e {
-            Gauge(s) | Rate(s) | Increase(s) | Changes(s) | BitShare(s) | ShareBelow(s)
-            | Quantile(s) | QuantileFloor(s) | HistMean(s) => {
+            Gauge(s) | Rate(s) | Increase(s) | Changes(s) | Resets(s) | BitShare(s)
+            | ShareBelow(s) | Quantile(s) | QuantileFloor(s) | HistMean(s) => {
                 if let Some(n) = s.metric.values().first() {
                     if !out.iter().any(|x| x == n) {
                         out.push(n.to_string());
@@ -486,6 +486,10 @@ fn describe(expr: &spec::Expr) -> String {
             Dispersion(s) => {
                 names(&s.done, out);
                 names(&s.present, out);
+            }
+            Stall(s) => {
+                names(&s.work, out);
+                names(&s.busy, out);
             }
             Const(_) => {}
         }

@@ -261,6 +261,9 @@ pub enum Expr {
     /// How many times a gauge's value changed within the window (PromQL `changes`): a
     /// process start time that changes is a restart.
     Changes(Selector),
+    /// How many times a counter went down within the window (PromQL `resets`): a counter that
+    /// starts over is a process that restarted, where no start time is exported.
+    Resets(Selector),
     /// Share of the window during which a bitmask gauge had any of the selector's `mask` bits set.
     BitShare(Selector),
     /// Share of the window's scrape intervals in which a counter grew more slowly than the
@@ -319,6 +322,24 @@ pub enum Expr {
     /// (see [`Dispersion`]). Like a scaling, it pairs the window's samples and has no PromQL
     /// form.
     Dispersion(Box<Dispersion>),
+    /// The longest stretch of the window in which requests ran and no work was done (see
+    /// [`Stall`]). Like a scaling, it pairs the window's samples and has no PromQL form.
+    Stall(Box<Stall>),
+}
+
+/// A hung engine: the longest stretch, in seconds, between sample instants of the window at
+/// which requests were `busy` (running) all along and the cumulative `work` (tokens computed)
+/// did not grow. An engine that steps advances every running request each step, so a stretch
+/// of scrapes with requests running and no token made is no step finishing: a stuck collective,
+/// a wedged device, a paused process. A scrape that failed, or a sample missing, ends the
+/// stretch: a replica that is gone is a crash, not a hang. 0 when the replica never stalled.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Stall {
+    /// A cumulative count of work read at each instant (a counter's value, e.g. tokens).
+    pub work: Expr,
+    /// Requests running at each instant (a gauge).
+    pub busy: Expr,
 }
 
 /// The index of dispersion of arrivals: requests that arrived in each interval between the
@@ -385,10 +406,12 @@ impl Expr {
             Expr::Scaling(s) => vec![&s.work, &s.batch],
             Expr::QueuedShare(s) => vec![&s.queue, &s.running],
             Expr::Dispersion(s) => vec![&s.done, &s.present],
+            Expr::Stall(s) => vec![&s.work, &s.busy],
             Expr::Gauge(_)
             | Expr::Rate(_)
             | Expr::Increase(_)
             | Expr::Changes(_)
+            | Expr::Resets(_)
             | Expr::BitShare(_)
             | Expr::ShareBelow(_)
             | Expr::Quantile(_)
@@ -405,6 +428,7 @@ impl Expr {
             | Expr::Rate(s)
             | Expr::Increase(s)
             | Expr::Changes(s)
+            | Expr::Resets(s)
             | Expr::BitShare(s)
             | Expr::ShareBelow(s)
             | Expr::Quantile(s)
@@ -459,6 +483,7 @@ impl Expr {
             Expr::Rate(s) => Expr::Rate(f(s)?),
             Expr::Increase(s) => Expr::Increase(f(s)?),
             Expr::Changes(s) => Expr::Changes(f(s)?),
+            Expr::Resets(s) => Expr::Resets(f(s)?),
             Expr::BitShare(s) => Expr::BitShare(f(s)?),
             Expr::ShareBelow(s) => Expr::ShareBelow(f(s)?),
             Expr::Quantile(s) => Expr::Quantile(f(s)?),
@@ -497,6 +522,10 @@ impl Expr {
             Expr::Dispersion(s) => Expr::Dispersion(Box::new(Dispersion {
                 done: s.done.map_selectors(f)?,
                 present: s.present.map_selectors(f)?,
+            })),
+            Expr::Stall(s) => Expr::Stall(Box::new(Stall {
+                work: s.work.map_selectors(f)?,
+                busy: s.busy.map_selectors(f)?,
             })),
         })
     }

@@ -843,6 +843,8 @@ mod tests {
         for path in files_under("fixtures") {
             let whole = read_path(&path, &opts(0, 1 << 20, Retention::All)).unwrap();
             let newest = whole.set.newest_ms().unwrap();
+            // Recorded fixtures of a few minutes are kept whole; the others lose their start.
+            let longer = newest - whole.set.oldest_ms().unwrap() > 2 * window_ms;
             let at = newest - 60_000;
             for (retention, at_ms) in [
                 (
@@ -861,7 +863,7 @@ mod tests {
             ] {
                 let kept = read_path(&path, &opts(1, 1 << 16, retention)).unwrap();
                 assert!(
-                    kept.set.sample_count() < whole.set.sample_count(),
+                    kept.set.sample_count() < whole.set.sample_count() || !longer,
                     "{path:?}"
                 );
                 let o = crate::pipeline::Options {

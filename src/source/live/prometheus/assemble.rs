@@ -57,11 +57,13 @@ pub(super) fn aggregates(e: &Expr) -> bool {
         | Expr::HistMean(_)
         | Expr::Scaling(_)
         | Expr::QueuedShare(_)
-        | Expr::Dispersion(_) => true,
+        | Expr::Dispersion(_)
+        | Expr::Stall(_) => true,
         Expr::Gauge(_)
         | Expr::Rate(_)
         | Expr::Increase(_)
         | Expr::Changes(_)
+        | Expr::Resets(_)
         | Expr::BitShare(_)
         | Expr::ShareBelow(_)
         | Expr::Const(_) => false,

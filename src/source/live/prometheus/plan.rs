@@ -393,8 +393,11 @@ fn discovery_labels(a: &AdapterSpec) -> Vec<&str> {
 /// the discovery query was the slowest of a triage, which every signal query waits for.
 fn discovery_query(a: &AdapterSpec) -> String {
     let mut names: BTreeSet<String> = BTreeSet::new();
+    // A replica is found by its engine's own metrics: names every job has (`up`, the process
+    // collector's) would make a target of each job.
+    let own = |n: &str| a.detect.is_empty() || a.detect.iter().any(|p| n.starts_with(p.as_str()));
     for expr in a.signals.values() {
-        for n in expr.metric_names() {
+        for n in expr.metric_names().into_iter().filter(|n| own(n)) {
             names.insert(regex_quote(n));
             names.insert(regex_quote(&format!("{n}_count")));
         }
