@@ -61,6 +61,7 @@ Scenario file
                               #   (request_params_*, inference time, TPOT, prompt_tokens_by_source,
                               #   sleep state, http_requests, python/process gauges, node_load*,
                               #   DCGM MEM_COPY/ENC/DEC util, remapped rows). Bigger files.
+      gpu_memory_utilization: 0.9   # vLLM's --gpu-memory-utilization (cache_config_info label)
       restarts: []            # seconds into the recording at which the API server restarted
                               #   (its process_start_time_seconds moves there)
       labels: {}              # extra labels put on every series (e.g. {cluster: eu-1})
@@ -350,6 +351,7 @@ BUILTIN = {
     "num_gpu_blocks": 64782, "uptime_s": 10800,
     "scrape_offsets_s": {"vllm": 0, "dcgm": 3, "node": 7},
     "noise": 1.0, "extras": False, "labels": {}, "omit": [], "vllm_names": "current", "restarts": [],
+    "gpu_memory_utilization": 0.9,
     # engine profiles (see ENGINES) and their options; fleets
     "engine": "vllm", "tgi_summaries": False, "triton_histograms": False, "triton_summaries": False,
     "max_batch_size": 256, "max_batch_total_tokens": None, "llamacpp_kv_metrics": False,
@@ -1740,7 +1742,8 @@ class Builder:
         info = {
             "block_size": "16", "cache_dtype": "auto", "calculate_kv_scales": "False",
             "cpu_kvcache_space_bytes": "None", "cpu_offload_gb": "0", "enable_prefix_caching": "True",
-            "engine": "0", "gpu_memory_utilization": "0.9", "is_attention_free": "False",
+            "engine": "0", "gpu_memory_utilization": str(cfg["gpu_memory_utilization"]),
+            "is_attention_free": "False",
             "kv_cache_memory_bytes": "None", "kv_offloading_backend": "native", "kv_offloading_size": "None",
             "kv_sharing_fast_prefill": "False", "mamba_cache_dtype": "auto", "mamba_page_size_padded": "None",
             "mamba_ssm_cache_dtype": "auto", "num_cpu_blocks": "None", "num_gpu_blocks": str(blocks),

@@ -283,11 +283,10 @@ fn every_throttle_reason_bit_reaches_the_dcgm_adapter() {
             close(signal(&p, "gpu_thermal_throttle_ratio"), share(thermal)),
             "{label}"
         );
-        assert_eq!(
-            causes(&d).contains(&"gpu_throttling"),
-            power || thermal,
-            "{label}"
-        );
+        // Power capping alone, with the clocks at their maximum, is the GPU's regime under
+        // load and costs nothing: only heat (or clocks well below their maximum) is throttling.
+        let _ = power;
+        assert_eq!(causes(&d).contains(&"gpu_throttling"), thermal, "{label}");
     }
     // Every reason at once, unknown bits included, in one bitmask series.
     let c = collect_from(&mut OneMask(0x3ff));
