@@ -31,13 +31,23 @@ pub struct EvalArgs {
     /// Fail (exit 1) when more healthy or near-miss cases than this raise an alarm.
     #[arg(long, value_name = "N")]
     pub max_false_alarms: Option<usize>,
+    /// Fail (exit 1) when more than this share of healthy or near-miss cases raise an alarm
+    /// (0..1).
+    #[arg(long, value_name = "RATIO")]
+    pub max_false_alarm_ratio: Option<f64>,
+    /// Print the scores and the confusion only, not a row per case.
+    #[arg(long, conflicts_with = "cases")]
+    pub summary: bool,
+    /// Print a row per case only, not the scores.
+    #[arg(long)]
+    pub cases: bool,
     /// A directory of playbooks (and `signals/` adapters) that add to or override the shipped ones.
     #[arg(long)]
     pub rules: Option<PathBuf>,
     /// Explain one case instead: its label, how it scored and its whole diagnosis, run as the
     /// score runs it (text, or `--format json`). Exit code 1 when it does not come out right, 2
     /// when it cannot be run (the score counts such a case as wrong).
-    #[arg(long, value_name = "ID", conflicts_with_all = ["split", "min_top1", "min_top3", "max_false_alarms"])]
+    #[arg(long, value_name = "ID", conflicts_with_all = ["split", "min_top1", "min_top3", "max_false_alarms", "max_false_alarm_ratio"])]
     pub case: Option<String>,
     /// With `--case`: how this symptom or cause judged the case, fired or not: its gate, every
     /// item for and against it, and each value they read (repeatable).
@@ -63,10 +73,13 @@ pub fn run(args: EvalArgs) -> Result<Outcome> {
         min_top1: args.min_top1,
         min_top3: args.min_top3,
         max_false_alarms: args.max_false_alarms,
+        max_false_alarm_ratio: args.max_false_alarm_ratio,
     };
     let failures = floors.failures(&report);
     let mut stdout = match args.format {
         Some(Format::Json) => corpus::render_json(&report),
+        _ if args.summary => corpus::render_summary(&report),
+        _ if args.cases => corpus::render_cases(&report),
         _ => corpus::render_markdown(&report),
     };
     if args.format != Some(Format::Json) && !failures.is_empty() {

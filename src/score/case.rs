@@ -20,6 +20,8 @@ pub struct CaseExplained {
     pub case: CaseResult,
     /// The predicate on the run's ground truth that justifies the label.
     pub predicate: String,
+    /// The objectives the case is judged by, where it names its own (`slos:`).
+    pub slos: std::collections::BTreeMap<String, f64>,
     /// The diagnosis, as `diagnose --format json` gives a target (with `checks`, one per
     /// `--why` rule).
     pub diagnosis: TargetReport,
@@ -47,6 +49,7 @@ pub fn explain(path: &Path, rules: &Rules, why: &[String]) -> Result<CaseExplain
     Ok(CaseExplained {
         case,
         predicate: spec.label.predicate,
+        slos: spec.slos,
         diagnosis,
     })
 }
@@ -58,8 +61,18 @@ pub fn render_text(x: &CaseExplained) -> String {
         Some(cause) => format!("{} `{cause}`", c.verdict.as_str()),
         None => c.verdict.as_str().to_string(),
     };
+    let expected = match &c.untraceable {
+        Some(why) => format!("{expected}, untraceable: {why}"),
+        None => expected,
+    };
+    let objectives = if x.slos.is_empty() {
+        "the product's defaults".to_string()
+    } else {
+        let parts: Vec<String> = x.slos.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        parts.join(", ")
+    };
     let mut out = format!(
-        "case {} ({} split, {} family, {} engine)\nexpected: {expected}\npredicate: {}\nresult: {} (first cause: {})\n\n",
+        "case {} ({} split, {} family, {} engine)\nexpected: {expected}\nobjectives: {objectives}\npredicate: {}\nresult: {} (first cause: {})\n\n",
         c.id,
         c.split_name(),
         c.family,

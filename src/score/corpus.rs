@@ -48,6 +48,10 @@ pub struct CaseSpec {
     /// Measurements the metrics lack (`--signal`).
     #[serde(default)]
     pub signals: BTreeMap<String, f64>,
+    /// The deployment's own objectives (`--slo`, same names): the label's predicate and the
+    /// diagnosis judge by the same ones. Absent: the product's defaults, for both.
+    #[serde(default)]
+    pub slos: BTreeMap<String, f64>,
     /// Window length; default the whole recording.
     #[serde(default)]
     pub window: Option<String>,
@@ -78,6 +82,10 @@ pub struct Label {
     pub cause: Option<String>,
     /// The predicate on the run's ground truth that justifies the label.
     pub predicate: String,
+    /// For a fault whose mechanism leaves nothing in what the engine exports: why. Such a case
+    /// is scored on a line of its own, not in top-1 and top-3.
+    #[serde(default)]
+    pub untraceable: Option<String>,
 }
 
 /// The kind of run.
@@ -145,6 +153,9 @@ pub struct CaseResult {
     /// The labelled cause (faults).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expected: Option<String>,
+    /// A fault that leaves no trace in what the engine exports: why (not counted in top-1/3).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untraceable: Option<String>,
     /// Diagnosis status.
     pub status: String,
     /// Causes in rank order.
@@ -181,6 +192,7 @@ impl CaseResult {
             split: split_of(id),
             verdict,
             expected,
+            untraceable: None,
             status: "error".into(),
             causes: vec![],
             symptoms: vec![],
@@ -194,28 +206,38 @@ impl CaseResult {
 
     /// `case`, not yet run.
     pub fn of(case: &CaseSpec) -> CaseResult {
-        CaseResult::unrun(
-            &case.id,
-            &case.family,
-            &case.engine,
-            case.label.verdict,
-            case.label.cause.clone(),
-        )
+        CaseResult {
+            untraceable: case.label.untraceable.clone(),
+            ..CaseResult::unrun(
+                &case.id,
+                &case.family,
+                &case.engine,
+                case.label.verdict,
+                case.label.cause.clone(),
+            )
+        }
     }
 
-    /// Whether the case came out right.
+    /// Whether the case came out right. An untraceable fault cannot come out wrong: nothing
+    /// the engine exports could have named it.
     pub fn correct(&self) -> bool {
         self.error.is_none()
             && match self.verdict {
-                Verdict::Fault => self.top1,
+                Verdict::Fault => self.top1 || self.untraceable.is_some(),
                 _ => !self.false_alarm,
             }
     }
 
-    /// How it scored: top-1, top-3, MISS, FALSE ALARM, quiet, or the error.
+    /// How it scored: top-1, top-3, MISS, FALSE ALARM, quiet, untraceable, or the error.
     pub fn outcome(&self) -> String {
         match (&self.error, self.verdict) {
             (Some(e), _) => format!("ERROR: {e}"),
+            (None, Verdict::Fault) if self.untraceable.is_some() => {
+                format!(
+                    "untraceable ({})",
+                    if self.top3 { "named" } else { "not named" }
+                )
+            }
             (None, Verdict::Fault) if self.top1 => "top-1".into(),
             (None, Verdict::Fault) if self.top3 => "top-3".into(),
             (None, Verdict::Fault) => "MISS".into(),
@@ -253,7 +275,7 @@ impl CaseResult {
 pub struct Score {
     /// Cases.
     pub cases: usize,
-    /// Fault cases.
+    /// Traceable fault cases (those top-1 and top-3 count).
     pub faults: usize,
     /// Faults whose cause ranked first.
     pub top1: usize,
@@ -263,12 +285,19 @@ pub struct Score {
     pub quiet: usize,
     /// Of those, cases with an alarm.
     pub false_alarms: usize,
+    /// Faults that leave no trace in what the engine exports, scored apart.
+    pub untraceable: usize,
+    /// Of those, cases whose cause was among the first three all the same.
+    pub untraceable_named: usize,
 }
 
 impl Score {
     fn add(&mut self, r: &CaseResult) {
         self.cases += 1;
-        if r.verdict == Verdict::Fault {
+        if r.verdict == Verdict::Fault && r.untraceable.is_some() {
+            self.untraceable += 1;
+            self.untraceable_named += usize::from(r.top3);
+        } else if r.verdict == Verdict::Fault {
             self.faults += 1;
             self.top1 += usize::from(r.top1);
             self.top3 += usize::from(r.top3);
@@ -286,6 +315,15 @@ impl Score {
     /// Top-3 share of fault cases.
     pub fn top3_ratio(&self) -> f64 {
         ratio(self.top3, self.faults)
+    }
+
+    /// False alarms per quiet case (0 when there are none).
+    pub fn false_alarm_ratio(&self) -> f64 {
+        if self.quiet == 0 {
+            0.0
+        } else {
+            self.false_alarms as f64 / self.quiet as f64
+        }
     }
 }
 
@@ -362,6 +400,13 @@ pub fn load_case(path: &Path) -> Result<CaseSpec> {
             v.as_str()
         ),
     }
+    if case.label.untraceable.is_some() && case.label.verdict != Verdict::Fault {
+        bail!(
+            "{}: only a fault can be `untraceable` (this case is {})",
+            path.display(),
+            case.label.verdict.as_str()
+        );
+    }
     Ok(case)
 }
 
@@ -391,8 +436,9 @@ pub fn diagnose_case_checking(
     let prepared = pipeline::prepare(&set, rules, &opts)?;
     let slos = rules
         .playbook
-        .slo_values(&BTreeMap::new())
-        .map_err(anyhow::Error::msg)?;
+        .slo_values(&case.slos)
+        .map_err(anyhow::Error::msg)
+        .context("slos")?;
     let mut reports: Vec<TargetReport> = prepared
         .into_iter()
         .map(|p| TargetReport::diagnose_checking(&rules.playbook, p, &slos, why))
@@ -512,10 +558,13 @@ pub fn run(dir: &Path, rules: &Rules, split: Split) -> Result<EvalReport> {
             .add(r);
         report.by_family.entry(r.family.clone()).or_default().add(r);
         report.by_engine.entry(r.engine.clone()).or_default().add(r);
-        let expected = r
+        let mut expected = r
             .expected
             .clone()
             .unwrap_or_else(|| r.verdict.as_str().to_string());
+        if r.untraceable.is_some() {
+            expected.push_str(" (untraceable)");
+        }
         let predicted = if r.verdict == Verdict::Fault || r.false_alarm {
             r.predicted().to_string()
         } else {
@@ -541,6 +590,8 @@ pub struct Floors {
     pub min_top3: Option<f64>,
     /// Most false alarms.
     pub max_false_alarms: Option<usize>,
+    /// Most false alarms per quiet case.
+    pub max_false_alarm_ratio: Option<f64>,
 }
 
 impl Floors {
@@ -568,6 +619,17 @@ impl Floors {
                 ));
             }
         }
+        if let Some(m) = self.max_false_alarm_ratio {
+            if t.false_alarm_ratio() > m {
+                out.push(format!(
+                    "{} false alarms in {} quiet cases ({:.1} %), more than the {:.1} % allowed",
+                    t.false_alarms,
+                    t.quiet,
+                    100.0 * t.false_alarm_ratio(),
+                    100.0 * m
+                ));
+            }
+        }
         for c in &report.cases {
             if let Some(e) = &c.error {
                 out.push(format!("{}: {e}", c.id));
@@ -587,7 +649,7 @@ fn pct(n: usize, d: usize) -> String {
 
 fn score_row(name: &str, s: &Score) -> String {
     format!(
-        "| {name} | {} | {} | {} | {} |\n",
+        "| {name} | {} | {} | {} | {} | {} |\n",
         s.cases,
         pct(s.top1, s.faults),
         pct(s.top3, s.faults),
@@ -595,12 +657,26 @@ fn score_row(name: &str, s: &Score) -> String {
             "-".to_string()
         } else {
             format!("{}/{}", s.false_alarms, s.quiet)
+        },
+        if s.untraceable == 0 {
+            "-".to_string()
+        } else {
+            format!("{} ({} named)", s.untraceable, s.untraceable_named)
         }
     )
 }
 
-/// The report as Markdown (also what the terminal shows: it reads well as plain text).
+/// The report as Markdown (also what the terminal shows: it reads well as plain text): a row
+/// per case, then the scores and the confusion.
 pub fn render_markdown(report: &EvalReport) -> String {
+    let mut out = render_cases(report);
+    out.push('\n');
+    out.push_str(&render_summary(report));
+    out
+}
+
+/// A row per case: what was expected, what came first, how it scored.
+pub fn render_cases(report: &EvalReport) -> String {
     let mut out = String::new();
     out.push_str("| case | split | expected | first cause (then) | status | result |\n");
     out.push_str("| --- | --- | --- | --- | --- | --- |\n");
@@ -629,8 +705,15 @@ pub fn render_markdown(report: &EvalReport) -> String {
             c.outcome()
         ));
     }
+    out
+}
+
+/// The scores per scope (all, split, family, engine) and the confusion of expected against
+/// first cause.
+pub fn render_summary(report: &EvalReport) -> String {
+    let mut out = String::new();
     out.push_str(
-        "\n| scope | cases | top-1 | top-3 | false alarms |\n| --- | --- | --- | --- | --- |\n",
+        "| scope | cases | top-1 | top-3 | false alarms | untraceable |\n| --- | --- | --- | --- | --- | --- |\n",
     );
     out.push_str(&score_row("all", &report.total));
     for (k, s) in &report.by_split {
@@ -672,6 +755,57 @@ mod tests {
             .filter(|i| split_of(&format!("case-{i}")) == Split::Test)
             .count();
         assert!((900..1100).contains(&test), "{test} of 3000 in test");
+    }
+
+    /// The false-alarm floor can be a share of the quiet cases; untraceable faults count in
+    /// neither top-1 nor top-3.
+    #[test]
+    fn floors_read_shares_and_untraceable_faults_stand_apart() {
+        let case = |verdict, top1: bool, false_alarm: bool, untraceable: bool| CaseResult {
+            top1,
+            top3: top1,
+            false_alarm,
+            untraceable: untraceable.then(|| "no trace".to_string()),
+            error: None,
+            status: "healthy".into(),
+            ..CaseResult::unrun("c", "f", "vllm", verdict, None)
+        };
+        let mut total = Score::default();
+        for r in [
+            case(Verdict::Fault, true, false, false),
+            case(Verdict::Fault, false, false, true),
+            case(Verdict::Healthy, false, true, false),
+            case(Verdict::Healthy, false, false, false),
+            case(Verdict::NearMiss, false, false, false),
+            case(Verdict::NearMiss, false, false, false),
+        ] {
+            total.add(&r);
+        }
+        assert_eq!((total.faults, total.top1, total.untraceable), (1, 1, 1));
+        assert_eq!(total.false_alarm_ratio(), 0.25);
+        let report = EvalReport {
+            split: Split::All,
+            cases: vec![],
+            total,
+            by_split: BTreeMap::new(),
+            by_family: BTreeMap::new(),
+            by_engine: BTreeMap::new(),
+            confusion: BTreeMap::new(),
+        };
+        let floors = |ratio| Floors {
+            min_top1: Some(1.0),
+            max_false_alarm_ratio: Some(ratio),
+            ..Floors::default()
+        };
+        assert!(floors(0.25).failures(&report).is_empty());
+        let failed = floors(0.02).failures(&report);
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert!(
+            failed[0].contains("1 false alarms in 4 quiet cases (25.0 %)"),
+            "{failed:?}"
+        );
+        assert!(case(Verdict::Fault, false, false, true).correct());
+        assert!(!case(Verdict::Fault, false, false, false).correct());
     }
 
     #[test]
