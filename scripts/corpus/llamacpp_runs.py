@@ -33,7 +33,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from openmetrics import Recording  # noqa: E402
+from openmetrics import Recording, parse_text  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 OUT_DIR = os.path.join(REPO, "corpus", "llamacpp")
@@ -1068,30 +1068,9 @@ def calibrate(work, rates=(0.4, 0.7, 1.0, 1.3, 1.6, 2.0), duration=25):
 
 # ---------------------------------------------------------------- recording
 
-SAMPLE_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)')
-LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
 NODE_KEEP = {"node_cpu_seconds_total", "node_pressure_cpu_waiting_seconds_total", "node_load1",
              "node_load5", "node_load15", "node_memory_MemAvailable_bytes",
              "node_memory_MemTotal_bytes"}
-
-
-def parse_text(text):
-    types, helps, samples = {}, {}, []
-    for line in text.splitlines():
-        if line.startswith("# TYPE "):
-            _, _, name, kind = line.split(None, 3)
-            types[name] = kind.strip()
-        elif line.startswith("# HELP "):
-            parts = line.split(None, 3)
-            helps[parts[2]] = parts[3] if len(parts) > 3 else ""
-        elif line and not line.startswith("#"):
-            m = SAMPLE_RE.match(line)
-            if not m:
-                continue
-            labels = dict(LABEL_RE.findall(m.group(3) or ""))
-            samples.append((m.group(1), labels, float(m.group(4))))
-    return types, helps, samples
 
 
 def build_recording(raw):

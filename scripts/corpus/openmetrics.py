@@ -8,6 +8,7 @@ seconds, `# EOF` at the end. llm-doctor reads it, and so does
 
 import gzip
 import math
+import re
 
 
 def fmt(value):
@@ -96,3 +97,25 @@ class Recording:
         with open(path, "wb") as raw:
             with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
                 gz.write(data)
+
+
+SAMPLE_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)')
+LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_text(text):
+    """A scraped exposition as (types by family, helps by family, [(name, labels, value)])."""
+    types, helps, samples = {}, {}, []
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(None, 3)
+            types[name] = kind.strip()
+        elif line.startswith("# HELP "):
+            parts = line.split(None, 3)
+            helps[parts[2]] = parts[3] if len(parts) > 3 else ""
+        elif line and not line.startswith("#"):
+            m = SAMPLE_RE.match(line)
+            if m:
+                labels = dict(LABEL_RE.findall(m.group(3) or ""))
+                samples.append((m.group(1), labels, float(m.group(4))))
+    return types, helps, samples

