@@ -5,8 +5,8 @@ use crate::support::{outcome, root, run};
 
 /// The floor CI keeps (the whole corpus, both splits). Raise it when the figures rise; lowering
 /// it needs a reason in ACCURACY.md.
-const MIN_TOP1: &str = "0.87";
-const MIN_TOP3: &str = "0.89";
+const MIN_TOP1: &str = "0.92";
+const MIN_TOP3: &str = "0.94";
 const MAX_FALSE_ALARMS: &str = "6";
 
 #[test]
@@ -33,7 +33,7 @@ fn the_corpus_meets_its_floor_with_enough_cases_of_each_kind() {
         3 * quiet >= cases,
         "{quiet} healthy or near-miss cases of {cases}"
     );
-    for family in ["llamacpp", "report", "vidur"] {
+    for family in ["llamacpp", "report", "vidur", "vllm"] {
         assert!(
             report["by_family"][family]["cases"].as_u64().unwrap_or(0) > 0,
             "no {family} cases"
@@ -42,26 +42,32 @@ fn the_corpus_meets_its_floor_with_enough_cases_of_each_kind() {
     assert!(report["by_split"]["test"]["cases"].as_u64().unwrap() > 0);
 }
 
-/// ACCURACY.md carries the output of `llm-doctor eval corpus` between its markers;
-/// `UPDATE_GOLDEN=1` rewrites that part after an intended change (review the diff).
+/// ACCURACY.md carries the scores (`llm-doctor eval corpus --summary`) and
+/// docs/accuracy-cases.md the row of every case (`eval corpus --cases`) between their markers;
+/// `UPDATE_GOLDEN=1` rewrites those parts after an intended change (review the diff).
 #[test]
-fn accuracy_md_shows_the_current_figures() {
-    let (_, out, err) = outcome(&run(&["eval", "corpus"]));
-    assert!(!out.is_empty(), "{err}");
-    let path = root().join("ACCURACY.md");
-    let text = std::fs::read_to_string(&path).expect("ACCURACY.md exists");
-    let (begin, end) = ("<!-- eval:begin -->\n", "<!-- eval:end -->");
-    let (head, rest) = text.split_once(begin).expect("begin marker");
-    let (_, tail) = rest.split_once(end).expect("end marker");
-    let fresh = format!("{head}{begin}```\n{out}```\n{end}{tail}");
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, fresh).unwrap();
-        return;
+fn the_accuracy_pages_show_the_current_figures() {
+    for (page, flag) in [
+        ("ACCURACY.md", "--summary"),
+        ("docs/accuracy-cases.md", "--cases"),
+    ] {
+        let (_, out, err) = outcome(&run(&["eval", "corpus", flag]));
+        assert!(!out.is_empty(), "{err}");
+        let path = root().join(page);
+        let text = std::fs::read_to_string(&path).expect("the page exists");
+        let (begin, end) = ("<!-- eval:begin -->\n", "<!-- eval:end -->");
+        let (head, rest) = text.split_once(begin).expect("begin marker");
+        let (_, tail) = rest.split_once(end).expect("end marker");
+        let fresh = format!("{head}{begin}```\n{out}```\n{end}{tail}");
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(&path, fresh).unwrap();
+            continue;
+        }
+        assert!(
+            text == fresh,
+            "{page} is stale: run with UPDATE_GOLDEN=1 and review the diff"
+        );
     }
-    assert!(
-        text == fresh,
-        "ACCURACY.md is stale: run with UPDATE_GOLDEN=1 and review the diff"
-    );
 }
 
 #[test]
@@ -232,4 +238,108 @@ fn an_unknown_case_or_rule_is_refused_with_a_suggestion() {
     ] {
         assert!(out.contains(part), "no `{part}` in:\n{out}");
     }
+}
+
+/// Copies corpus case `id` of `family` into `dir`, its YAML passed through `edit`.
+fn copy_case(dir: &std::path::Path, family: &str, id: &str, edit: impl Fn(String) -> String) {
+    let src = root().join("corpus").join(family);
+    let yaml = std::fs::read_to_string(src.join(format!("{id}.yaml"))).unwrap();
+    std::fs::write(dir.join(format!("{id}.yaml")), edit(yaml)).unwrap();
+    std::fs::copy(
+        src.join(format!("{id}.om.gz")),
+        dir.join(format!("{id}.om.gz")),
+    )
+    .unwrap();
+}
+
+/// A case that names its objectives (`slos:`) is diagnosed by them: the same recording fires
+/// high_ttft under the product's defaults and not under an objective it meets; an objective the
+/// playbooks do not know is refused with a suggestion.
+#[test]
+fn a_case_is_judged_by_the_objectives_it_names() {
+    let id = "vidur-codellama34b-a100-tp2-overload";
+    let symptoms = |edit: &dyn Fn(String) -> String| {
+        let dir = tempfile::tempdir().unwrap();
+        copy_case(dir.path(), "vidur", id, edit);
+        let (code, out, err) = outcome(&run(&[
+            "eval",
+            dir.path().to_str().unwrap(),
+            "--case",
+            id,
+            "--format",
+            "json",
+        ]));
+        (code, out, err)
+    };
+    let fired = |out: &str| -> Vec<String> {
+        let x: serde_json::Value = serde_json::from_str(out).unwrap();
+        x["case"]["symptoms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    let (_, out, err) = symptoms(&|y| y);
+    assert!(fired(&out).contains(&"high_ttft".to_string()), "{out}{err}");
+    let (_, out, err) = symptoms(&|y| {
+        y + "slos: {ttft_p99_seconds: 100000, e2e_p99_seconds: 100000, itl_p99_seconds: 100000}\n"
+    });
+    let x: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"));
+    assert_eq!(x["slos"]["ttft_p99_seconds"], 100000.0);
+    assert!(!fired(&out).contains(&"high_ttft".to_string()), "{out}");
+    let (code, _, err) = symptoms(&|y| y + "slos: {ttft_p99_second: 2}\n");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("unknown SLO `ttft_p99_second`") && err.contains("ttft_p99_seconds"),
+        "{err}"
+    );
+}
+
+/// A fault labelled `untraceable` is scored on a line of its own: not in top-1 and top-3, never
+/// wrong; only a fault may be untraceable.
+#[test]
+fn an_untraceable_fault_is_scored_apart() {
+    let id = "vidur-codellama34b-h100-tp2-healthy-sarathi";
+    let dir = tempfile::tempdir().unwrap();
+    copy_case(dir.path(), "vidur", id, |y| {
+        let (head, _) = y.split_once("label:").unwrap();
+        let rest = y.split_once("ground_truth:").map(|(_, r)| r).unwrap_or("");
+        format!(
+            "{head}label:\n  verdict: fault\n  cause: context_overflow\n  predicate: relabelled for the test\n  \
+             untraceable: the refusals are counted nowhere the engine exports\nground_truth:{rest}"
+        )
+    });
+    let (code, out, err) = outcome(&run(&[
+        "eval",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "json",
+        "--min-top1",
+        "1",
+    ]));
+    assert_eq!(code, 0, "{out}{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["total"]["faults"], 0);
+    assert_eq!(report["total"]["untraceable"], 1);
+    assert_eq!(report["total"]["untraceable_named"], 0);
+    assert!(report["cases"][0]["untraceable"]
+        .as_str()
+        .unwrap()
+        .contains("counted nowhere"));
+    let (_, md, _) = outcome(&run(&["eval", dir.path().to_str().unwrap()]));
+    assert!(md.contains("untraceable (not named)"), "{md}");
+    assert!(md.contains("| 1 (0 named) |"), "{md}");
+
+    std::fs::write(
+        dir.path().join(format!("{id}.yaml")),
+        format!(
+            "id: {id}\nfamily: vidur\nengine: vllm\nrecording: {id}.om.gz\n\
+             label: {{verdict: healthy, predicate: p, untraceable: why}}\n"
+        ),
+    )
+    .unwrap();
+    let (code, out, _) = outcome(&run(&["eval", dir.path().to_str().unwrap()]));
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("only a fault can be `untraceable`"), "{out}");
 }
