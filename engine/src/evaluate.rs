@@ -90,14 +90,9 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
         .filter(|s| ranking.severity(playbook, s.index) == CauseSeverity::Fault)
         .flat_map(|s| reached_symptoms(playbook, s.index, &ranking.is_fired, &found.fired))
         .collect();
-    let unexplained: Vec<String> = found
-        .symptoms
-        .iter()
-        .filter(|f| {
-            let i = playbook.symptoms.iter().position(|s| s.id == f.id);
-            i.is_some_and(|i| !explained.contains(&i))
-        })
-        .map(|f| f.id.clone())
+    let unexplained: Vec<String> = (playbook.symptoms.iter().enumerate())
+        .filter(|(i, _)| found.fired[*i] && !explained.contains(i))
+        .map(|(_, s)| s.id.clone())
         .collect();
 
     let mut symptoms = found.symptoms;

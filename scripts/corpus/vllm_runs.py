@@ -615,8 +615,7 @@ def engine_numbers(raw):
     """What the engine itself said: its periodic log line (running, waiting, KV usage) and its
     own counters (preemptions, admission rejections) read from the scrapes, summed over
     restarts. Never llm-doctor's output."""
-    text = open(raw["log_path"], errors="replace").read() if os.path.exists(
-        raw.get("log_path", "")) else raw.get("log_text", "")
+    text = open(raw["log_path"], errors="replace").read()
     lines = re.findall(r"Running: (\d+) reqs, Waiting: (\d+) reqs, \w+ KV cache usage: "
                        r"([\d.]+)%", text)
     out = {"log_lines": len(lines),

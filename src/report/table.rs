@@ -171,17 +171,10 @@ fn target(out: &mut String, r: &TargetReport, style: Style) {
         out.push_str(&wrap("", &text, usize::from(style.width), 0));
         out.push_str("\n\n");
     }
+    // Fired symptoms without a cause are all unexplained: the sentence above says so.
     if d.causes.is_empty() {
         if d.status == Status::Healthy {
             out.push_str("No problem found.\n\n");
-        } else if !d.symptoms.is_empty() && d.unexplained.is_empty() {
-            out.push_str(&wrap(
-                "",
-                "No cause found among the rules that could be checked; see what could not be checked below.",
-                usize::from(style.width),
-                0,
-            ));
-            out.push_str("\n\n");
         }
     } else {
         out.push_str(&format!("{}\n\n", causes_table(d, style.width)));

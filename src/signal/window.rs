@@ -166,27 +166,31 @@ pub fn increase(samples: &Samples, end_ms: i64, window_ms: i64) -> Option<f64> {
 /// How many times the value changed between consecutive samples in the window, like PromQL
 /// `changes` (NaN to NaN is no change). None without samples in the window.
 pub fn changes(samples: &Samples, end_ms: i64, window_ms: i64) -> Option<f64> {
-    let w = in_window(samples, end_ms, window_ms);
-    w.first()?;
-    let changed = w
-        .iter()
-        .zip(w.iter().skip(1))
-        .filter(|(a, b)| a.value != b.value && !(a.value.is_nan() && b.value.is_nan()))
-        .count();
-    Some(changed as f64)
+    count_steps(samples, end_ms, window_ms, |a, b| {
+        a != b && !(a.is_nan() && b.is_nan())
+    })
 }
 
 /// How many times a counter went down inside the window (PromQL `resets`). None when the
 /// window holds no sample.
 pub fn resets(samples: &Samples, end_ms: i64, window_ms: i64) -> Option<f64> {
+    count_steps(samples, end_ms, window_ms, |a, b| b < a)
+}
+
+/// How many consecutive pairs of values in the window `counts` (earlier, later). None when the
+/// window holds no sample.
+fn count_steps(
+    samples: &Samples,
+    end_ms: i64,
+    window_ms: i64,
+    counts: impl Fn(f64, f64) -> bool,
+) -> Option<f64> {
     let w = in_window(samples, end_ms, window_ms);
     w.first()?;
-    let went_down = w
-        .iter()
-        .zip(w.iter().skip(1))
-        .filter(|(a, b)| b.value < a.value)
+    let n = (w.iter().zip(w.iter().skip(1)))
+        .filter(|(a, b)| counts(a.value, b.value))
         .count();
-    Some(went_down as f64)
+    Some(n as f64)
 }
 
 /// The q-quantile of a classic histogram, like PromQL `histogram_quantile` over one series'

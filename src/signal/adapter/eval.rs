@@ -597,26 +597,17 @@ fn eval<'t>(
             values,
             totals: false,
         }),
-        Expr::Changes(sel) => {
-            let end = frame
-                .end_ms
-                .ok_or("counting changes needs samples with timestamps (record a range)")?;
-            leaf(sel, "", ts, |s| {
-                window::changes(&s.samples, end, frame.window_ms)
-            })
-            .map(|values| Out {
-                values,
-                totals: false,
-            })
-        }
-        Expr::Resets(sel) => {
-            let end = frame
-                .end_ms
-                .ok_or("counting resets needs samples with timestamps (record a range)")?;
-            leaf(sel, "", ts, |s| {
-                window::resets(&s.samples, end, frame.window_ms)
-            })
-            .map(|values| Out {
+        Expr::Changes(sel) | Expr::Resets(sel) => {
+            let resets = matches!(expr, Expr::Resets(_));
+            let what = if resets { "resets" } else { "changes" };
+            let end = frame.end_ms.ok_or_else(|| {
+                format!("counting {what} needs samples with timestamps (record a range)")
+            })?;
+            let count = |s: &Samples| match resets {
+                true => window::resets(s, end, frame.window_ms),
+                false => window::changes(s, end, frame.window_ms),
+            };
+            leaf(sel, "", ts, |s| count(&s.samples)).map(|values| Out {
                 values,
                 totals: false,
             })
