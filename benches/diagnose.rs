@@ -9,7 +9,8 @@ use std::process::Command;
 
 use divan::counter::BytesCount;
 use divan::Bencher;
-use llm_doctor::pipeline::{self, Options};
+use llm_doctor::pipeline;
+use llm_doctor::prepared::Options;
 use llm_doctor::rules::load_rules;
 
 fn main() {

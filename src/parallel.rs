@@ -3,6 +3,10 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+/// Fewest targets worth a thread of their own (preparing or judging one takes tens of
+/// microseconds).
+pub const TARGETS_PER_THREAD: usize = 16;
+
 /// `f(0) .. f(n - 1)` on up to one thread per core (threads take the next index as they
 /// finish, so uneven items balance), in index order. Fewer than `min_per_thread` items per
 /// thread run on the calling thread alone: a thread costs more than small work saves.

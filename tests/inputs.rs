@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-use llm_doctor::pipeline::{self, Options, Prepared};
+use llm_doctor::pipeline;
+use llm_doctor::prepared::{Options, Prepared};
 use llm_doctor::signal::series::{MetricType, SeriesSet};
 use llm_doctor::source::file::api_json;
 use llm_doctor::source::file::snapshot;

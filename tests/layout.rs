@@ -22,6 +22,102 @@ fn no_import_cycle_in_engine() {
     assert_acyclic("engine/src");
 }
 
+/// The top-level modules of `src/`, top first: a module names only those in lower layers (the
+/// data runs down: inputs are gathered, prepared, judged, rendered; entry points sit on top).
+const SRC_LAYERS: &[&[&str]] = &[
+    &["cli", "fuzzing"],
+    &["serve", "score", "export"],
+    &["verdict"],
+    &["report"],
+    &["postmortem"],
+    &["source", "pipeline"],
+    &["prepared"],
+    &["target", "rules", "parallel"],
+    &["signal"],
+    &["time"],
+];
+
+#[test]
+fn imports_in_src_run_down_the_layers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = upward(&graphs(&root), SRC_LAYERS);
+    assert!(
+        found.is_empty(),
+        "imports against the data's direction (see ARCHITECTURE.md, `SRC_LAYERS`):\n  {}",
+        found.join("\n  ")
+    );
+}
+
+#[test]
+fn an_upward_import_and_a_serde_path_are_found() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("lib.rs"), "pub mod low;\npub mod high;\n").unwrap();
+    std::fs::write(dir.path().join("high.rs"), "pub struct H;\n").unwrap();
+    // A serde attribute names a function by a path in a string: an arrow all the same.
+    std::fs::write(
+        dir.path().join("low.rs"),
+        "#[derive(serde::Deserialize)]\npub struct L {\n    #[serde(\n        deserialize_with = \"crate::high::read\"\n    )]\n    x: u8,\n}\n",
+    )
+    .unwrap();
+    let layers: &[&[&str]] = &[&["high"], &["low"]];
+    assert_eq!(upward(&graphs(dir.path()), layers), ["low -> high"]);
+    std::fs::write(dir.path().join("low.rs"), "pub struct L;\n").unwrap();
+    assert!(upward(&graphs(dir.path()), layers).is_empty());
+}
+
+/// Arrows among the crate root's modules that point to the same layer or a higher one, as
+/// `from -> to`; a module no layer names is reported too, so a new one gets its place.
+fn upward(graphs: &Graphs, layers: &[&[&str]]) -> Vec<String> {
+    let layer = |m: &str| layers.iter().position(|l| l.contains(&m));
+    let mut found = Vec::new();
+    for (from, tos) in graphs.get(&Vec::new()).into_iter().flatten() {
+        let from = from.join("::");
+        for to in tos {
+            let to = to.join("::");
+            match (layer(&from), layer(&to)) {
+                (Some(a), Some(b)) if a < b => {}
+                (Some(_), Some(_)) => found.push(format!("{from} -> {to}")),
+                (None, _) => found.push(format!("{from} is in no layer")),
+                (_, None) => found.push(format!("{to} is in no layer")),
+            }
+        }
+    }
+    found.dedup();
+    found
+}
+
+/// The paths serde attributes name in strings (`deserialize_with = "super::x::f"`): `crate`,
+/// `super` or `self` paths only, made absolute from `module`.
+fn serde_paths(module: &ModPath, text: &str) -> Vec<ModPath> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("#[serde(") {
+        rest = &rest[at + 8..];
+        let end = rest.find(")]").unwrap_or(rest.len());
+        let attr = &rest[..end];
+        for key in ["with", "deserialize_with", "serialize_with", "default"] {
+            let mut a = attr;
+            while let Some(k) = a.find(key) {
+                a = &a[k + key.len()..];
+                let v = a.trim_start();
+                let Some(v) = v.strip_prefix('=') else {
+                    continue;
+                };
+                let Some(v) = v.trim_start().strip_prefix('"') else {
+                    continue;
+                };
+                let Some(close) = v.find('"') else { break };
+                let path: ModPath = v[..close].split("::").map(str::to_string).collect();
+                if matches!(path[0].as_str(), "crate" | "super" | "self") {
+                    out.push(absolute(module, &path));
+                }
+            }
+        }
+        rest = &rest[end..];
+    }
+    out
+}
+
 #[test]
 fn a_cycle_is_found_and_printed() {
     let dir = tempfile::tempdir().unwrap();
@@ -58,56 +154,13 @@ struct File {
     paths: Vec<(ModPath, bool)>,
 }
 
+/// Arrows between siblings, per folder (the folder's own file is named by its module): which
+/// child of a folder names which other child.
+type Graphs = BTreeMap<ModPath, BTreeMap<ModPath, BTreeSet<ModPath>>>;
+
 /// Every cycle among siblings under `root` (a crate's `src/`), as `in <folder>: [a -> b -> a]`.
 fn cycles(root: &Path) -> Vec<String> {
-    let mut sources = Vec::new();
-    collect_files(root, root, &mut sources);
-    let modules: BTreeSet<ModPath> = sources.iter().map(|(m, _)| m.clone()).collect();
-    // Tests may call a folder's front door; only the code that builds draws arrows.
-    let tests: Vec<ModPath> = sources
-        .iter()
-        .flat_map(|(m, text)| test_children(m, &strip(text)))
-        .collect();
-    let files: Vec<File> = sources
-        .iter()
-        .filter(|(m, _)| !tests.iter().any(|t| m.starts_with(t)))
-        .map(|(module, text)| File {
-            module: module.clone(),
-            paths: named_paths(module, &modules, &strip(text)),
-        })
-        .collect();
-    let mut reexports = BTreeMap::new();
-    for f in &files {
-        for (p, is_pub) in &f.paths {
-            if *is_pub {
-                if let Some(name) = p.last() {
-                    reexports.insert((f.module.clone(), name.clone()), p.clone());
-                }
-            }
-        }
-    }
-    // Arrows between siblings, per folder (the folder's own file is named by its module).
-    let mut graphs: BTreeMap<ModPath, BTreeMap<ModPath, BTreeSet<ModPath>>> = BTreeMap::new();
-    for f in &files {
-        for (p, is_pub) in &f.paths {
-            if *is_pub {
-                continue;
-            }
-            let to = resolve(p, &modules, &reexports, 0);
-            let common = f.module.iter().zip(&to).take_while(|(a, b)| a == b).count();
-            let folder: ModPath = f.module[..common].to_vec();
-            let node = |m: &ModPath| m[..m.len().min(common + 1)].to_vec();
-            let (a, b) = (node(&f.module), node(&to));
-            if a != b {
-                graphs
-                    .entry(folder)
-                    .or_default()
-                    .entry(a)
-                    .or_default()
-                    .insert(b);
-            }
-        }
-    }
+    let graphs = graphs(root);
     let mut found = BTreeSet::new();
     for (folder, graph) in &graphs {
         let name = |m: &ModPath| {
@@ -128,6 +181,61 @@ fn cycles(root: &Path) -> Vec<String> {
         }
     }
     found.into_iter().collect()
+}
+
+/// The arrows among the children of every folder under `root`.
+fn graphs(root: &Path) -> Graphs {
+    let mut sources = Vec::new();
+    collect_files(root, root, &mut sources);
+    let modules: BTreeSet<ModPath> = sources.iter().map(|(m, _)| m.clone()).collect();
+    // Tests may call a folder's front door; only the code that builds draws arrows.
+    let tests: Vec<ModPath> = sources
+        .iter()
+        .flat_map(|(m, text)| test_children(m, &strip(text)))
+        .collect();
+    let files: Vec<File> = sources
+        .iter()
+        .filter(|(m, _)| !tests.iter().any(|t| m.starts_with(t)))
+        .map(|(module, text)| File {
+            module: module.clone(),
+            paths: named_paths(module, &modules, &strip(text))
+                .into_iter()
+                .chain(serde_paths(module, text).into_iter().map(|p| (p, false)))
+                .collect(),
+        })
+        .collect();
+    let mut reexports = BTreeMap::new();
+    for f in &files {
+        for (p, is_pub) in &f.paths {
+            if *is_pub {
+                if let Some(name) = p.last() {
+                    reexports.insert((f.module.clone(), name.clone()), p.clone());
+                }
+            }
+        }
+    }
+    let mut graphs = Graphs::new();
+    for f in &files {
+        for (p, is_pub) in &f.paths {
+            if *is_pub {
+                continue;
+            }
+            let to = resolve(p, &modules, &reexports, 0);
+            let common = f.module.iter().zip(&to).take_while(|(a, b)| a == b).count();
+            let folder: ModPath = f.module[..common].to_vec();
+            let node = |m: &ModPath| m[..m.len().min(common + 1)].to_vec();
+            let (a, b) = (node(&f.module), node(&to));
+            if a != b {
+                graphs
+                    .entry(folder)
+                    .or_default()
+                    .entry(a)
+                    .or_default()
+                    .insert(b);
+            }
+        }
+    }
+    graphs
 }
 
 /// The files under `dir` with their module paths; `main.rs` is its own crate and left out.

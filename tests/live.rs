@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use llm_doctor::pipeline::{self, Options, Prepared};
+use llm_doctor::pipeline;
+use llm_doctor::prepared::{Options, Prepared};
 use llm_doctor::rules::Rules;
 use llm_doctor::signal::selector::Selector;
 use llm_doctor::source::live::prometheus::{

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use llm_doctor::pipeline::{self, Options, Prepared};
+use llm_doctor::pipeline;
+use llm_doctor::prepared::{Options, Prepared};
 use llm_doctor::signal::series::{MetricType, SeriesSet};
 use llm_doctor::source::live::nvml::{
     collect, to_series_set, Clock, ClockEventReason, Collected, GpuInfo, GpuInventory, GpuProcess,

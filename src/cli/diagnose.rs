@@ -1,7 +1,5 @@
-//! `diagnose`: read recordings and running systems, split them into targets, diagnose each and
-//! render the report. Sources are gathered first (files, then scrapes with NVML beside them,
-//! then a Prometheus API); a source that fails becomes an error in the report, not an abort,
-//! unless nothing at all could be read.
+//! `diagnose`: its arguments, then the road every entry point shares ([`crate::verdict`]:
+//! gather the sources into prepared targets, judge each), then the report in the chosen format.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -14,14 +12,14 @@ use llm_doctor_engine::report::Status;
 use super::format::Format;
 use super::outcome::Outcome;
 use super::parse;
-use super::sources::{with_nvml, NvmlSamplingArgs, PrometheusArgs};
-use crate::pipeline::{self, Options, Prepared};
-use crate::report::{self, Report, TargetReport};
-use crate::rules::{load_rules, Rules};
+use super::sources::{NvmlSamplingArgs, PrometheusArgs};
+use crate::prepared::Options;
+use crate::report::{self, Report};
+use crate::rules::load_rules;
 use crate::signal::selector::Selector;
-use crate::signal::series::SeriesSet;
-use crate::source::file::{read_text, snapshot, ReadOptions, Retention};
+use crate::source::file::snapshot;
 use crate::source::live::{nvml, scrape};
+use crate::verdict;
 
 /// Arguments of `diagnose`.
 #[derive(Debug, clap::Args)]
@@ -105,31 +103,8 @@ pub struct DiagnoseArgs {
     pub nvml_sampling: NvmlSamplingArgs,
 }
 
-/// What the sources yielded so far.
-#[derive(Default)]
-struct Gathered {
-    /// Raw series from files, scrapes and NVML, merged.
-    set: Option<SeriesSet>,
-    /// Targets that came already prepared (snapshot files, a Prometheus API).
-    prepared: Vec<Prepared>,
-    /// Notes for every target about how the inputs were read.
-    warnings: Vec<String>,
-    /// Sources that failed.
-    errors: Vec<String>,
-    /// (host name, notes) of the NVML readings, for the target the GPUs join.
-    nvml_notes: Option<(String, Vec<String>)>,
-}
-
-impl Gathered {
-    fn merge(&mut self, got: SeriesSet) {
-        match &mut self.set {
-            Some(all) => all.merge(got),
-            None => self.set = Some(got),
-        }
-    }
-}
-
-/// Runs `diagnose`: exit code 0 when every target is healthy and every source was read.
+/// Runs `diagnose`: arguments, then gather, judge and render. Exit code 0 when every target is
+/// healthy and every source was read.
 pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
     if args.prom.prometheus.is_some()
         && (!args.files.is_empty() || !args.scrape.is_empty() || args.nvml)
@@ -138,7 +113,7 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
     }
     let rules = load_rules(args.rules.as_deref())?;
     crate::report::why::check_ids(&rules.playbook, &args.why)?;
-    let engine_args = super::input::engine_args(args.engine_args.as_deref())?;
+    let engine_args = verdict::input::engine_args(args.engine_args.as_deref())?;
     let slos: BTreeMap<String, f64> = args.slos.iter().cloned().collect();
     let slo_values = rules
         .playbook
@@ -149,7 +124,12 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
         .nvml
         .then(|| args.nvml_sampling.sampling(nvml::Sampling::default()))
         .transpose()?;
-    let window_ms = window_ms(&args, sampling);
+    let window_ms = verdict::window_ms(
+        args.window,
+        !args.scrape.is_empty(),
+        args.interval,
+        sampling,
+    );
     let options = Options {
         engine_args,
         facts: args.facts.clone(),
@@ -159,57 +139,38 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
         selector: args.selector.clone(),
         engine: args.engine.clone(),
     };
-
-    let mut got = Gathered::default();
-    let inputs = super::input::inputs(&args.files)?;
-    let limit = target_limit(&rules, &options);
-    read_files(&inputs.paths, &rules, (args.at, window_ms), limit, &mut got)
-        .map_err(|e| inputs.name_errors(e))?;
-    read_live(&args, sampling, window_ms, &mut got)?;
-    if let Some(url) = &args.prom.prometheus {
-        query_prometheus(url, &args, &rules, &options, &mut got)?;
-    }
-    if got.set.is_none() && got.prepared.is_empty() && args.prom.prometheus.is_none() {
-        if args.nvml {
-            bail!("no source could be read:\n  {}", got.errors.join("\n  "));
-        }
-        bail!(
-            "no endpoint could be scraped:\n  {}",
-            got.errors.join("\n  ")
-        );
-    }
-    let prepared = prepare(
-        got.set.as_ref(),
-        got.prepared,
-        &got.nvml_notes,
-        &rules,
-        &options,
-    )?;
-    // The series are read into the prepared targets now. A fleet's are hundreds of thousands of
-    // small allocations, and freeing them took about a tenth of the run: another thread frees
-    // them beside the diagnosis, or the process ends first and the system takes them back.
-    if let Some(set) = got.set.take() {
-        let _ = std::thread::Builder::new().spawn(move || drop(set));
-    }
+    let prometheus = match &args.prom.prometheus {
+        Some(url) => Some((
+            url.clone(),
+            args.prom.live_options(url, args.timeout, &args.headers)?,
+        )),
+        None => None,
+    };
+    let sources = verdict::Sources {
+        files: &args.files,
+        scrape: &args.scrape,
+        interval: args.interval,
+        scrape_options: scrape::ScrapeOptions {
+            timeout: args.timeout,
+            headers: args.headers.clone(),
+        },
+        nvml: sampling,
+        prometheus,
+        quiet: args.quiet,
+    };
+    let got = verdict::gather(&sources, &rules, &options)?;
     if let Some(path) = &args.save_snapshot {
         let json = path.extension().is_some_and(|e| e == "json");
-        std::fs::write(path, snapshot::write(&prepared, &rules.catalog, json))
+        std::fs::write(path, snapshot::write(&got.prepared, &rules.catalog, json))
             .with_context(|| format!("writing `{}`", path.display()))?;
     }
-    // Targets are independent: a fleet is diagnosed on every core.
-    let mut targets: Vec<TargetReport> =
-        crate::parallel::map_owned(prepared, pipeline::TARGETS_PER_THREAD, |p| {
-            let mut t = TargetReport::diagnose_checking(&rules.playbook, p, &slo_values, &args.why);
-            t.notes.extend(got.warnings.iter().cloned());
-            t
-        });
-    // Worst first, so a fleet's problems lead.
-    targets.sort_by(|a, b| {
-        b.diagnosis
-            .status
-            .cmp(&a.diagnosis.status)
-            .then_with(|| a.diagnosis.target.labels.cmp(&b.diagnosis.target.labels))
-    });
+    let targets = verdict::judge_all(
+        &rules.playbook,
+        got.prepared,
+        &slo_values,
+        &args.why,
+        &got.warnings,
+    );
     render(
         Report {
             targets,
@@ -218,207 +179,6 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
         args.format,
         View::of(&args),
     )
-}
-
-/// What a file read counts to stop early at [`pipeline::max_targets`]: engine replicas, each a
-/// target of its own. None when the split may keep fewer targets than the file names
-/// (`--selector`, `--engine`): the count after the split decides then.
-fn target_limit(rules: &Rules, opts: &Options) -> Option<crate::source::file::stream::TargetLimit> {
-    if opts.selector.is_some() || opts.engine.is_some() {
-        return None;
-    }
-    let adapters = rules.adapters.clone();
-    Some(crate::source::file::stream::TargetLimit {
-        target_of: std::sync::Arc::new(move |s| {
-            crate::target::engine_replica(s, &adapters).map(|(a, r)| format!("{a}\u{0}{r}"))
-        }),
-        max: pipeline::max_targets(),
-    })
-}
-
-/// `--window`, or a default that holds what will be read.
-fn window_ms(args: &DiagnoseArgs, sampling: Option<nvml::Sampling>) -> i64 {
-    let nvml_span_ms = sampling.map_or(0, |s| s.interval.as_millis() as i64);
-    match args.window {
-        Some(w) => w.as_millis() as i64,
-        // Two scrapes an interval apart: a window a little longer than the interval holds both
-        // (and the NVML readings, taken meanwhile).
-        None if !args.scrape.is_empty() => {
-            (args.interval.as_millis() as i64).max(nvml_span_ms) * 3 / 2
-        }
-        None => 300_000.max(nvml_span_ms * 3 / 2),
-    }
-}
-
-/// The recorded files: snapshots come prepared, the rest are parsed and joined as series.
-/// Exposition files are streamed and keep only what the diagnosis reads: two windows before
-/// the newest sample (or before `--at`), since window statistics of ratios evaluate a window
-/// ending at each sample of the last one.
-fn read_files(
-    files: &[PathBuf],
-    rules: &Rules,
-    (at_ms, window_ms): (Option<i64>, i64),
-    target_limit: Option<crate::source::file::stream::TargetLimit>,
-    got: &mut Gathered,
-) -> Result<()> {
-    let mut series_files = Vec::new();
-    for f in files {
-        if super::input::is_snapshot(f)? {
-            let text = read_text(f)?;
-            let name = f.display().to_string();
-            got.prepared.extend(
-                snapshot::parse(&text, &name, &rules.catalog, at_ms).map_err(anyhow::Error::msg)?,
-            );
-        } else {
-            series_files.push(f.clone());
-        }
-    }
-    if series_files.is_empty() {
-        return Ok(());
-    }
-    let keep_ms = window_ms.saturating_mul(2);
-    let retention = match at_ms {
-        Some(at) => Retention::Range {
-            from_ms: at.saturating_sub(keep_ms),
-            to_ms: at,
-        },
-        None => Retention::LastWindow { keep_ms },
-    };
-    let opts = ReadOptions {
-        retention,
-        target_limit,
-        ..ReadOptions::default()
-    };
-    let read = crate::source::file::read_files(&series_files, &opts)?;
-    if let (Some(at), Some((oldest, newest))) = (at_ms, read.span) {
-        // Checked here, over every sample read: the retention kept none outside the window.
-        if at < oldest {
-            bail!(
-                "--at {} is before the first sample ({}): nothing to diagnose",
-                crate::time::format_time(at),
-                crate::time::format_time(oldest)
-            );
-        }
-        if at.saturating_sub(window_ms) >= newest {
-            bail!(
-                "--at {} is more than the {} window after the last sample ({}): nothing in the window to diagnose",
-                crate::time::format_time(at),
-                crate::time::format_duration(window_ms),
-                crate::time::format_time(newest)
-            );
-        }
-    }
-    got.warnings = read.warnings;
-    got.set = Some(read.set);
-    Ok(())
-}
-
-/// `--scrape` and `--nvml`: the GPUs are sampled while the endpoints are scraped, so both cover
-/// the same time.
-fn read_live(
-    args: &DiagnoseArgs,
-    sampling: Option<nvml::Sampling>,
-    window_ms: i64,
-    got: &mut Gathered,
-) -> Result<()> {
-    let opts = scrape::ScrapeOptions {
-        timeout: args.timeout,
-        headers: args.headers.clone(),
-    };
-    let (scraped, gpus) = with_nvml(sampling, || {
-        if args.scrape.is_empty() {
-            return Vec::new();
-        }
-        scrape::scrape(&args.scrape, 2, args.interval, &opts, &mut |line| {
-            if !args.quiet {
-                eprintln!("{line}")
-            }
-        })
-    });
-    for s in scraped {
-        match s.result {
-            Ok(set) => got.merge(set),
-            Err(e) => got.errors.push(format!("{}: {e}", s.url)),
-        }
-    }
-    match gpus {
-        Some(Ok(c)) => {
-            // Live GPU readings beside an older recording describe different times.
-            let recorded_end = got
-                .set
-                .as_ref()
-                .filter(|s| s.has_timestamps)
-                .and_then(|s| s.newest_ms());
-            if let (Some(end), Some(read_at)) = (recorded_end, c.set.oldest_ms()) {
-                if (read_at - end).abs() > window_ms {
-                    got.warnings.push(format!(
-                        "the NVML readings were taken {} away from the newest sample of the other inputs, more than the {} window: they do not describe the same time (record both together with `record --scrape URL --nvml`)",
-                        crate::time::format_duration((read_at - end).abs() / 1000 * 1000),
-                        crate::time::format_duration(window_ms)
-                    ));
-                }
-            }
-            got.merge(c.set);
-            got.nvml_notes = Some((c.hostname, c.notes));
-        }
-        // A failing source does not abort the diagnosis: its GPU checks become unknown.
-        Some(Err(e)) if got.set.is_some() || !got.prepared.is_empty() => {
-            got.errors.push(e.to_string())
-        }
-        Some(Err(e)) if args.scrape.is_empty() => bail!("{e}"),
-        Some(Err(e)) => got.errors.push(e.to_string()),
-        None => {}
-    }
-    Ok(())
-}
-
-/// `--prometheus`: every target the API knows, prepared there.
-fn query_prometheus(
-    url: &str,
-    args: &DiagnoseArgs,
-    rules: &Rules,
-    options: &Options,
-    got: &mut Gathered,
-) -> Result<()> {
-    let live = args.prom.live_options(url, args.timeout, &args.headers)?;
-    let started = std::time::Instant::now();
-    let result = crate::source::live::prometheus::prepare_from_prometheus(rules, &live, options)
-        .with_context(|| format!("querying Prometheus at {url}"))?;
-    if !args.quiet {
-        eprintln!(
-            "queried {url}: {} queries in {} ms (slowest {} ms), {} targets",
-            result.queries,
-            started.elapsed().as_millis(),
-            result.slowest_query.as_millis(),
-            result.prepared.len()
-        );
-    }
-    got.prepared.extend(result.prepared);
-    got.errors.extend(result.errors);
-    Ok(())
-}
-
-/// The series split into prepared targets, after those that came prepared; the NVML notes go to
-/// the target on the GPUs' host.
-fn prepare(
-    set: Option<&SeriesSet>,
-    mut prepared: Vec<Prepared>,
-    nvml_notes: &Option<(String, Vec<String>)>,
-    rules: &Rules,
-    options: &Options,
-) -> Result<Vec<Prepared>> {
-    if let Some(set) = set {
-        prepared.extend(pipeline::prepare(set, rules, options)?);
-    }
-    if let Some((host, notes)) = nvml_notes {
-        let n = prepared.len();
-        for p in &mut prepared {
-            if nvml::is_local_target(&p.snapshot.target.labels, host, n) {
-                p.notes.extend(notes.iter().cloned());
-            }
-        }
-    }
-    Ok(prepared)
 }
 
 /// When to colour the table.

@@ -10,7 +10,6 @@
 mod diagnose;
 mod eval;
 mod format;
-mod input;
 mod outcome;
 mod parse;
 mod postmortem;

@@ -11,13 +11,13 @@ use anyhow::{bail, Context, Result};
 use super::outcome::Outcome;
 use super::parse;
 use super::sources::PrometheusArgs;
-use crate::pipeline::Options;
-use crate::postmortem::{self, Range};
+use crate::postmortem;
+use crate::prepared::Options;
 use crate::report::postmortem as render;
 use crate::rules::{load_rules, Rules};
 use crate::signal::selector::Selector;
 use crate::signal::series::SeriesSet;
-use crate::source::file::{ReadOptions, Retention};
+use crate::verdict::range;
 
 /// Report formats of `postmortem`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -101,7 +101,7 @@ pub fn run(args: PostmortemArgs) -> Result<Outcome> {
     let rules = load_rules(args.input.rules.as_deref())?;
     let slos = slo_values(&rules, &args.input.slos)?;
     let window_ms = args.input.window.as_millis() as i64;
-    let (set, notes, span) = match &args.input.prom.prometheus {
+    let recording = match &args.input.prom.prometheus {
         Some(url) => {
             if !args.input.files.is_empty() {
                 bail!("--prometheus cannot be combined with files");
@@ -111,36 +111,21 @@ pub fn run(args: PostmortemArgs) -> Result<Outcome> {
             };
             let step = args.step.map_or(15_000, |s| s.as_millis() as i64);
             let live = args.input.prom.live_options(url, args.input.timeout, &[])?;
-            let started = std::time::Instant::now();
-            // The window before the first instant is read too, so the first verdict has a
-            // whole window behind it.
-            let got = crate::source::live::prometheus::range_from_prometheus(
-                &rules,
-                &live,
-                args.input.selector.as_ref(),
-                from - window_ms,
-                to,
-                step,
-            )
-            .with_context(|| format!("querying Prometheus at {url}"))?;
-            if !args.quiet {
-                eprintln!(
-                    "queried {url}: {} range queries in {} ms (slowest {} ms)",
-                    got.queries,
-                    started.elapsed().as_millis(),
-                    got.slowest_query.as_millis()
-                );
-            }
-            let span = got.set.oldest_ms().zip(got.set.newest_ms());
-            (got.set, got.notes, span)
+            let query = range::RangeQuery {
+                url,
+                live: &live,
+                selector: args.input.selector.as_ref(),
+                from_ms: from,
+                to_ms: to,
+                step_ms: step,
+                window_ms,
+            };
+            range::query_prometheus(&query, &rules, args.quiet)?
         }
-        None => {
-            let inputs = super::input::inputs(&args.input.files)?;
-            read_files(&inputs.paths, &rules, (args.from, args.to), window_ms)
-                .map_err(|e| inputs.name_errors(e))?
-        }
+        None => range::read_recordings(&args.input.files, &rules, (args.from, args.to), window_ms)?,
     };
-    let range = range_of(&set, span, args.from, args.to, args.step, window_ms)?;
+    let (set, notes, span) = (recording.set, recording.notes, recording.span);
+    let range = range::instants(&set, span, (args.from, args.to), args.step, window_ms)?;
     let options = options(&args.input)?;
     let progress = Progress::new(args.quiet);
     let mut pm = postmortem::analyse(&set, &rules, &options, &slos, range, &progress)?;
@@ -228,109 +213,13 @@ fn slo_values(rules: &Rules, slos: &[(String, f64)]) -> Result<Vec<f64>> {
 
 fn options(input: &RangeInputArgs) -> Result<Options> {
     Ok(Options {
-        engine_args: super::input::engine_args(input.engine_args.as_deref())?,
+        engine_args: crate::verdict::input::engine_args(input.engine_args.as_deref())?,
         facts: input.facts.clone(),
         signals: Vec::new(),
         at_ms: None,
         window_ms: input.window.as_millis() as i64,
         selector: input.selector.clone(),
         engine: input.engine.clone(),
-    })
-}
-
-/// What [`read_files`] read: the series, the reader's warnings, and the span of every sample
-/// read (kept or not).
-type Recording = (SeriesSet, Vec<String>, Option<(i64, i64)>);
-
-/// Recordings, streamed and merged, keeping only the series a diagnosis reads and, with
-/// `--from`/`--to`, only the samples of the range and the window before it; snapshots are
-/// refused (they hold one window, not a range).
-fn read_files(
-    files: &[PathBuf],
-    rules: &Rules,
-    range: (Option<i64>, Option<i64>),
-    window_ms: i64,
-) -> Result<Recording> {
-    for f in files {
-        if super::input::is_snapshot(f)? {
-            bail!(
-                "`{}` is an llm-doctor snapshot: it holds one window, not a range; give the recording it was made from",
-                f.display()
-            );
-        }
-    }
-    let names = rules.adapters.read_names();
-    let retention = match range {
-        (None, None) => Retention::All,
-        (from, to) => Retention::Range {
-            from_ms: from.map_or(i64::MIN, |f| f.saturating_sub(window_ms)),
-            to_ms: to.unwrap_or(i64::MAX),
-        },
-    };
-    let opts = ReadOptions {
-        retention,
-        keep_name: Some(std::sync::Arc::new(move |name: &str| {
-            crate::signal::adapter::Adapters::reads(&names, name)
-        })),
-        ..ReadOptions::default()
-    };
-    let read = crate::source::file::read_files(files, &opts)?;
-    if !read.set.has_timestamps {
-        bail!("the input has no timestamps: a postmortem needs a recording over time (`llm-doctor record`), not one page");
-    }
-    Ok((read.set, read.warnings, read.span))
-}
-
-/// The judged instants: from the first instant with a whole window of samples behind it (half
-/// the recording, when it is shorter than two windows) to the newest sample, at the
-/// recording's own interval unless told otherwise. A verdict over a window the recording only
-/// partly covers reads rates from two or three samples: noise, not an incident.
-fn range_of(
-    set: &SeriesSet,
-    span: Option<(i64, i64)>,
-    from: Option<i64>,
-    to: Option<i64>,
-    step: Option<Duration>,
-    window_ms: i64,
-) -> Result<Range> {
-    let Some((oldest, newest)) = span else {
-        bail!("the input has no samples");
-    };
-    let step_ms = match step {
-        Some(s) => s.as_millis() as i64,
-        None => set.scrape_interval_ms().unwrap_or(15_000),
-    };
-    let settled = oldest + window_ms.min((newest - oldest) / 2).max(step_ms);
-    let from_ms = from.unwrap_or(settled).max(oldest);
-    let to_ms = to.unwrap_or(newest).min(newest);
-    if to_ms < from_ms {
-        bail!(
-            "the range {} .. {} holds no sample (the recording runs {} .. {})",
-            crate::time::format_time(from.unwrap_or(from_ms)),
-            crate::time::format_time(to.unwrap_or(to_ms)),
-            crate::time::format_time(oldest),
-            crate::time::format_time(newest)
-        );
-    }
-    if let Some(interval) = set.scrape_interval_ms() {
-        if window_ms <= interval {
-            bail!(
-                "--window {} holds at most one sample: the input is scraped every {}; use at least {}",
-                crate::time::format_duration(window_ms),
-                crate::time::format_duration(interval),
-                crate::time::format_duration(2 * interval)
-            );
-        }
-    }
-    let steps = (to_ms - from_ms) / step_ms + 1;
-    if steps > 200_000 {
-        bail!("{steps} steps: raise --step or shorten the range (at most 200,000)");
-    }
-    Ok(Range {
-        from_ms,
-        to_ms,
-        step_ms,
-        window_ms,
     })
 }
 
@@ -409,12 +298,12 @@ pub fn run_diff(args: DiffArgs) -> Result<Outcome> {
     let (good_set, bad_set) = match (&args.input.prom.prometheus, files.len()) {
         (Some(_), _) => bail!("diff reads recordings; record the two windows first (`llm-doctor record --prometheus`)"),
         (None, 1) => {
-            let (set, _, _) = read_files(files, &rules, (None, None), window_ms)?;
+            let set = range::read_recordings(files, &rules, (None, None), window_ms)?.set;
             (set.clone(), set)
         }
         (None, 2) => (
-            read_files(&files[..1], &rules, (None, None), window_ms)?.0,
-            read_files(&files[1..], &rules, (None, None), window_ms)?.0,
+            range::read_recordings(&files[..1], &rules, (None, None), window_ms)?.set,
+            range::read_recordings(&files[1..], &rules, (None, None), window_ms)?.set,
         ),
         (None, n) => bail!("diff takes one recording (two windows of it) or two (good, bad); got {n}"),
     };

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use super::parse;
-use crate::source::live::nvml::{self, Collected, NvmlError, Sampling};
+use crate::source::live::nvml::Sampling;
 use crate::source::live::prometheus::{LiveOptions, PromAuth, DEFAULT_CONCURRENCY};
 
 /// Where a Prometheus-compatible API is and how to authenticate.
@@ -117,33 +117,4 @@ impl NvmlSamplingArgs {
             interval: self.nvml_interval.unwrap_or(default.interval),
         })
     }
-}
-
-/// Runs `work` while, when `sampling` is given, the GPUs are sampled through NVML on another
-/// thread; returns both results.
-pub fn with_nvml<T>(
-    sampling: Option<Sampling>,
-    work: impl FnOnce() -> T,
-) -> (T, Option<Result<Collected, NvmlError>>) {
-    std::thread::scope(|scope| {
-        let gpus = sampling.map(|s| scope.spawn(move || nvml::collect_live(&s)));
-        let out = work();
-        let gpus = gpus.map(|h| {
-            h.join().unwrap_or_else(|_| {
-                Err(NvmlError::Call {
-                    call: "sampling".to_string(),
-                    detail: "the NVML thread panicked".to_string(),
-                })
-            })
-        });
-        if let Some(Ok(c)) = &gpus {
-            eprintln!(
-                "read {} GPU{} through NVML ({} readings each)",
-                c.gpus,
-                if c.gpus == 1 { "" } else { "s" },
-                c.samples
-            );
-        }
-        (out, gpus)
-    })
 }

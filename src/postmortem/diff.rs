@@ -198,7 +198,7 @@ impl OwnedSide {
 pub fn window_side(
     set: &crate::signal::series::SeriesSet,
     rules: &crate::rules::Rules,
-    opts: &crate::pipeline::Options,
+    opts: &crate::prepared::Options,
     slos: &[f64],
     window_ms: i64,
 ) -> anyhow::Result<OwnedSide> {

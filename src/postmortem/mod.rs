@@ -20,7 +20,8 @@ pub use incident::{Incident, IncidentCause, Onset, Phase};
 pub use model::{target_name, Fleet, Hit, Postmortem, StatusRun, StepCounts, TargetPostmortem};
 pub use timeline::{Kind, Range, Timeline, Track};
 
-use crate::pipeline::{Options, Split};
+use crate::pipeline::Split;
+use crate::prepared::Options;
 use crate::rules::Rules;
 use crate::signal::series::SeriesSet;
 

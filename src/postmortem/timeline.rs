@@ -251,7 +251,8 @@ fn track_of<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::{prepare, Options};
+    use crate::pipeline::prepare;
+    use crate::prepared::Options;
 
     /// Sliding reuses instant values between windows; every step must still equal a fresh
     /// diagnosis at that instant.
@@ -287,7 +288,7 @@ mod tests {
             .unwrap()
             .remove(0);
             for k in 0..rules.catalog.signals().len() {
-                let value = |p: &crate::pipeline::Prepared| {
+                let value = |p: &crate::prepared::Prepared| {
                     p.snapshot.signal_at(k).map(|v| (v.value, v.stats))
                 };
                 assert_eq!(

@@ -11,7 +11,6 @@ pub mod postmortem;
 pub mod table;
 pub mod why;
 
-use llm_doctor_engine::evaluate::check_rule;
 use llm_doctor_engine::report::{Diagnosis, EvidenceItem, RuleCheck};
 
 use crate::time::{format_duration, format_time};
@@ -29,39 +28,6 @@ pub struct TargetReport {
     /// How each rule asked about (`--why`) judged this target, fired or not.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<RuleCheck>,
-}
-
-impl TargetReport {
-    /// Diagnoses a prepared snapshot; its notes come along.
-    pub fn diagnose(
-        playbook: &llm_doctor_engine::Playbook,
-        prepared: crate::pipeline::Prepared,
-        slos: &[f64],
-    ) -> TargetReport {
-        TargetReport::diagnose_checking(playbook, prepared, slos, &[])
-    }
-
-    /// [`TargetReport::diagnose`], with how each rule in `why` (symptom or cause ids the
-    /// playbook has; see [`why::check_ids`]) judged the same snapshot.
-    pub fn diagnose_checking(
-        playbook: &llm_doctor_engine::Playbook,
-        prepared: crate::pipeline::Prepared,
-        slos: &[f64],
-        why: &[String],
-    ) -> TargetReport {
-        let snapshot = &prepared.snapshot;
-        TargetReport {
-            diagnosis: llm_doctor_engine::diagnose(playbook, snapshot, slos),
-            checks: why
-                .iter()
-                .enumerate()
-                // A rule asked about twice is shown once.
-                .filter(|(i, id)| !why[..*i].contains(id))
-                .filter_map(|(_, id)| check_rule(playbook, snapshot, slos, id))
-                .collect(),
-            notes: prepared.notes,
-        }
-    }
 }
 
 /// Everything one `diagnose` run found.

@@ -23,7 +23,8 @@ use llm_doctor_engine::report::Status;
 use serde::{Deserialize, Serialize};
 
 use super::fixtures::scalar;
-use crate::pipeline::{self, Options};
+use crate::pipeline;
+use crate::prepared::Options;
 use crate::report::TargetReport;
 use crate::rules::Rules;
 
@@ -441,7 +442,7 @@ pub fn diagnose_case_checking(
         .context("slos")?;
     let mut reports: Vec<TargetReport> = prepared
         .into_iter()
-        .map(|p| TargetReport::diagnose_checking(&rules.playbook, p, &slos, why))
+        .map(|p| crate::verdict::judge(&rules.playbook, p, &slos, why))
         .collect();
     // A case is one replica; should a recording split into several, the worst one speaks.
     reports.sort_by_key(|r| std::cmp::Reverse(r.diagnosis.status));

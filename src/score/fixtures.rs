@@ -21,7 +21,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::Deserialize;
 
-use crate::pipeline::{self, Options};
+use crate::pipeline;
+use crate::prepared::Options;
 use crate::report::TargetReport;
 use crate::rules::Rules;
 
@@ -204,7 +205,7 @@ fn run_inner(path: &Path, rules: &Rules, result: &mut FixtureResult) -> Result<(
         .map_err(anyhow::Error::msg)?;
     let reports: Vec<TargetReport> = prepared
         .into_iter()
-        .map(|p| TargetReport::diagnose(&rules.playbook, p, &slos))
+        .map(|p| crate::verdict::judge(&rules.playbook, p, &slos, &[]))
         .collect();
     if let Some(n) = test.target_count {
         if reports.len() != n {

@@ -227,7 +227,7 @@ impl Triage {
     /// Queries Prometheus for `plan` and diagnoses every matching target. Blocking.
     pub fn run(&self, plan: Plan) -> TriageResult {
         let (selector_text, at_ms) = plan.key;
-        let opts = crate::pipeline::Options {
+        let opts = crate::prepared::Options {
             at_ms: Some(at_ms),
             window_ms: self.window_ms,
             selector: plan.selector,
@@ -248,7 +248,7 @@ impl Triage {
         let reports = result
             .prepared
             .into_iter()
-            .map(|p| TargetReport::diagnose(&self.rules.playbook, p, &self.slos))
+            .map(|p| crate::verdict::judge(&self.rules.playbook, p, &self.slos, &[]))
             .collect();
         Ok((reports, result.errors))
     }
@@ -452,7 +452,7 @@ mod tests {
             .join("corpus/llamacpp/llamacpp-fresh21-pinned-contention-np2-30pct-1w.om.gz");
         let text = crate::source::file::read_text(&path).unwrap();
         let set = crate::source::file::parse_inputs(&[("f".into(), text)]).unwrap();
-        let opts = crate::pipeline::Options {
+        let opts = crate::prepared::Options {
             window_ms: 300_000,
             ..Default::default()
         };

@@ -2,6 +2,7 @@
 
 mod diagnose;
 mod eval;
+mod golden;
 mod inputs;
 mod postmortem;
 mod readme;

@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 
 use super::outcome::Outcome;
 use super::parse;
-use super::sources::{with_nvml, NvmlSamplingArgs, PrometheusArgs};
+use super::sources::{NvmlSamplingArgs, PrometheusArgs};
 use crate::rules::load_rules;
 use crate::signal::selector::Selector;
 use crate::signal::series::SeriesSet;
@@ -123,7 +123,7 @@ fn from_endpoints(args: &RecordArgs) -> Result<Outcome> {
     // Checked before the first scrape, not after the whole duration.
     check_writable(&args.out)?;
     let mut saves = saves::Saves::new(&args.out, std::io::stderr().is_terminal())?;
-    let (recorded, gpus) = with_nvml(sampling, || {
+    let (recorded, gpus) = crate::source::live::nvml::sample_beside(sampling, || {
         if args.scrape.is_empty() {
             return None;
         }

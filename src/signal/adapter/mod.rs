@@ -8,6 +8,7 @@ pub mod eval;
 mod expr_yaml;
 pub mod spec;
 pub mod stats;
+mod unique_keys;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -40,7 +40,7 @@ pub struct AdapterSpec {
     /// Metric-name prefixes that identify this adapter's series.
     pub detect: Vec<String>,
     /// Signal definitions: canonical name → how to compute it.
-    #[serde(default, deserialize_with = "super::expr_yaml::unique_keys")]
+    #[serde(default, deserialize_with = "super::unique_keys::unique_keys")]
     pub signals: BTreeMap<String, Expr>,
     /// Per-target choices of one label's value, which selectors name with `pick` (Triton's
     /// entry model: the ensemble or BLS model that clients call, among the models it calls).
@@ -50,7 +50,7 @@ pub struct AdapterSpec {
     #[serde(default)]
     pub info_facts: Vec<InfoFacts>,
     /// Facts read from a gauge's value (e.g. the maximum batch size Triton reports).
-    #[serde(default, deserialize_with = "super::expr_yaml::unique_keys")]
+    #[serde(default, deserialize_with = "super::unique_keys::unique_keys")]
     pub gauge_facts: BTreeMap<String, Selector>,
     /// Versions recognised by the presence of a metric name, newest first.
     #[serde(default)]
@@ -203,11 +203,11 @@ pub struct Selector {
     #[serde(
         default,
         rename = "where",
-        deserialize_with = "super::expr_yaml::unique_keys"
+        deserialize_with = "super::unique_keys::unique_keys"
     )]
     pub matchers: Matchers,
     /// Labels that must not match.
-    #[serde(default, deserialize_with = "super::expr_yaml::unique_keys")]
+    #[serde(default, deserialize_with = "super::unique_keys::unique_keys")]
     pub where_not: Matchers,
     /// The quantile, for `quantile` only.
     #[serde(default)]

@@ -866,7 +866,7 @@ mod tests {
                     kept.set.sample_count() < whole.set.sample_count() || !longer,
                     "{path:?}"
                 );
-                let o = crate::pipeline::Options {
+                let o = crate::prepared::Options {
                     window_ms,
                     at_ms,
                     ..Default::default()

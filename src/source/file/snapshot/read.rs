@@ -12,7 +12,7 @@ use super::doc::{
     format_time_ms, from_text, FactDoc, Named, Peek, PointDoc, SignalDoc, SnapshotDoc, TargetDoc,
     TimelineDoc, WindowDoc, DEFAULT_SOURCE, SNAPSHOT_V1, TIMELINE_V1,
 };
-use crate::pipeline::Prepared;
+use crate::prepared::Prepared;
 use crate::time::{parse_duration, parse_time};
 
 /// Cheap content check: the first key is `llm_doctor` (after blank lines, comments, a YAML

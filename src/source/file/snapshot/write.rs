@@ -8,7 +8,7 @@ use super::doc::{
     PointDoc, SignalDoc, SignalObj, SnapshotDoc, SnapshotTargetDoc, TargetDoc, TimelineDoc,
     TimelineTargetDoc, TimelineWindowDoc, WindowDoc, DEFAULT_SOURCE, SNAPSHOT_V1, TIMELINE_V1,
 };
-use crate::pipeline::Prepared;
+use crate::prepared::Prepared;
 use crate::time::format_duration;
 
 /// Writes snapshots as a snapshot file (JSON when `json`, else YAML) that [`parse`] reads back

@@ -63,6 +63,6 @@ pub use reading::{
 };
 pub use recorded::RecordedReader;
 pub use sampler::{
-    collect, collect_live, is_local_target, local_hostname, open, Clock, Collected, Sampling,
-    SystemClock, READINGS_ENV,
+    collect, collect_live, is_local_target, local_hostname, open, sample_beside, Clock, Collected,
+    Sampling, SystemClock, READINGS_ENV,
 };

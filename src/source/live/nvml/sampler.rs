@@ -179,6 +179,35 @@ pub fn is_local_target(labels: &BTreeMap<String, String>, hostname: &str, target
             .is_some_and(|i| same(i.rsplit_once(':').map_or(i.as_str(), |(h, _)| h)))
 }
 
+/// Runs `work` while, when `sampling` is given, the GPUs are sampled through NVML on another
+/// thread; returns both results.
+pub fn sample_beside<T>(
+    sampling: Option<Sampling>,
+    work: impl FnOnce() -> T,
+) -> (T, Option<Result<Collected, NvmlError>>) {
+    std::thread::scope(|scope| {
+        let gpus = sampling.map(|s| scope.spawn(move || collect_live(&s)));
+        let out = work();
+        let gpus = gpus.map(|h| {
+            h.join().unwrap_or_else(|_| {
+                Err(NvmlError::Call {
+                    call: "sampling".to_string(),
+                    detail: "the NVML thread panicked".to_string(),
+                })
+            })
+        });
+        if let Some(Ok(c)) = &gpus {
+            eprintln!(
+                "read {} GPU{} through NVML ({} readings each)",
+                c.gpus,
+                if c.gpus == 1 { "" } else { "s" },
+                c.samples
+            );
+        }
+        (out, gpus)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

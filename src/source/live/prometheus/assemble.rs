@@ -12,7 +12,7 @@ use super::answer::{Answer, Sample};
 use super::labels::label;
 use super::plan::{stat_index, stat_of, Answers, Plan, Purpose, Query};
 use super::targets::{build_targets, LiveTarget, Routes};
-use crate::pipeline::{self, FactSource, Prepared, UserInputs};
+use crate::prepared::{self, FactSource, Prepared, UserInputs};
 use crate::rules::Rules;
 use crate::signal::adapter::eval::{
     combined_window_stats, eval_signal, reads_gauge, Frame, Stat, TargetSeries,
@@ -145,7 +145,7 @@ pub(super) fn assemble(
     answers: Answers,
     window: Window,
     user: &UserInputs<'_>,
-    opts: &pipeline::Options,
+    opts: &prepared::Options,
 ) -> Result<LiveResult> {
     let adapters = plan.adapters;
     let (targets, routes) = build_targets(adapters, &answers);
@@ -172,14 +172,15 @@ pub(super) fn assemble(
         infos: &infos,
         user,
     };
-    let prepared = crate::parallel::map_indexed(order.len(), pipeline::TARGETS_PER_THREAD, |k| {
-        prepare_target(&shared, &targets[order[k]], order[k]).map(|mut p| {
-            p.notes.extend(server_notes.iter().cloned());
-            p
+    let prepared =
+        crate::parallel::map_indexed(order.len(), crate::parallel::TARGETS_PER_THREAD, |k| {
+            prepare_target(&shared, &targets[order[k]], order[k]).map(|mut p| {
+                p.notes.extend(server_notes.iter().cloned());
+                p
+            })
         })
-    })
-    .into_iter()
-    .collect::<Result<Vec<_>>>()?;
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
     let (queries, slowest_query) = (answers.queries, answers.slowest);
     // The answers are a fleet's worth of small allocations: freeing them took 10-12 ms of the
     // ~50 a 100-replica triage spends after its last answer, so they are freed beside the
@@ -248,7 +249,7 @@ fn prepare_target(shared: &Shared<'_>, lt: &LiveTarget, t: usize) -> Result<Prep
             _ => BTreeMap::new(),
         },
     };
-    pipeline::add_facts(
+    prepared::add_facts(
         &mut snapshot,
         &mut notes,
         rules,
@@ -265,7 +266,7 @@ fn select(
     adapters: &Adapters,
     targets: &[LiveTarget],
     window: &Window,
-    opts: &pipeline::Options,
+    opts: &prepared::Options,
 ) -> Result<Vec<usize>> {
     let known = targets.len();
     if targets.is_empty() {

@@ -24,7 +24,7 @@ pub struct PromAuth {
 }
 
 /// Where Prometheus is and how to talk to it. What to diagnose (window, time, selector, engine,
-/// facts) comes in [`pipeline::Options`], as for files.
+/// facts) comes in [`crate::prepared::Options`], as for files.
 #[derive(Debug, Clone)]
 pub struct LiveOptions {
     /// Base URL of the Prometheus-compatible API (`http://prom:9090`, or with a path prefix such

@@ -36,7 +36,7 @@
 //! 3. **Assembly**: replicas become targets and exporter groups are joined to them with the file
 //!    reader's own rules (`crate::target::join`: pod, host label, host part of `instance`, a
 //!    single replica by elimination, ambiguity noted); signals, hints and facts go through the
-//!    file reader's code (`fill_missing_hints`, `pipeline::add_facts`), so precedence and hints
+//!    file reader's code (`fill_missing_hints`, `prepared::add_facts`), so precedence and hints
 //!    cannot drift apart.
 //!
 //! All queries run concurrently on a current-thread tokio runtime (at most

@@ -8,7 +8,7 @@ use llm_doctor_engine::Window;
 use super::assemble::{assemble, LiveResult};
 use super::http::{api_seconds, client, header_map, query_endpoint, Http, LiveOptions};
 use super::plan::{run, Plan};
-use crate::pipeline::{self, UserInputs};
+use crate::prepared::{self, UserInputs};
 use crate::rules::Rules;
 
 /// Diagnosis inputs for every target Prometheus knows at `opts.at_ms` (default: now), or those
@@ -22,11 +22,11 @@ use crate::rules::Rules;
 pub fn prepare_from_prometheus(
     rules: &Rules,
     live: &LiveOptions,
-    opts: &pipeline::Options,
+    opts: &prepared::Options,
 ) -> Result<LiveResult> {
-    let command_line = pipeline::parse_engine_args(opts, rules)?;
+    let command_line = prepared::parse_engine_args(opts, rules)?;
     let adapters = match &opts.engine {
-        Some(e) => pipeline::restrict_to_engine(&rules.adapters, e)?,
+        Some(e) => prepared::restrict_to_engine(&rules.adapters, e)?,
         None => rules.adapters.clone(),
     };
     if opts.window_ms <= 0 {

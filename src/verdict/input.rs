@@ -1,4 +1,4 @@
-//! The files `diagnose` and `postmortem` read: `-` is standard input (copied to a temporary
+//! The files the user names (`diagnose`, `postmortem`, `diff`): `-` is standard input (copied to a temporary
 //! file, since the streaming reader may read a file twice), and files that are plainly not
 //! metrics (a serve config, arbitrary JSON) are named for what they are before any parsing.
 
