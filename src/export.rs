@@ -63,12 +63,12 @@ impl PromqlScope for Scope<'_> {
         };
         Some(promql::compile(
             expr,
-            &promql::Options {
+            &promql::QueryOptions {
                 window: self.window,
                 by,
                 stat,
                 picks: &adapter.picks,
-                ..promql::Options::default()
+                ..promql::QueryOptions::default()
             },
         ))
     }
@@ -171,8 +171,8 @@ pub fn export_prometheus(
     for_: &str,
     runbook_url: &str,
 ) -> Result<String> {
-    crate::time::parse_duration(window).map_err(anyhow::Error::msg)?;
-    crate::time::parse_duration(for_).map_err(anyhow::Error::msg)?;
+    crate::time::parse_duration(window)?;
+    crate::time::parse_duration(for_)?;
     let engines: Vec<&AdapterSpec> = rules
         .adapters
         .engines()

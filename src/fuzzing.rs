@@ -8,10 +8,10 @@ use std::sync::OnceLock;
 use crate::rules::{RuleFiles, Rules};
 
 /// A fuzz target: arbitrary bytes in, nothing out, never a panic.
-pub type Target = fn(&[u8]);
+pub type FuzzTarget = fn(&[u8]);
 
 /// Every target, by the name of its corpus folder.
-pub const TARGETS: &[(&str, Target)] = &[
+pub const TARGETS: &[(&str, FuzzTarget)] = &[
     ("exposition", exposition),
     ("api_json", api_json),
     ("snapshot", snapshot),
@@ -100,7 +100,7 @@ pub fn adapter(data: &[u8]) {
     for a in &adapters.list {
         for expr in a.signals.values() {
             for stat in [Stat::Last, Stat::Min, Stat::Mean, Stat::Max] {
-                let opts = crate::signal::promql::Options {
+                let opts = crate::signal::promql::QueryOptions {
                     stat,
                     picks: &a.picks,
                     ..Default::default()

@@ -10,6 +10,7 @@
 pub mod cli;
 pub mod export;
 pub mod fuzzing;
+pub mod http;
 pub mod parallel;
 pub mod pipeline;
 pub mod postmortem;

@@ -9,7 +9,7 @@ use crate::prepared::{
 };
 use crate::rules::Rules;
 use crate::signal::adapter::eval::{Frame, InstantMemo, Stat, TargetSeries};
-use crate::signal::adapter::spec::{Expr, Selector};
+use crate::signal::adapter::spec::{Expr, SeriesSelector};
 use crate::signal::adapter::{fill_signals_from, AdapterSpec, TargetInput};
 use crate::signal::engine_args;
 use crate::signal::series::SeriesSet;
@@ -297,7 +297,7 @@ impl FactSource for SeriesFacts<'_, '_> {
         self.indexed.named(metric).first()?.labels.get(label)
     }
 
-    fn gauge_fact(&self, _fact: &str, selector: &Selector) -> Option<f64> {
+    fn gauge_fact(&self, _fact: &str, selector: &SeriesSelector) -> Option<f64> {
         let expr = Expr::Max(Box::new(Expr::Gauge(selector.clone())));
         crate::signal::adapter::eval::eval_signal(&expr, self.indexed, self.frame, Stat::Last).ok()
     }

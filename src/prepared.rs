@@ -15,7 +15,7 @@ use anyhow::{bail, Context, Result};
 use llm_doctor_engine::{FactValue, SignalValue, Snapshot};
 
 use crate::rules::Rules;
-use crate::signal::adapter::spec::Selector;
+use crate::signal::adapter::spec::SeriesSelector;
 use crate::signal::adapter::AdapterSpec;
 use crate::signal::engine_args;
 
@@ -107,7 +107,7 @@ pub(crate) trait FactSource {
     fn info_label(&self, metric: &str, label: &str) -> Option<&str>;
     /// A gauge fact's value: the maximum over the target's series of the selector, last value
     /// in the window.
-    fn gauge_fact(&self, fact: &str, selector: &Selector) -> Option<f64>;
+    fn gauge_fact(&self, fact: &str, selector: &SeriesSelector) -> Option<f64>;
     /// The smallest value of `label` over the engine's own series (`detect` prefixes).
     fn engine_label(&self, engine: &AdapterSpec, label: &str) -> Option<String>;
 }
@@ -317,7 +317,7 @@ fn apply_engine_facts(
     Ok(())
 }
 
-fn describe_selector(s: &Selector) -> String {
+fn describe_selector(s: &SeriesSelector) -> String {
     let name = s.metric.values().first().copied().unwrap_or("").to_string();
     let labels: Vec<String> = s
         .matchers

@@ -2,6 +2,26 @@
 //! RFC 3339 or Unix times, and their printed forms. Sources, the pipeline, reports and the CLI
 //! all read or print them, so they live below all of those.
 
+/// A duration or a time that does not read. Each message quotes the input and says what was
+/// expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TimeError {
+    /// Not a Prometheus duration.
+    #[error("invalid duration `{0}`: expected a Prometheus duration such as `30s`, `5m`, `1h30m` or `250ms`")]
+    Duration(String),
+    /// Neither RFC 3339 nor Unix seconds.
+    #[error("invalid time `{0}`: expected RFC 3339 (e.g. `2026-11-01T00:10:00Z`) or Unix seconds (e.g. `1761955800`)")]
+    Time(String),
+    /// Past what RFC 3339 can write; `hint` says when it looks like milliseconds.
+    #[error("time `{input}` is beyond the year 9999{hint}")]
+    BeyondYear9999 {
+        /// The time as given.
+        input: String,
+        /// `: it looks like milliseconds; ...`, or empty.
+        hint: String,
+    },
+}
+
 const SECOND_MS: i64 = 1000;
 const MINUTE_MS: i64 = 60 * SECOND_MS;
 const HOUR_MS: i64 = 60 * MINUTE_MS;
@@ -10,7 +30,7 @@ const DAY_MS: i64 = 24 * HOUR_MS;
 /// Parses a Prometheus duration (`30s`, `5m`, `1h30m`, `250ms`, `2d`, `1w`, `1y` = 365 days)
 /// into milliseconds. Units must appear from largest to smallest, each at most once, as
 /// Prometheus requires; `0` alone is accepted. The error quotes the input.
-pub fn parse_duration(s: &str) -> Result<i64, String> {
+pub fn parse_duration(s: &str) -> Result<i64, TimeError> {
     const UNITS: [(&str, i64); 7] = [
         ("y", 365 * DAY_MS),
         ("w", 7 * DAY_MS),
@@ -20,11 +40,7 @@ pub fn parse_duration(s: &str) -> Result<i64, String> {
         ("s", SECOND_MS),
         ("ms", 1),
     ];
-    let err = || {
-        format!(
-            "invalid duration `{s}`: expected a Prometheus duration such as `30s`, `5m`, `1h30m` or `250ms`"
-        )
-    };
+    let err = || TimeError::Duration(s.to_string());
     if s == "0" {
         return Ok(0);
     }
@@ -67,15 +83,13 @@ pub fn parse_duration(s: &str) -> Result<i64, String> {
 /// `2026-11-01T02:10:00.5+02:00`; `t` or a space may replace `T`) or Unix seconds
 /// (`1761955800`, `1761955800.5`). Sub-millisecond digits are truncated. The error quotes the
 /// input.
-pub fn parse_time(s: &str) -> Result<i64, String> {
+pub fn parse_time(s: &str) -> Result<i64, TimeError> {
     // RFC 3339 stops at the year 9999; a Unix time past it is a slip, most often milliseconds.
     const LAST_MS: i64 = 253_402_300_799_999;
     let t = s.trim();
-    let ms = seconds_to_ms(t).or_else(|| parse_rfc3339(t)).ok_or_else(|| {
-        format!(
-            "invalid time `{s}`: expected RFC 3339 (e.g. `2026-11-01T00:10:00Z`) or Unix seconds (e.g. `1761955800`)"
-        )
-    })?;
+    let ms = seconds_to_ms(t)
+        .or_else(|| parse_rfc3339(t))
+        .ok_or_else(|| TimeError::Time(s.to_string()))?;
     if ms.abs() > LAST_MS {
         let hint = if (ms / 1000).abs() <= LAST_MS {
             format!(
@@ -85,7 +99,10 @@ pub fn parse_time(s: &str) -> Result<i64, String> {
         } else {
             String::new()
         };
-        return Err(format!("time `{s}` is beyond the year 9999{hint}"));
+        return Err(TimeError::BeyondYear9999 {
+            input: s.to_string(),
+            hint,
+        });
     }
     Ok(ms)
 }
@@ -332,11 +349,11 @@ mod tests {
             "5m ",
             "99999999999y",
         ] {
-            let e = parse_duration(bad).unwrap_err();
+            let e = parse_duration(bad).unwrap_err().to_string();
             assert!(e.contains(&format!("`{bad}`")), "{e}");
         }
         assert_eq!(
-            parse_duration("5x").unwrap_err(),
+            parse_duration("5x").unwrap_err().to_string(),
             "invalid duration `5x`: expected a Prometheus duration such as `30s`, `5m`, `1h30m` or `250ms`"
         );
     }
@@ -360,12 +377,14 @@ mod tests {
         assert_eq!(parse_time("1761955800"), Ok(1_761_955_800_000));
         assert_eq!(parse_time("1761955800.5"), Ok(1_761_955_800_500));
         // Milliseconds by mistake, and times no calendar holds, are refused with the reason.
-        let e = parse_time("1796083807000").unwrap_err();
+        let e = parse_time("1796083807000").unwrap_err().to_string();
         assert!(
             e.contains("milliseconds") && e.contains("`1796083807`"),
             "{e}"
         );
-        let e = parse_time(&(i64::MAX / 1000).to_string()).unwrap_err();
+        let e = parse_time(&(i64::MAX / 1000).to_string())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("beyond the year 9999"), "{e}");
         assert_eq!(parse_time("253402300799"), Ok(253_402_300_799_000));
         assert_eq!(parse_time("1.7619558e9"), Ok(1_761_955_800_000));
@@ -382,7 +401,7 @@ mod tests {
             "1e",
             "inf",
         ] {
-            let e = parse_time(bad).unwrap_err();
+            let e = parse_time(bad).unwrap_err().to_string();
             assert!(e.starts_with(&format!("invalid time `{bad}`")), "{e}");
         }
     }

@@ -351,7 +351,9 @@ fn timeline_point_is_chosen_by_at() {
     let exact = pick(at("2026-12-01T00:00:00Z"));
     assert_eq!(exact.snapshot.signal(&c, "queue_depth").unwrap().value, 0.0);
 
-    let e = snapshot::parse(&text, &name, &c, at("2026-11-30T23:59:59Z")).unwrap_err();
+    let e = snapshot::parse(&text, &name, &c, at("2026-11-30T23:59:59Z"))
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("no point at or before --at 2026-11-30T23:59:59Z"),
         "{e}"
@@ -361,7 +363,9 @@ fn timeline_point_is_chosen_by_at() {
 #[test]
 fn unknown_names_are_rejected_with_suggestions() {
     let (name, text) = data("snapshot_typos.yaml");
-    let e = snapshot::parse(&text, &name, &catalog(), None).unwrap_err();
+    let e = snapshot::parse(&text, &name, &catalog(), None)
+        .unwrap_err()
+        .to_string();
     let lines: Vec<&str> = e.lines().collect();
     assert_eq!(lines.len(), 5, "{e}");
     let prefix = "tests/data/inputs/snapshot_typos.yaml: target 1 (vllm): ";

@@ -32,7 +32,7 @@ const SRC_LAYERS: &[&[&str]] = &[
     &["postmortem"],
     &["source", "pipeline"],
     &["prepared"],
-    &["target", "rules", "parallel"],
+    &["target", "rules", "parallel", "http"],
     &["signal"],
     &["time"],
 ];
@@ -116,6 +116,40 @@ fn serde_paths(module: &ModPath, text: &str) -> Vec<ModPath> {
         rest = &rest[end..];
     }
     out
+}
+
+/// A public type's name says which one: no two public types of `src/` share a name, so no
+/// module sees two `Selector`s or two `Plan`s side by side.
+#[test]
+fn public_type_names_in_src_are_unique() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    collect_files(&root, &root, &mut files);
+    let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (module, text) in &files {
+        let t = tokens(&strip(text));
+        for i in 0..t.len() {
+            let public = t[i] == "pub" || (t[i] == ")" && i > 3 && t[i - 3] == "pub");
+            let kind = t.get(i + 1).map(String::as_str);
+            if public && matches!(kind, Some("struct" | "enum" | "type" | "trait")) {
+                if let Some(name) = t.get(i + 2) {
+                    seen.entry(name.clone())
+                        .or_default()
+                        .push(module.join("::"));
+                }
+            }
+        }
+    }
+    let twice: Vec<String> = seen
+        .into_iter()
+        .filter(|(_, m)| m.len() > 1)
+        .map(|(n, m)| format!("{n} in {}", m.join(", ")))
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "public types named alike:\n  {}",
+        twice.join("\n  ")
+    );
 }
 
 #[test]

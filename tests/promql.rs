@@ -3,7 +3,7 @@
 use std::process::Command;
 
 use llm_doctor::signal::adapter::eval::Stat;
-use llm_doctor::signal::promql::{compile, Options};
+use llm_doctor::signal::promql::{compile, QueryOptions};
 
 #[test]
 fn every_signal_compiles_to_valid_promql() {
@@ -17,10 +17,10 @@ fn every_signal_compiles_to_valid_promql() {
             for (stat, suffix) in [(Stat::Last, ""), (Stat::Max, "_max")] {
                 let q = compile(
                     expr,
-                    &Options {
+                    &QueryOptions {
                         by: &by,
                         stat,
-                        ..Options::default()
+                        ..QueryOptions::default()
                     },
                 );
                 yaml.push_str(&format!(

@@ -312,7 +312,7 @@ fn ok(s: &Scraped) -> &SeriesSet {
 fn err(s: &Scraped) -> &str {
     match &s.result {
         Ok(set) => panic!("{} should fail, got {} series", s.url, set.series.len()),
-        Err(e) => e,
+        Err(e) => &e.0,
     }
 }
 

@@ -8,7 +8,7 @@ use super::format::Format;
 use super::outcome::Outcome;
 use crate::rules::load_rules;
 use crate::score::case;
-use crate::score::corpus::{self, Floors, Split};
+use crate::score::corpus::{self, CaseSplit, Floors};
 
 /// Arguments of `eval`.
 #[derive(Debug, clap::Args)]
@@ -17,8 +17,8 @@ pub struct EvalArgs {
     #[arg(default_value = "corpus")]
     pub dir: PathBuf,
     /// Which cases to score: `train`, `test` (held out while rules change) or `all`.
-    #[arg(long, value_enum, default_value_t = Split::All)]
-    pub split: Split,
+    #[arg(long, value_enum, default_value_t = CaseSplit::All)]
+    pub split: CaseSplit,
     /// Output format (default: Markdown tables; json for tools).
     #[arg(long, value_enum)]
     pub format: Option<Format>,

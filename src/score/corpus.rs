@@ -115,7 +115,7 @@ impl Verdict {
 /// Which half of the corpus a case belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
-pub enum Split {
+pub enum CaseSplit {
     /// Cases rules may be tuned on.
     Train,
     /// Cases held out.
@@ -125,16 +125,16 @@ pub enum Split {
 }
 
 /// The split of a case id: FNV-1a, a third in `test`. Stable across machines and releases.
-pub fn split_of(id: &str) -> Split {
+pub fn split_of(id: &str) -> CaseSplit {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in id.bytes() {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
     if h.is_multiple_of(3) {
-        Split::Test
+        CaseSplit::Test
     } else {
-        Split::Train
+        CaseSplit::Train
     }
 }
 
@@ -148,7 +148,7 @@ pub struct CaseResult {
     /// Engine.
     pub engine: String,
     /// train or test.
-    pub split: Split,
+    pub split: CaseSplit,
     /// fault, healthy or near_miss.
     pub verdict: Verdict,
     /// The labelled cause (faults).
@@ -250,7 +250,7 @@ impl CaseResult {
     /// train or test.
     pub fn split_name(&self) -> &'static str {
         match self.split {
-            Split::Test => "test",
+            CaseSplit::Test => "test",
             _ => "train",
         }
     }
@@ -340,7 +340,7 @@ fn ratio(n: usize, d: usize) -> f64 {
 #[derive(Debug, Clone, Serialize)]
 pub struct EvalReport {
     /// The split that was scored.
-    pub split: Split,
+    pub split: CaseSplit,
     /// Per case, in id order.
     pub cases: Vec<CaseResult>,
     /// All scored cases.
@@ -460,12 +460,9 @@ pub fn case_options(case: &CaseSpec, set: &crate::signal::series::SeriesSet) -> 
         .as_ref()
         .map(|v| crate::time::parse_time(&scalar(v)))
         .transpose()
-        .map_err(anyhow::Error::msg)
         .context("at")?;
     let window_ms = match &case.window {
-        Some(w) => crate::time::parse_duration(w)
-            .map_err(anyhow::Error::msg)
-            .context("window")?,
+        Some(w) => crate::time::parse_duration(w).context("window")?,
         // The whole recording: 1 ms more than its span, so the window (left-open) holds the
         // first sample too.
         None => {
@@ -532,11 +529,11 @@ pub fn score_case(result: &mut CaseResult, case: &CaseSpec, report: &TargetRepor
 }
 
 /// Runs every case under `dir` in `split`.
-pub fn run(dir: &Path, rules: &Rules, split: Split) -> Result<EvalReport> {
+pub fn run(dir: &Path, rules: &Rules, split: CaseSplit) -> Result<EvalReport> {
     let mut cases = Vec::new();
     for path in discover(dir)? {
         let r = run_case(&path, rules);
-        if split == Split::All || r.split == split {
+        if split == CaseSplit::All || r.split == split {
             cases.push(r);
         }
     }
@@ -749,11 +746,14 @@ mod tests {
     fn split_is_stable_and_about_a_third() {
         // Fixed values: changing the hash would silently move cases between the splits (and
         // ACCURACY.md's held-out figures with them).
-        assert_eq!(split_of("vidur-llama3-8b-a100-healthy-conv"), Split::Train);
-        assert_eq!(split_of("llamacpp-context-overflow"), Split::Test);
-        assert_eq!(split_of("report-glm-client-gate-healthy"), Split::Test);
+        assert_eq!(
+            split_of("vidur-llama3-8b-a100-healthy-conv"),
+            CaseSplit::Train
+        );
+        assert_eq!(split_of("llamacpp-context-overflow"), CaseSplit::Test);
+        assert_eq!(split_of("report-glm-client-gate-healthy"), CaseSplit::Test);
         let test = (0..3000)
-            .filter(|i| split_of(&format!("case-{i}")) == Split::Test)
+            .filter(|i| split_of(&format!("case-{i}")) == CaseSplit::Test)
             .count();
         assert!((900..1100).contains(&test), "{test} of 3000 in test");
     }
@@ -785,7 +785,7 @@ mod tests {
         assert_eq!((total.faults, total.top1, total.untraceable), (1, 1, 1));
         assert_eq!(total.false_alarm_ratio(), 0.25);
         let report = EvalReport {
-            split: Split::All,
+            split: CaseSplit::All,
             cases: vec![],
             total,
             by_split: BTreeMap::new(),

@@ -170,16 +170,13 @@ fn options_of(test: &FixtureTest) -> Result<Options> {
             .at
             .as_deref()
             .map(crate::time::parse_time)
-            .transpose()
-            .map_err(anyhow::Error::msg)?,
-        window_ms: crate::time::parse_duration(test.window.as_deref().unwrap_or("5m"))
-            .map_err(anyhow::Error::msg)?,
+            .transpose()?,
+        window_ms: crate::time::parse_duration(test.window.as_deref().unwrap_or("5m"))?,
         selector: test
             .selector
             .as_deref()
             .map(crate::signal::selector::Selector::parse)
-            .transpose()
-            .map_err(anyhow::Error::msg)?,
+            .transpose()?,
         engine: test.engine.clone(),
     })
 }
@@ -229,8 +226,7 @@ fn run_inner(path: &Path, rules: &Rules, result: &mut FixtureResult) -> Result<(
             .collect();
     }
     for t in &test.targets {
-        let sel =
-            crate::signal::selector::Selector::parse(&t.selector).map_err(anyhow::Error::msg)?;
+        let sel = crate::signal::selector::Selector::parse(&t.selector)?;
         let hits: Vec<&TargetReport> = reports
             .iter()
             .filter(|r| sel.matches(&r.diagnosis.target.labels))

@@ -401,7 +401,7 @@ impl Problems<'_> {
                 Duration::from_millis(default_ms as u64)
             }
             Err(e) => {
-                self.add(field, e);
+                self.add(field, e.to_string());
                 Duration::from_millis(default_ms as u64)
             }
         }

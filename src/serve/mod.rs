@@ -54,7 +54,8 @@ use self::config::{AckMode, Settings};
 use self::deliveries::{Deliveries, Record};
 use self::metrics::Metrics;
 use self::payload::{Alert, Notification};
-use self::triage::{Outcome, Triage};
+use self::triage::{Triage, TriageOutcome};
+use crate::http::Trust;
 use crate::rules::Rules;
 use crate::source::live::prometheus::LiveOptions;
 
@@ -73,7 +74,7 @@ pub struct App {
     queue_bytes: Semaphore,
     triage_slots: Arc<Semaphore>,
     /// (fingerprint, startsAt) → diagnosis.
-    diagnoses: Mutex<AgedMap<(String, String), Arc<Outcome>>>,
+    diagnoses: Mutex<AgedMap<(String, String), Arc<TriageOutcome>>>,
     /// Which sinks accepted each group, and who is delivering one now.
     deliveries: Deliveries,
     /// Which sinks are failing (answers after delivery do not wait on them).
@@ -108,8 +109,10 @@ impl App {
             results: triage::TriageCache::new(settings.dedupe_ttl),
         };
         let https = settings.sinks.iter().any(|s| s.url.starts_with("https:"));
-        let client = http_client(https)?;
-        let prom_client = http_client(settings.prometheus_url.starts_with("https:"))?;
+        let client = crate::http::client(Trust::for_https(https))?;
+        let prom_client = crate::http::client(Trust::for_https(
+            settings.prometheus_url.starts_with("https:"),
+        ))?;
         let queue_capacity = settings.queue_capacity;
         let dedupe_ttl = settings.dedupe_ttl;
         let sink_health =
@@ -142,21 +145,6 @@ impl App {
     }
 }
 
-fn http_client(https: bool) -> Result<reqwest::Client> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let builder = reqwest::Client::builder()
-        .no_proxy()
-        .user_agent(concat!("llm-doctor/", env!("CARGO_PKG_VERSION")));
-    // The platform verifier costs time and fails on hosts without CA certificates; plain HTTP
-    // needs none.
-    let builder = if https {
-        builder
-    } else {
-        builder.tls_certs_only([])
-    };
-    builder.build().context("cannot build the HTTP client")
-}
-
 /// The HTTP routes: `POST /alertmanager`, `GET /healthz`, `GET /readyz`, `GET /metrics`.
 ///
 /// With `ack: on_receipt`, the first call (which must be inside a Tokio runtime) also starts
@@ -182,10 +170,7 @@ pub fn run(config: &Path, rules_dir: Option<&Path>) -> Result<()> {
     let settings = config::load(config, &ids)?;
     let listen = settings.listen;
     let app = App::new(settings, Arc::new(rules))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the server runtime")?;
+    let runtime = crate::http::server_runtime()?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(listen)
             .await
@@ -253,7 +238,7 @@ async fn drain(app: &App, deadline: Instant) {
 
 /// Resolves on ctrl-c or SIGTERM.
 pub async fn shutdown_signal() {
-    crate::source::live::scrape::stop_signal().await;
+    crate::http::stop_signal().await;
     eprintln!("shutting down: finishing the requests in flight");
 }
 
@@ -355,7 +340,12 @@ async fn handle(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Response {
     };
     let (raw, group) = match payload::parse(&bytes) {
         Ok(p) => p,
-        Err(reason) => return answer(StatusCode::BAD_REQUEST, json!({"error": reason})),
+        Err(reason) => {
+            return answer(
+                StatusCode::BAD_REQUEST,
+                json!({"error": reason.to_string()}),
+            )
+        }
     };
     for a in &group.alerts {
         app.metrics
@@ -492,7 +482,7 @@ fn bodies_to_send(
     app: &App,
     raw: &serde_json::Value,
     group: &Notification,
-    outcomes: &[Option<Arc<Outcome>>],
+    outcomes: &[Option<Arc<TriageOutcome>>],
     record: &mut Record,
 ) -> Vec<(usize, config::Sink, serde_json::Value)> {
     let alerts: Vec<sinks::Diagnosed> = group
@@ -647,9 +637,9 @@ async fn deliver_until_accepted(app: &App, sink: &config::Sink, body: &serde_jso
 
 /// A diagnosis per alert: None for resolved alerts and for alerts this server already
 /// diagnosed (labelled `diagnosed="true"`); cached by (fingerprint, startsAt).
-async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Arc<Outcome>>> {
+async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Arc<TriageOutcome>>> {
     let mut pending = tokio::task::JoinSet::new();
-    let mut out: Vec<Option<Arc<Outcome>>> = vec![None; group.alerts.len()];
+    let mut out: Vec<Option<Arc<TriageOutcome>>> = vec![None; group.alerts.len()];
     for (i, alert) in group.alerts.iter().enumerate() {
         if !alert.is_firing()
             || alert
@@ -669,7 +659,9 @@ async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Arc<
             Ok(p) => p,
             Err(reason) => {
                 // Through the same join below, to be counted and logged.
-                pending.spawn(async move { (i, alert, Arc::new(Outcome::unavailable(reason))) });
+                let reason = reason.to_string();
+                pending
+                    .spawn(async move { (i, alert, Arc::new(TriageOutcome::unavailable(reason))) });
                 continue;
             }
         };
@@ -715,7 +707,7 @@ async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Arc<
 }
 
 /// Runs one triage on a thread of its own once a triage slot is free.
-async fn run_triage(app: &Arc<App>, plan: triage::Plan) -> triage::TriageResult {
+async fn run_triage(app: &Arc<App>, plan: triage::TriagePlan) -> triage::TriageResult {
     let Ok(slot) = app.triage_slots.clone().acquire_owned().await else {
         return Err("the server is shutting down".to_string());
     };
@@ -739,7 +731,7 @@ async fn run_triage(app: &Arc<App>, plan: triage::Plan) -> triage::TriageResult 
     }
 }
 
-fn cached(app: &App, alert: &Alert) -> Option<Arc<Outcome>> {
+fn cached(app: &App, alert: &Alert) -> Option<Arc<TriageOutcome>> {
     let mut map = app.diagnoses.lock().unwrap_or_else(|e| e.into_inner());
     map.get(&alert.key(), std::time::Instant::now()).cloned()
 }

@@ -57,20 +57,32 @@ impl Alert {
     }
 }
 
-/// Parses a body: the raw JSON (kept for the webhook sink) and the typed view. Errors say why,
-/// in words fit for a 400 answer.
-pub fn parse(body: &[u8]) -> Result<(Value, Notification), String> {
-    let raw: Value = serde_json::from_slice(body).map_err(|e| format!("malformed JSON: {e}"))?;
+/// Why a body is not a notification, in words fit for a 400 answer.
+#[derive(Debug, thiserror::Error)]
+pub enum PayloadError {
+    /// Not JSON.
+    #[error("malformed JSON: {0}")]
+    Json(serde_json::Error),
+    /// JSON, not an object.
+    #[error("malformed payload: expected a JSON object")]
+    NotAnObject,
+    /// An object without the webhook's fields.
+    #[error("not an Alertmanager webhook payload: {0}")]
+    NotWebhook(serde_json::Error),
+    /// A version this receiver does not read.
+    #[error("unsupported payload version `{0}` (expected \"4\")")]
+    Version(String),
+}
+
+/// Parses a body: the raw JSON (kept for the webhook sink) and the typed view.
+pub fn parse(body: &[u8]) -> Result<(Value, Notification), PayloadError> {
+    let raw: Value = serde_json::from_slice(body).map_err(PayloadError::Json)?;
     if !raw.is_object() {
-        return Err("malformed payload: expected a JSON object".to_string());
+        return Err(PayloadError::NotAnObject);
     }
-    let n: Notification = serde_json::from_value(raw.clone())
-        .map_err(|e| format!("not an Alertmanager webhook payload: {e}"))?;
+    let n: Notification = serde_json::from_value(raw.clone()).map_err(PayloadError::NotWebhook)?;
     if n.version != "4" {
-        return Err(format!(
-            "unsupported payload version `{}` (expected \"4\")",
-            n.version
-        ));
+        return Err(PayloadError::Version(n.version));
     }
     Ok((raw, n))
 }

@@ -10,14 +10,14 @@ use tokio::time::Instant;
 use super::config::{Sink, SinkKind};
 use super::payload::{Alert, Notification};
 use super::sink_health::SinkHealth;
-use super::triage::Outcome;
+use super::triage::TriageOutcome;
 
 /// The label put on alerts this server re-posts to Alertmanager; alerts carrying it are not
 /// diagnosed again nor re-posted (no loop when the same Alertmanager routes them back here).
 pub const DIAGNOSED_LABEL: &str = "diagnosed";
 
 /// One alert of the group with its diagnosis (None for resolved or already diagnosed alerts).
-pub type Diagnosed<'a> = (&'a Alert, Option<&'a Outcome>);
+pub type Diagnosed<'a> = (&'a Alert, Option<&'a TriageOutcome>);
 
 /// The body for `kind`; None when there is nothing to send (an Alertmanager sink and a group
 /// of alerts that are all already diagnosed copies).
@@ -59,11 +59,11 @@ fn slack(group: &Notification, alerts: &[Diagnosed]) -> Value {
         lines.push(format!("*[{}] {}*", alert.status.to_uppercase(), name));
         match outcome {
             None => {}
-            Some(Outcome {
+            Some(TriageOutcome {
                 unavailable: Some(reason),
                 ..
             }) => lines.push(format!("diagnosis unavailable: {reason}")),
-            Some(Outcome {
+            Some(TriageOutcome {
                 summary: Some(s), ..
             }) => {
                 lines.push(format!("{} · status {}", s.target, s.status));
@@ -100,7 +100,7 @@ fn alertmanager(alerts: &[Diagnosed]) -> Option<Value> {
             labels.insert(DIAGNOSED_LABEL.to_string(), "true".to_string());
             let mut annotations = alert.annotations.clone();
             match outcome {
-                Some(Outcome {
+                Some(TriageOutcome {
                     summary: Some(s), ..
                 }) => {
                     let top = s.causes.first();
@@ -122,7 +122,7 @@ fn alertmanager(alerts: &[Diagnosed]) -> Option<Value> {
                         s.fix.clone().unwrap_or_else(|| "none".to_string()),
                     );
                 }
-                Some(Outcome {
+                Some(TriageOutcome {
                     unavailable: Some(reason),
                     ..
                 }) => {
@@ -216,7 +216,7 @@ pub async fn deliver(
             }
             Ok(r) => format!("HTTP {}", r.status()),
             // Without the URL: a sink's path is often its secret (a Slack webhook's is).
-            Err(e) => error_chain(&e.without_url()),
+            Err(e) => crate::http::error_chain(&e.without_url()),
         };
         if let Some(p) = permit {
             p.failed(&error);
@@ -236,19 +236,4 @@ pub async fn deliver(
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(5));
     }
-}
-
-/// An error with its sources, `a: b: c`.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-    }
-    s
 }

@@ -59,7 +59,7 @@ pub type Cell = Arc<Shared>;
 pub struct Shared {
     /// The result.
     pub result: tokio::sync::OnceCell<TriageResult>,
-    outcomes: Mutex<Vec<(Option<String>, Arc<Outcome>)>>,
+    outcomes: Mutex<Vec<(Option<String>, Arc<TriageOutcome>)>>,
 }
 
 /// Diagnoses kept per triage, one per symptom: alerts name a few, but a label may name any.
@@ -106,8 +106,19 @@ impl TriageCache {
     }
 }
 
+/// Why an alert cannot be triaged; the message goes into the enrichment it leaves with.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// `startsAt` is not a time.
+    #[error("startsAt `{0}` is not a time")]
+    StartsAt(String),
+    /// The alert's labels make no valid selector.
+    #[error("selector from the alert's labels: {0}")]
+    Selector(#[from] crate::signal::selector::SelectorError),
+}
+
 /// What an alert asks to triage: the key and the selector it was made from.
-pub struct Plan {
+pub struct TriagePlan {
     /// The cache key.
     pub key: Key,
     selector: Option<Selector>,
@@ -116,7 +127,7 @@ pub struct Plan {
 
 /// A diagnosis as the sinks use it.
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub struct TriageOutcome {
     /// The `diagnosis` object of the webhook sink.
     pub json: Value,
     /// For short messages; None when the diagnosis is unavailable.
@@ -140,11 +151,11 @@ pub struct Summary {
     pub fix: Option<String>,
 }
 
-impl Outcome {
+impl TriageOutcome {
     /// An unavailable diagnosis.
-    pub fn unavailable(reason: impl Into<String>) -> Outcome {
+    pub fn unavailable(reason: impl Into<String>) -> TriageOutcome {
         let reason = reason.into();
-        Outcome {
+        TriageOutcome {
             json: json!({"status": "unavailable", "reason": reason}),
             summary: None,
             unavailable: Some(reason),
@@ -207,17 +218,17 @@ impl Triage {
     }
 
     /// What `alert` asks to triage, or why it cannot be diagnosed.
-    pub fn plan(&self, alert: &Alert) -> Result<Plan, String> {
+    pub fn plan(&self, alert: &Alert) -> Result<TriagePlan, PlanError> {
         let Ok(starts_ms) = crate::time::parse_time(&alert.starts_at) else {
-            return Err(format!("startsAt `{}` is not a time", alert.starts_at));
+            return Err(PlanError::StartsAt(alert.starts_at.clone()));
         };
         let selector_text = self.selector_text(alert);
         let at_ms = self.triage_time(starts_ms, selector_text.as_deref().unwrap_or(""));
         let selector = match selector_text.as_deref().map(Selector::parse).transpose() {
             Ok(s) => s,
-            Err(e) => return Err(format!("selector from the alert's labels: {e}")),
+            Err(e) => return Err(PlanError::Selector(e)),
         };
-        Ok(Plan {
+        Ok(TriagePlan {
             key: (selector_text.unwrap_or_default(), at_ms),
             selector,
             starts_at: alert.starts_at.clone(),
@@ -225,7 +236,7 @@ impl Triage {
     }
 
     /// Queries Prometheus for `plan` and diagnoses every matching target. Blocking.
-    pub fn run(&self, plan: Plan) -> TriageResult {
+    pub fn run(&self, plan: TriagePlan) -> TriageResult {
         let (selector_text, at_ms) = plan.key;
         let opts = crate::prepared::Options {
             at_ms: Some(at_ms),
@@ -255,9 +266,9 @@ impl Triage {
 
     /// `alert`'s diagnosis from the triage `shared` (once its result is in), made once per
     /// symptom and shared.
-    pub fn outcome(&self, alert: &Alert, shared: &Shared) -> Arc<Outcome> {
+    pub fn outcome(&self, alert: &Alert, shared: &Shared) -> Arc<TriageOutcome> {
         let Some(result) = shared.result.get() else {
-            return Arc::new(Outcome::unavailable("the triage has no result yet"));
+            return Arc::new(TriageOutcome::unavailable("the triage has no result yet"));
         };
         let symptom = self.symptom_of(alert);
         let mut made = shared.outcomes.lock().unwrap_or_else(|e| e.into_inner());
@@ -272,10 +283,10 @@ impl Triage {
     }
 
     /// The diagnosis for `symptom` from a triage's result: the worst matching target's.
-    fn diagnosis(&self, symptom: Option<String>, result: &TriageResult) -> Outcome {
+    fn diagnosis(&self, symptom: Option<String>, result: &TriageResult) -> TriageOutcome {
         let (mut reports, errors) = match result.clone() {
             Ok(r) => r,
-            Err(reason) => return Outcome::unavailable(reason),
+            Err(reason) => return TriageOutcome::unavailable(reason),
         };
         // Worst first; among equals, the one where the alert's symptom fired; then by labels
         // so the choice is deterministic.
@@ -304,7 +315,7 @@ impl Triage {
                 map.insert("errors".to_string(), json!(errors));
             }
         }
-        Outcome {
+        TriageOutcome {
             json,
             summary: Some(summarize(&chosen.diagnosis, symptom)),
             unavailable: None,

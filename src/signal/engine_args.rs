@@ -15,9 +15,32 @@ pub struct CommandLineFacts {
     pub facts: Vec<(String, String)>,
 }
 
+/// A command line that does not read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommandLineError {
+    /// A quote opened and never closed.
+    #[error("unterminated {0} quote in command line")]
+    Unterminated(&'static str),
+    /// A `\` with nothing after it.
+    #[error("command line ends with a lone `\\`")]
+    LoneBackslash,
+    /// A flag that takes a value, last on the line.
+    #[error("flag `{0}` needs a value")]
+    NoValue(String),
+    /// No command llm-doctor knows; `known` lists those it does.
+    #[error("no serving command found in `{text}` (known: {known})")]
+    NoCommand {
+        /// The command line, trimmed.
+        text: String,
+        /// The known commands, quoted and joined.
+        known: String,
+    },
+}
+
 /// Splits a command line into words like a POSIX shell: single and double quotes, backslash
-/// escapes and line continuations.
-pub fn split_words(s: &str) -> Result<Vec<String>, String> {
+/// escapes, line continuations, and comments (`#` starting a word runs to the end of its line,
+/// as in a pasted script or Dockerfile).
+pub fn split_words(s: &str) -> Result<Vec<String>, CommandLineError> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut in_word = false;
@@ -30,7 +53,7 @@ pub fn split_words(s: &str) -> Result<Vec<String>, String> {
                     cur.push(n);
                     in_word = true;
                 }
-                None => return Err("command line ends with a lone `\\`".into()),
+                None => return Err(CommandLineError::LoneBackslash),
             },
             '\'' => {
                 in_word = true;
@@ -38,7 +61,7 @@ pub fn split_words(s: &str) -> Result<Vec<String>, String> {
                     match chars.next() {
                         Some('\'') => break,
                         Some(n) => cur.push(n),
-                        None => return Err("unterminated single quote in command line".into()),
+                        None => return Err(CommandLineError::Unterminated("single")),
                     }
                 }
             }
@@ -54,10 +77,10 @@ pub fn split_words(s: &str) -> Result<Vec<String>, String> {
                                 cur.push('\\');
                                 cur.push(n);
                             }
-                            None => return Err("unterminated double quote in command line".into()),
+                            None => return Err(CommandLineError::Unterminated("double")),
                         },
                         Some(n) => cur.push(n),
-                        None => return Err("unterminated double quote in command line".into()),
+                        None => return Err(CommandLineError::Unterminated("double")),
                     }
                 }
             }
@@ -65,6 +88,13 @@ pub fn split_words(s: &str) -> Result<Vec<String>, String> {
                 if in_word {
                     words.push(std::mem::take(&mut cur));
                     in_word = false;
+                }
+            }
+            '#' if !in_word => {
+                for n in chars.by_ref() {
+                    if n == '\n' {
+                        break;
+                    }
                 }
             }
             c => {
@@ -159,7 +189,7 @@ pub fn parse(
     text: &str,
     adapters: &Adapters,
     catalog: &llm_doctor_engine::Catalog,
-) -> Result<CommandLineFacts, String> {
+) -> Result<CommandLineFacts, CommandLineError> {
     if looks_like_model_config(text) {
         if let Some(f) = adapters.engines().find_map(|a| parse_model_config(text, a)) {
             return Ok(f);
@@ -172,11 +202,10 @@ pub fn parse(
             .filter_map(|a| a.command_line.as_ref())
             .flat_map(|c| c.commands.iter().map(|x| format!("`{x}`")))
             .collect();
-        return Err(format!(
-            "no serving command found in `{}` (known: {})",
-            text.trim(),
-            known.join(", ")
-        ));
+        return Err(CommandLineError::NoCommand {
+            text: text.trim().to_string(),
+            known: known.join(", "),
+        });
     };
     let cl = adapter
         .command_line
@@ -277,7 +306,7 @@ pub fn parse(
                     words
                         .get(i - 1)
                         .cloned()
-                        .ok_or_else(|| format!("flag `{flag}` needs a value"))?
+                        .ok_or_else(|| CommandLineError::NoValue(flag.to_string()))?
                 }
             };
             facts.push((fact.clone(), value));
@@ -306,6 +335,11 @@ mod tests {
         assert!(split_words("vllm \"oops").is_err());
         assert!(split_words("vllm oops\\").is_err());
         assert_eq!(split_words("  ").unwrap(), Vec::<String>::new());
+        // A comment ends at its line, quotes in it included; `#` inside a word is the word's.
+        assert_eq!(
+            split_words("vllm serve m \\\n  --x 1 # the model's cap\n--y a#b").unwrap(),
+            vec!["vllm", "serve", "m", "--x", "1", "--y", "a#b"]
+        );
     }
 
     #[test]

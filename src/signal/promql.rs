@@ -25,14 +25,14 @@
 use std::collections::BTreeMap;
 
 use crate::signal::adapter::eval::Stat;
-use crate::signal::adapter::spec::{Expr, Matchers, PickSpec, Selector};
+use crate::signal::adapter::spec::{Expr, Matchers, PickSpec, SeriesSelector};
 
 /// No picks: for expressions that use none.
 static NO_PICKS: BTreeMap<String, PickSpec> = BTreeMap::new();
 
 /// How to compile.
 #[derive(Debug, Clone, Copy)]
-pub struct Options<'a> {
+pub struct QueryOptions<'a> {
     /// Range of rates, window functions and subqueries, a Prometheus duration (`5m`). Live
     /// triage passes its window one millisecond short (`299999ms`): Prometheus before 3.0
     /// includes a sample on a range's left edge, which the reader's left-open window (like
@@ -53,9 +53,9 @@ pub struct Options<'a> {
     pub picks: &'a BTreeMap<String, PickSpec>,
 }
 
-impl Default for Options<'_> {
+impl Default for QueryOptions<'_> {
     fn default() -> Self {
-        Options {
+        QueryOptions {
             window: "5m",
             by: &[],
             matchers: "",
@@ -69,7 +69,7 @@ impl Default for Options<'_> {
 /// The PromQL for `expr`. A bare constant compiles to a number literal.
 // Long on purpose: one arm per expression kind, each beside its twin in adapter::eval, so the
 // two stay reviewable side by side.
-pub fn compile(expr: &Expr, opts: &Options<'_>) -> String {
+pub fn compile(expr: &Expr, opts: &QueryOptions<'_>) -> String {
     if opts.stat != Stat::Last && expr.stats_per_instant() {
         return statistic_per_instant(expr, opts);
     }
@@ -232,7 +232,7 @@ pub fn expressible(expr: &Expr) -> bool {
 /// [`Expr::stats_per_instant`]): the statistic of the expression's value at each sample instant
 /// of the window, as the reader takes it. Its gauges must be scraped together (one exporter's),
 /// so that a step reads a fresh sample of each.
-fn statistic_per_instant(expr: &Expr, opts: &Options<'_>) -> String {
+fn statistic_per_instant(expr: &Expr, opts: &QueryOptions<'_>) -> String {
     let steps = SampleSteps::of(opts);
     let at_instant = compile(expr, &steps.options(opts));
     format!("{}(({at_instant})[{}])", over_time(opts.stat), steps.range)
@@ -254,7 +254,7 @@ struct SampleSteps {
 }
 
 impl SampleSteps {
-    fn of(opts: &Options<'_>) -> SampleSteps {
+    fn of(opts: &QueryOptions<'_>) -> SampleSteps {
         let window_ms = crate::time::parse_duration(opts.window).unwrap_or(300_000);
         let step_ms = (window_ms / MAX_SAMPLE_STEPS).max(1000);
         SampleSteps {
@@ -263,9 +263,9 @@ impl SampleSteps {
         }
     }
 
-    /// Options whose gauges read their value at one step.
-    fn options<'a>(&'a self, opts: &Options<'a>) -> Options<'a> {
-        Options {
+    /// QueryOptions whose gauges read their value at one step.
+    fn options<'a>(&'a self, opts: &QueryOptions<'a>) -> QueryOptions<'a> {
+        QueryOptions {
             stat: Stat::Last,
             gauge_range: Some(&self.lookback),
             ..*opts
@@ -287,7 +287,7 @@ fn over_time(stat: Stat) -> &'static str {
 /// the selector's pick chooses per target: the value with the largest summed rate of the pick's
 /// counter (`topk` breaks ties arbitrarily where the file reader takes the smallest value; ties
 /// need equal rates, in practice idle models). Unchanged without a pick.
-fn picked(inner: String, sel: &Selector, opts: &Options<'_>) -> String {
+fn picked(inner: String, sel: &SeriesSelector, opts: &QueryOptions<'_>) -> String {
     let Some(pick) = sel.pick.as_ref().and_then(|p| opts.picks.get(p)) else {
         return inner;
     };
@@ -313,7 +313,7 @@ fn by_with(by: &[&str], extra: &str) -> String {
     all.join(", ")
 }
 
-fn aggregate(op: &str, e: &Expr, opts: &Options<'_>) -> String {
+fn aggregate(op: &str, e: &Expr, opts: &QueryOptions<'_>) -> String {
     format!("{op} by ({}) ({})", opts.by.join(", "), compile(e, opts))
 }
 
@@ -330,10 +330,10 @@ fn or_all(parts: Vec<String>) -> String {
 
 /// One leaf per alternative metric name, joined with `or` (the first that has series).
 fn alternatives(
-    sel: &Selector,
+    sel: &SeriesSelector,
     suffix: &str,
     leaf: impl Fn(String) -> String,
-    opts: &Options<'_>,
+    opts: &QueryOptions<'_>,
 ) -> String {
     or_all(
         sel.metric
@@ -388,7 +388,7 @@ pub(crate) fn matcher_list(m: &Matchers, negate: bool) -> Vec<String> {
 }
 
 /// `name{matchers}`; names with characters PromQL's bare form allows (colons included) stay bare.
-fn selector(name: &str, sel: &Selector, extra: &str) -> String {
+fn selector(name: &str, sel: &SeriesSelector, extra: &str) -> String {
     let mut m = matcher_list(&sel.matchers, false);
     m.extend(matcher_list(&sel.where_not, true));
     if !extra.trim().is_empty() {
@@ -417,9 +417,9 @@ mod tests {
     #[test]
     fn leaves_and_aggregations() {
         let by = ["instance", "pod"];
-        let o = Options {
+        let o = QueryOptions {
             by: &by,
-            ..Options::default()
+            ..QueryOptions::default()
         };
         assert_eq!(
             compile(&expr(r#"{quantile: {metric: "vllm:time_to_first_token_seconds", q: 0.99}}"#), &o),
@@ -436,7 +436,7 @@ mod tests {
             compile(&expr(r#"{max: {gauge: {metric: ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"]}}}"#), &o),
             "max by (instance, pod) ((last_over_time(vllm:kv_cache_usage_perc[5m])) or (last_over_time(vllm:gpu_cache_usage_perc[5m])))"
         );
-        let mean = Options {
+        let mean = QueryOptions {
             stat: Stat::Mean,
             ..o
         };
@@ -454,16 +454,16 @@ mod tests {
         let ratio = expr(
             r#"{max: {div: [{gauge: {metric: U}}, {add: [{gauge: {metric: U}}, {gauge: {metric: F}}]}]}}"#,
         );
-        let max = Options {
+        let max = QueryOptions {
             stat: Stat::Max,
-            ..Options::default()
+            ..QueryOptions::default()
         };
         assert_eq!(
             compile(&ratio, &max),
             "max_over_time((max by () ((last_over_time(U[999ms])) / (((last_over_time(U[999ms])) + (last_over_time(F[999ms]))) != 0)))[5m:1000ms])"
         );
         // The newest value needs no subquery; neither do statistics of a plain aggregation.
-        assert!(!compile(&ratio, &Options::default()).contains(":1000ms]"));
+        assert!(!compile(&ratio, &QueryOptions::default()).contains(":1000ms]"));
         assert_eq!(
             compile(&expr(r#"{max: {gauge: {metric: U}}}"#), &max),
             "max by () (max_over_time(U[5m]))"
@@ -475,9 +475,9 @@ mod tests {
         let share = expr(
             "{queued_share: {queue: {sum: {gauge: {metric: q}}}, running: {sum: {gauge: {metric: r}}}}}",
         );
-        let o = Options {
+        let o = QueryOptions {
             window: "10m",
-            ..Options::default()
+            ..QueryOptions::default()
         };
         let (q, r) = (
             "sum by () (last_over_time(q[999ms]))",
@@ -488,7 +488,7 @@ mod tests {
             format!("sum_over_time(((({q}) > bool 0) and ({r}))[10m:1000ms]) / (sum_over_time(((({q}) + ({r})) > bool 0)[10m:1000ms]) > 0)")
         );
         // A day is read at 1,000 steps.
-        let day = Options { window: "1d", ..o };
+        let day = QueryOptions { window: "1d", ..o };
         assert!(compile(&share, &day).contains("[1d:86400ms]"));
         assert!(compile(&share, &day).contains("[86399ms]"));
         assert!(expressible(&share));
@@ -496,9 +496,9 @@ mod tests {
 
     #[test]
     fn ratios_are_guarded_and_matchers_quoted() {
-        let o = Options {
+        let o = QueryOptions {
             matchers: r#"pod="vllm-0""#,
-            ..Options::default()
+            ..QueryOptions::default()
         };
         assert_eq!(
             compile(
@@ -510,7 +510,10 @@ mod tests {
             r#"(sum by () (rate(vllm:request_success_total{finished_reason=~"abort|error", pod="vllm-0"}[5m]))) / ((sum by () (rate(vllm:request_success_total{pod="vllm-0"}[5m]))) != 0)"#
         );
         assert_eq!(
-            compile(&expr(r#"{hist_mean: {metric: "x"}}"#), &Options::default()),
+            compile(
+                &expr(r#"{hist_mean: {metric: "x"}}"#),
+                &QueryOptions::default()
+            ),
             "sum by () (rate(x_sum[5m])) / (sum by () (rate(x_count[5m])) > 0)"
         );
         assert_eq!(
@@ -518,14 +521,14 @@ mod tests {
                 &expr(
                     r#"{gauge: {metric: "m", where_not: {cache_source: total}, where: {mode: "a.b"}}}"#
                 ),
-                &Options::default()
+                &QueryOptions::default()
             ),
             r#"last_over_time(m{mode="a.b", cache_source!="total"}[5m])"#
         );
         assert_eq!(
             compile(
                 &expr(r#"{gauge: {metric: "m", where: {k: ["a.b", "c"]}}}"#),
-                &Options::default()
+                &QueryOptions::default()
             ),
             r#"last_over_time(m{k=~"a\\.b|c"}[5m])"#
         );
@@ -538,10 +541,10 @@ mod tests {
         )
         .unwrap();
         let by = ["pod", "instance"];
-        let o = Options {
+        let o = QueryOptions {
             by: &by,
             picks: &picks,
-            ..Options::default()
+            ..QueryOptions::default()
         };
         assert_eq!(
             compile(&expr(r#"{sum: {rate: {metric: S, pick: entry}}}"#), &o),
@@ -573,31 +576,34 @@ mod tests {
         assert_eq!(
             compile(
                 &expr(r#"{bit_share: {metric: "R", mask: 132}}"#),
-                &Options::default()
+                &QueryOptions::default()
             ),
             "avg_over_time(((floor(last_over_time(R[999ms]) / 4) % 2 + floor(last_over_time(R[999ms]) / 128) % 2) > bool 0)[5m:1000ms])"
         );
         assert_eq!(
             compile(
                 &expr(r#"{scale: [{gauge: {metric: "G"}}, 0.01]}"#),
-                &Options::default()
+                &QueryOptions::default()
             ),
             "(last_over_time(G[5m])) * 0.01"
         );
         assert_eq!(
             compile(
                 &expr(r#"{percent_to_ratio: {gauge: {metric: "G"}}}"#),
-                &Options::default()
+                &QueryOptions::default()
             ),
             "((last_over_time(G[5m])) > 1) / 100 or (last_over_time(G[5m]))"
         );
-        assert_eq!(compile(&expr(r#"{const: 0}"#), &Options::default()), "0.0");
+        assert_eq!(
+            compile(&expr(r#"{const: 0}"#), &QueryOptions::default()),
+            "0.0"
+        );
         assert_eq!(
             compile(
                 &expr(
                     r#"{sub: [{const: 1}, {avg: {rate: {metric: "node_cpu_seconds_total", where: {mode: idle}}}}]}"#
                 ),
-                &Options::default()
+                &QueryOptions::default()
             ),
             r#"(1.0) - (avg by () (rate(node_cpu_seconds_total{mode="idle"}[5m])))"#
         );

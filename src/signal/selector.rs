@@ -24,6 +24,37 @@ enum Op {
     Nre,
 }
 
+/// A selector that does not read; each message quotes the selector and, where it can, the column.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    /// `{` without `}`.
+    #[error("selector `{0}`: missing closing `}}`")]
+    MissingBrace(String),
+    /// Something else than what the grammar expects at a place.
+    #[error("selector `{text}`: {what} at column {column}")]
+    At {
+        /// The selector as given.
+        text: String,
+        /// What was expected.
+        what: String,
+        /// 1-based.
+        column: usize,
+    },
+    /// A `=~` or `!~` value that is not a regular expression.
+    #[error("selector `{text}`: bad regular expression `{value}`: {detail}")]
+    Regex {
+        /// The selector as given.
+        text: String,
+        /// The value.
+        value: String,
+        /// The regex library's reason.
+        detail: String,
+    },
+    /// Nothing to match.
+    #[error("selector `{0}` has no matchers")]
+    Empty(String),
+}
+
 /// A parsed selector: every matcher must hold.
 #[derive(Debug, Clone, Default)]
 pub struct Selector {
@@ -34,17 +65,21 @@ pub struct Selector {
 impl Selector {
     /// Parses matchers such as `model_name="x",pod=~"vllm-.*"`; errors quote the position.
     // Long on purpose: one cursor over the matcher text, so every error can quote its position.
-    pub fn parse(text: &str) -> Result<Selector, String> {
+    pub fn parse(text: &str) -> Result<Selector, SelectorError> {
         let mut s = text.trim();
         if let Some(inner) = s.strip_prefix('{') {
             s = inner
                 .strip_suffix('}')
-                .ok_or_else(|| format!("selector `{text}`: missing closing `}}`"))?;
+                .ok_or_else(|| SelectorError::MissingBrace(text.to_string()))?;
         }
         let chars: Vec<char> = s.chars().collect();
         let mut i = 0;
         let mut matchers = Vec::new();
-        let err = |i: usize, what: &str| format!("selector `{text}`: {what} at column {}", i + 1);
+        let err = |i: usize, what: &str| SelectorError::At {
+            text: text.to_string(),
+            what: what.to_string(),
+            column: i + 1,
+        };
         let skip_ws = |i: &mut usize| {
             while *i < chars.len() && chars[*i].is_whitespace() {
                 *i += 1;
@@ -103,7 +138,11 @@ impl Selector {
             let regex = match op.0 {
                 Op::Re | Op::Nre => Some(
                     regex_lite::Regex::new(&format!("^(?:{value})$")).map_err(|e| {
-                        format!("selector `{text}`: bad regular expression `{value}`: {e}")
+                        SelectorError::Regex {
+                            text: text.to_string(),
+                            value: value.clone(),
+                            detail: e.to_string(),
+                        }
                     })?,
                 ),
                 _ => None,
@@ -122,7 +161,7 @@ impl Selector {
             }
         }
         if matchers.is_empty() {
-            return Err(format!("selector `{text}` has no matchers"));
+            return Err(SelectorError::Empty(text.to_string()));
         }
         Ok(Selector { matchers })
     }
@@ -205,7 +244,7 @@ mod tests {
             ("{a=\"b\"", "missing closing"),
             ("9a=\"b\"", "expected a label name at column 1"),
         ] {
-            let e = Selector::parse(bad).unwrap_err();
+            let e = Selector::parse(bad).unwrap_err().to_string();
             assert!(e.contains(want), "{bad}: {e}");
         }
     }

@@ -162,9 +162,8 @@ fn read_files(
         if super::input::is_snapshot(f)? {
             let text = read_text(f)?;
             let name = f.display().to_string();
-            got.prepared.extend(
-                snapshot::parse(&text, &name, &rules.catalog, at_ms).map_err(anyhow::Error::msg)?,
-            );
+            got.prepared
+                .extend(snapshot::parse(&text, &name, &rules.catalog, at_ms)?);
         } else {
             series_files.push(f.clone());
         }

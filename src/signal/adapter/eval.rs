@@ -12,7 +12,9 @@ use crate::signal::samples::Samples;
 use crate::signal::series::Series;
 use crate::signal::window;
 
-use super::spec::{Dispersion, Expr, Matchers, PickSpec, QueuedShare, Scaling, Selector, Stall};
+use super::spec::{
+    Dispersion, Expr, Matchers, PickSpec, QueuedShare, Scaling, SeriesSelector, Stall,
+};
 
 /// Which gauge statistic a leaf reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +58,7 @@ type LeastLabel = (Vec<String>, String, Option<String>);
 #[derive(Default)]
 struct BucketMemo {
     frame: Option<(Option<i64>, i64)>,
-    entries: Vec<(Selector, Vec<(f64, f64)>)>,
+    entries: Vec<(SeriesSelector, Vec<(f64, f64)>)>,
 }
 
 /// The series of one sample name, each with its [`label_key`]: built once, read by every
@@ -82,7 +84,7 @@ struct Selection {
 /// The suffixes a numbered selector is read with, each with its own selection.
 const SUFFIXES: [&str; 4] = ["", "_bucket", "_sum", "_count"];
 
-/// Selections of numbered selectors ([`Selector::slot`]) at `slot * 4 +` the suffix's index in
+/// Selections of numbered selectors ([`SeriesSelector::slot`]) at `slot * 4 +` the suffix's index in
 /// [`SUFFIXES`]. Selectors made while evaluating have no number and are matched each time.
 #[derive(Default)]
 struct SelectionMemo {
@@ -104,7 +106,7 @@ fn in_order_or_by_key(
 }
 
 /// Whether two selectors select the same series.
-fn selects_alike(a: &Selector, b: &Selector) -> bool {
+fn selects_alike(a: &SeriesSelector, b: &SeriesSelector) -> bool {
     a.metric == b.metric && a.matchers == b.matchers && a.where_not == b.where_not
 }
 
@@ -173,7 +175,7 @@ impl<'a> TargetSeries<'a> {
     /// their order, or sorted by label key.
     fn selected_indices(
         &self,
-        sel: &Selector,
+        sel: &SeriesSelector,
         suffix: &str,
         sorted: bool,
     ) -> Result<(usize, std::sync::Arc<[u32]>), Absent> {
@@ -194,7 +196,7 @@ impl<'a> TargetSeries<'a> {
     }
 
     /// The selection of the first of the selector's names that has any series.
-    fn find(&self, sel: &Selector, suffix: &str) -> Result<Selection, Absent> {
+    fn find(&self, sel: &SeriesSelector, suffix: &str) -> Result<Selection, Absent> {
         for name in sel.metric.values() {
             let full = if suffix.is_empty() {
                 std::borrow::Cow::Borrowed(name)
@@ -222,7 +224,7 @@ impl<'a> TargetSeries<'a> {
 
     /// The `(le, rate)` pairs of the `_bucket` series `sel` selects, over `frame` (totals
     /// without timestamps), in selection order; read once per frame and histogram.
-    fn bucket_rates(&self, sel: &Selector, frame: Frame) -> Result<Vec<(f64, f64)>, Absent> {
+    fn bucket_rates(&self, sel: &SeriesSelector, frame: Frame) -> Result<Vec<(f64, f64)>, Absent> {
         let mut memo = self
             .buckets
             .lock()
@@ -774,7 +776,7 @@ fn eval<'t>(
 /// The per-second rates of the counters `sel` selects with `suffix` (totals without
 /// timestamps).
 fn rates<'t>(
-    sel: &Selector,
+    sel: &SeriesSelector,
     suffix: &str,
     ts: &'t TargetSeries<'_>,
     frame: Frame,
@@ -1069,7 +1071,7 @@ fn binary<'t>(
     Ok(Out { values, totals })
 }
 
-fn first_name(sel: &Selector) -> &str {
+fn first_name(sel: &SeriesSelector) -> &str {
     sel.metric.values().first().copied().unwrap_or("")
 }
 
@@ -1084,7 +1086,7 @@ fn matches(s: &Series, want: &Matchers, not: &Matchers) -> bool {
 /// The series of the first of the selector's names that has any (with `suffix` appended),
 /// that its matchers accept, each with its label key.
 pub(super) fn select<'t, 'a>(
-    sel: &Selector,
+    sel: &SeriesSelector,
     suffix: &str,
     ts: &'t TargetSeries<'a>,
 ) -> Result<Vec<(&'a Series, &'t str)>, Absent> {
@@ -1097,7 +1099,7 @@ pub(super) fn select<'t, 'a>(
 }
 
 fn leaf<'t>(
-    sel: &Selector,
+    sel: &SeriesSelector,
     suffix: &str,
     ts: &'t TargetSeries<'_>,
     value: impl Fn(&Series) -> Option<f64>,

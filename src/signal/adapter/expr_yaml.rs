@@ -9,7 +9,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 
-use super::spec::{Expr, Selector};
+use super::spec::{Expr, SeriesSelector};
 
 const FORMS: &str = "gauge, rate, increase, changes, resets, bit_share, share_below, quantile, \
                      quantile_floor, hist_mean, sum, max, min, avg, count, div, sub, add, scale, \
@@ -64,7 +64,7 @@ const SELECTOR_FIELDS: &[&str] = &["metric", "where", "where_not", "q", "mask", 
 /// The expression `key` names, its argument read from `map`'s value.
 fn read_form<'de, A: MapAccess<'de>>(key: &str, map: &mut A) -> Result<Expr, A::Error> {
     let custom = |why: String| de::Error::custom(why);
-    let mut leaf = || -> Result<Selector, A::Error> { map.next_value() };
+    let mut leaf = || -> Result<SeriesSelector, A::Error> { map.next_value() };
     Ok(match key {
         "gauge" => Expr::Gauge(leaf()?),
         "rate" => Expr::Rate(leaf()?),
@@ -132,7 +132,7 @@ fn read_form<'de, A: MapAccess<'de>>(key: &str, map: &mut A) -> Result<Expr, A::
 /// in [0, 1], a non-zero `mask` of a bit share, a finite `below` above 0 for a share below: no
 /// growth is under 0) and none that another leaf reads: a misplaced parameter would be silently
 /// ignored.
-fn leaf_parameters(key: &str, s: &Selector) -> Result<(), String> {
+fn leaf_parameters(key: &str, s: &SeriesSelector) -> Result<(), String> {
     let needs = match key {
         "quantile" | "quantile_floor" => "q",
         "bit_share" => "mask",
@@ -275,8 +275,9 @@ mod tests {
     #[test]
     fn nested_forms_parse_to_their_expression() {
         let text = "first: [{gauge: {metric: a}}, {scale: [{rate: {metric: b}}, 2]}]";
-        let selector =
-            |name: &str| serde_yaml::from_str::<Selector>(&format!("metric: {name}")).unwrap();
+        let selector = |name: &str| {
+            serde_yaml::from_str::<SeriesSelector>(&format!("metric: {name}")).unwrap()
+        };
         let expected = Expr::First(vec![
             Expr::Gauge(selector("a")),
             Expr::Scale(Box::new(Expr::Rate(selector("b"))), 2.0),

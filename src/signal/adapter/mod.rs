@@ -75,10 +75,10 @@ impl Adapters {
     }
 }
 
-/// Gives every selector of the adapters its own [`spec::Selector::slot`].
+/// Gives every selector of the adapters its own [`spec::SeriesSelector::slot`].
 fn number_selectors(list: &mut [AdapterSpec]) {
     let mut next = 0u32;
-    let mut number = |s: &spec::Selector| {
+    let mut number = |s: &spec::SeriesSelector| {
         let mut s = s.clone();
         s.slot = Some(next);
         next += 1;

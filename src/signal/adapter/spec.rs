@@ -51,7 +51,7 @@ pub struct AdapterSpec {
     pub info_facts: Vec<InfoFacts>,
     /// Facts read from a gauge's value (e.g. the maximum batch size Triton reports).
     #[serde(default, deserialize_with = "super::unique_keys::unique_keys")]
-    pub gauge_facts: BTreeMap<String, Selector>,
+    pub gauge_facts: BTreeMap<String, SeriesSelector>,
     /// Versions recognised by the presence of a metric name, newest first.
     #[serde(default)]
     pub versions: Vec<VersionHint>,
@@ -90,7 +90,7 @@ pub struct PickSpec {
     #[serde(default)]
     pub fact: Option<String>,
     /// The counter whose rate, summed per value of `label`, is largest for the chosen value.
-    pub largest_rate: Selector,
+    pub largest_rate: SeriesSelector,
     /// Why this value is the right one, in plain words (shown with the signals that use it).
     pub why: String,
 }
@@ -196,7 +196,7 @@ impl OneOrMany {
 /// A series selector: metric name (alternatives: the first with series wins) and label filters.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Selector {
+pub struct SeriesSelector {
     /// Sample name(s); older names after newer ones.
     pub metric: OneOrMany,
     /// Labels that must match.
@@ -233,7 +233,7 @@ pub struct Selector {
 
 /// Equal when they select alike and read alike; the slot is where a selection is kept, not
 /// what it is.
-impl PartialEq for Selector {
+impl PartialEq for SeriesSelector {
     fn eq(&self, other: &Self) -> bool {
         self.metric == other.metric
             && self.matchers == other.matchers
@@ -253,36 +253,36 @@ impl PartialEq for Selector {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
     /// A gauge's value: last (or window mean/max/min for statistics).
-    Gauge(Selector),
+    Gauge(SeriesSelector),
     /// Per-second rate of a counter over the window.
-    Rate(Selector),
+    Rate(SeriesSelector),
     /// Increase of a counter over the window.
-    Increase(Selector),
+    Increase(SeriesSelector),
     /// How many times a gauge's value changed within the window (PromQL `changes`): a
     /// process start time that changes is a restart.
-    Changes(Selector),
+    Changes(SeriesSelector),
     /// How many times a counter went down within the window (PromQL `resets`): a counter that
     /// starts over is a process that restarted, where no start time is exported.
-    Resets(Selector),
+    Resets(SeriesSelector),
     /// Share of the window during which a bitmask gauge had any of the selector's `mask` bits set.
-    BitShare(Selector),
+    BitShare(SeriesSelector),
     /// Share of the window's scrape intervals in which a counter grew more slowly than the
     /// selector's `below` per second (intervals with a reset left out): the share of time a
     /// core's idle time stood still is the share of time it was pegged, which a mean over the
     /// window hides when the window also holds calm seconds. No PromQL form in one query: live
     /// triage reads the counter's raw samples.
-    ShareBelow(Selector),
+    ShareBelow(SeriesSelector),
     /// `histogram_quantile` of the selector's `q` over the window (bucket rates summed by `le`);
     /// the metric is the histogram's base name, without `_bucket`.
-    Quantile(Selector),
+    Quantile(SeriesSelector),
     /// The lower edge of the bucket holding that quantile: the least the quantile can be (see
     /// [`window::histogram_quantile_floor`]). PromQL cannot turn a bucket's `le` into a value:
     /// live triage fetches the buckets' rates and evaluates it as the file reader does.
     ///
     /// [`window::histogram_quantile_floor`]: crate::signal::window::histogram_quantile_floor
-    QuantileFloor(Selector),
+    QuantileFloor(SeriesSelector),
     /// Histogram (or summary) mean over the window: rate(_sum) / rate(_count).
-    HistMean(Selector),
+    HistMean(SeriesSelector),
     /// Sum over series.
     Sum(Box<Expr>),
     /// Maximum over series.
@@ -422,7 +422,7 @@ impl Expr {
     }
 
     /// The series selector of a leaf.
-    pub fn selector(&self) -> Option<&Selector> {
+    pub fn selector(&self) -> Option<&SeriesSelector> {
         match self {
             Expr::Gauge(s)
             | Expr::Rate(s)
@@ -475,7 +475,7 @@ impl Expr {
     /// The same expression with every selector passed through `f` (which may fail).
     pub fn map_selectors<E>(
         &self,
-        f: &mut impl FnMut(&Selector) -> Result<Selector, E>,
+        f: &mut impl FnMut(&SeriesSelector) -> Result<SeriesSelector, E>,
     ) -> Result<Expr, E> {
         let b = |e: &Expr, f: &mut _| e.map_selectors(f).map(Box::new);
         Ok(match self {
@@ -543,7 +543,7 @@ impl Expr {
         &self,
         chosen: &BTreeMap<String, Result<(String, String), String>>,
     ) -> Result<Expr, String> {
-        self.map_selectors(&mut |s: &Selector| {
+        self.map_selectors(&mut |s: &SeriesSelector| {
             let Some(name) = &s.pick else {
                 return Ok(s.clone());
             };

@@ -52,8 +52,14 @@ pub struct Scraped {
     /// The URL as given.
     pub url: String,
     /// All rounds' samples merged, or why the endpoint failed (in any round).
-    pub result: Result<SeriesSet, String>,
+    pub result: Result<SeriesSet, EndpointFailed>,
 }
+
+/// Why an endpoint gave no samples: its first failure (with its round when there were several)
+/// and how many more rounds failed, as one sentence.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct EndpointFailed(pub String);
 
 /// What Prometheus asks for: OpenMetrics first, then the text format.
 const ACCEPT: &str =
@@ -107,7 +113,7 @@ pub fn scrape(
                         let s = if more == 1 { "" } else { "s" };
                         msg.push_str(&format!(" (and {more} more failed round{s})"));
                     }
-                    Err(msg)
+                    Err(EndpointFailed(msg))
                 }
             };
             Scraped {
@@ -244,29 +250,40 @@ fn describe_failures(ep: &Endpoint, rounds: usize) -> String {
     )
 }
 
+/// A `--header` argument that is not `Name: value`. No message quotes the value (it is often a
+/// secret).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderArgError {
+    /// No `:` (the first 40 characters are quoted).
+    #[error("invalid header {0:?}: expected `Name: value`, e.g. `Authorization: Bearer TOKEN`")]
+    NoColon(String),
+    /// Nothing before the `:`.
+    #[error("invalid header: the name before `:` is empty")]
+    EmptyName,
+    /// A name HTTP does not allow.
+    #[error("invalid header name {0:?}: letters, digits and `-` only, e.g. `Authorization`")]
+    Name(String),
+    /// Control characters in the value.
+    #[error("invalid value for header `{0}`: control characters are not allowed")]
+    Value(String),
+}
+
 /// Parses a `--header 'Name: value'` argument. The name must be a valid HTTP header name;
 /// blanks around the value are dropped. Errors never quote the value (it is often a secret).
-pub fn parse_header(s: &str) -> Result<(String, String), String> {
+pub fn parse_header(s: &str) -> Result<(String, String), HeaderArgError> {
     let Some((name, value)) = s.split_once(':') else {
-        return Err(format!(
-            "invalid header {:?}: expected `Name: value`, e.g. `Authorization: Bearer TOKEN`",
-            s.chars().take(40).collect::<String>()
-        ));
+        return Err(HeaderArgError::NoColon(s.chars().take(40).collect()));
     };
     let name = name.trim();
     if name.is_empty() {
-        return Err("invalid header: the name before `:` is empty".to_string());
+        return Err(HeaderArgError::EmptyName);
     }
     if HeaderName::from_bytes(name.as_bytes()).is_err() {
-        return Err(format!(
-            "invalid header name {name:?}: letters, digits and `-` only, e.g. `Authorization`"
-        ));
+        return Err(HeaderArgError::Name(name.to_string()));
     }
     let value = value.trim_matches(|c| c == ' ' || c == '\t');
     if HeaderValue::from_str(value).is_err() {
-        return Err(format!(
-            "invalid value for header `{name}`: control characters are not allowed"
-        ));
+        return Err(HeaderArgError::Value(name.to_string()));
     }
     Ok((name.to_string(), value.to_string()))
 }
@@ -287,13 +304,13 @@ struct Endpoint {
 
 /// A URL checked once, before the first round.
 #[derive(Debug, Clone)]
-struct Target {
+struct ScrapeTarget {
     url: Url,
     /// `host:port`, the `instance` label and the address named in errors.
     instance: String,
 }
 
-fn target(raw: &str) -> Result<Target, String> {
+fn target(raw: &str) -> Result<ScrapeTarget, String> {
     let url = Url::parse(raw.trim()).map_err(|e| {
         format!("invalid URL {raw:?}: {e} (expected e.g. http://127.0.0.1:8000/metrics)")
     })?;
@@ -309,7 +326,7 @@ fn target(raw: &str) -> Result<Target, String> {
     let port = url
         .port_or_known_default()
         .ok_or_else(|| format!("URL {raw:?} has no port"))?;
-    Ok(Target {
+    Ok(ScrapeTarget {
         instance: format!("{host}:{port}"),
         url,
     })
@@ -349,7 +366,7 @@ fn run_rounds_with(
             failures: Vec::new(),
         })
         .collect();
-    let targets: Vec<Result<Target, String>> = urls.iter().map(|u| target(u)).collect();
+    let targets: Vec<Result<ScrapeTarget, String>> = urls.iter().map(|u| target(u)).collect();
 
     let headers = match header_map(&opts.headers) {
         Ok(h) => h,
@@ -373,13 +390,10 @@ fn run_rounds_with(
         fail_all(&mut endpoints, reason, progress);
         return (endpoints, 0);
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::http::client_runtime() {
         Ok(rt) => rt,
         Err(e) => {
-            let reason = format!("cannot start the HTTP runtime: {e}");
+            let reason = e.to_string();
             fail_all(&mut endpoints, &reason, progress);
             return (endpoints, 0);
         }
@@ -432,7 +446,7 @@ impl Plan {
     /// Runs the rounds; returns how many ran (fewer than planned when a signal ended it).
     async fn run(
         &self,
-        targets: &[Result<Target, String>],
+        targets: &[Result<ScrapeTarget, String>],
         endpoints: &mut [Endpoint],
         progress: &mut dyn FnMut(&str),
         mut after_round: Option<AfterRound<'_>>,
@@ -445,7 +459,7 @@ impl Plan {
                 if stops_on_signal {
                     let stopped = tokio::select! {
                         () = self.wait_for_round(start, round, progress) => false,
-                        () = stop_signal() => true,
+                        () = crate::http::stop_signal() => true,
                     };
                     if stopped {
                         progress(&format!(
@@ -529,32 +543,6 @@ impl Plan {
     }
 }
 
-/// SIGINT (Ctrl-C) or, on Unix, SIGTERM: what stops a recording, and `serve`.
-pub async fn stop_signal() {
-    let interrupt = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    {
-        let terminate = async {
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(mut s) => {
-                    s.recv().await;
-                }
-                Err(_) => std::future::pending::<()>().await,
-            }
-        };
-        tokio::select! {
-            () = interrupt => {}
-            () = terminate => {}
-        }
-    }
-    #[cfg(not(unix))]
-    interrupt.await;
-}
-
 /// `5s`, `250ms`, `1.5s`: for progress lines.
 fn human_duration(d: Duration) -> String {
     let ms = d.as_millis();
@@ -567,42 +555,21 @@ fn human_duration(d: Duration) -> String {
     }
 }
 
+/// [`crate::http::header_map`], its error as the endpoint's failure text.
 fn header_map(headers: &[(String, String)]) -> Result<HeaderMap, String> {
-    let mut map = HeaderMap::new();
-    for (name, value) in headers {
-        let n = HeaderName::from_bytes(name.trim().as_bytes())
-            .map_err(|_| format!("invalid header name {name:?}"))?;
-        let v = HeaderValue::from_str(value.trim())
-            .map_err(|_| format!("invalid value for header `{name}`"))?;
-        map.append(n, v);
-    }
-    Ok(map)
+    crate::http::header_map(headers).map_err(|e| e.to_string())
 }
 
-/// A client for this call. The platform verifier loads the system's CA certificates when
-/// the client is built, which costs time and fails on hosts without any; plain-HTTP scrapes
-/// need neither, so they get an empty trust store (https then fails to verify, which cannot
-/// happen as no URL is https).
+/// A client for this call ([`crate::http::client`]): plain-HTTP scrapes trust no certificate,
+/// so the system's are loaded only when some URL is https.
 fn client(any_https: bool) -> Result<reqwest::Client, String> {
-    // Another part of the process may have installed a provider already; either is fine.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let builder = || {
-        reqwest::Client::builder()
-            .no_proxy()
-            .user_agent(concat!("llm-doctor/", env!("CARGO_PKG_VERSION")))
-    };
-    let built = if any_https {
-        builder().build()
-    } else {
-        builder().tls_certs_only([]).build()
-    };
-    built.map_err(|e| format!("cannot set up the HTTP client: {}", error_chain(&e)))
+    crate::http::client(crate::http::Trust::for_https(any_https)).map_err(|e| e.to_string())
 }
 
 /// One request: fetch, check, decompress, parse, stamp, label.
 async fn scrape_one(
     client: reqwest::Client,
-    target: Target,
+    target: ScrapeTarget,
     headers: HeaderMap,
     timeout: Duration,
 ) -> Result<SeriesSet, String> {
@@ -644,7 +611,7 @@ struct Page {
 
 async fn fetch(
     client: &reqwest::Client,
-    target: &Target,
+    target: &ScrapeTarget,
     headers: HeaderMap,
 ) -> Result<Page, String> {
     let mut response = client
@@ -765,7 +732,7 @@ fn short_parse_error(mut e: exposition::ParseError) -> String {
     e.to_string()
 }
 
-fn request_error(e: &reqwest::Error, target: &Target) -> String {
+fn request_error(e: &reqwest::Error, target: &ScrapeTarget) -> String {
     if e.is_timeout() {
         return format!("timed out waiting for {}", target.instance);
     }
@@ -787,20 +754,6 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
         inner = next;
     }
     inner.to_string()
-}
-
-/// All messages of an error chain, joined: for errors outside a request.
-pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut cur = e.source();
-    while let Some(next) = cur {
-        let msg = next.to_string();
-        if parts.last() != Some(&msg) {
-            parts.push(msg);
-        }
-        cur = next.source();
-    }
-    parts.join(": ")
 }
 
 /// Milliseconds since the Unix epoch by the system clock (0 if it reads before 1970).
@@ -853,14 +806,11 @@ mod tests {
             parse_header("X-Url: http://a:1"),
             Ok(("X-Url".to_string(), "http://a:1".to_string()))
         );
-        assert!(parse_header("Authorization Bearer x")
-            .unwrap_err()
-            .contains("expected `Name: value`"));
-        assert!(parse_header(": v").unwrap_err().contains("empty"));
-        assert!(parse_header("Bad Name: v")
-            .unwrap_err()
-            .contains("invalid header name"));
-        let e = parse_header("X: secret\r\nInjected: 1").unwrap_err();
+        let refused = |s| parse_header(s).unwrap_err().to_string();
+        assert!(refused("Authorization Bearer x").contains("expected `Name: value`"));
+        assert!(refused(": v").contains("empty"));
+        assert!(refused("Bad Name: v").contains("invalid header name"));
+        let e = refused("X: secret\r\nInjected: 1");
         assert!(!e.contains("secret"), "{e}");
     }
 
@@ -947,7 +897,7 @@ mod tests {
             &ScrapeOptions::default(),
             &mut |l| lines.push(l.to_string()),
         );
-        assert!(out[0].result.as_ref().unwrap_err().contains("scheme"));
+        assert!(out[0].result.as_ref().unwrap_err().0.contains("scheme"));
         assert_eq!(lines.len(), 1);
         let opts = ScrapeOptions {
             headers: vec![("Bad Name".to_string(), "v".to_string())],
@@ -964,6 +914,7 @@ mod tests {
             .result
             .as_ref()
             .unwrap_err()
+            .0
             .contains("invalid header name"));
         let (text, errors) = record(
             &["nope://x".to_string()],

@@ -62,11 +62,13 @@
 //! committed copy, kept current by a test.
 
 mod doc;
+mod error;
 mod read;
 mod schema;
 mod write;
 
 pub use doc::{format_time_ms, DEFAULT_SOURCE, SNAPSHOT_V1, TIMELINE_V1};
+pub use error::SnapshotFileError;
 pub use read::{looks_like, parse};
 pub use schema::json_schema;
 pub use write::{write, write_timeline};

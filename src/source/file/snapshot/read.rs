@@ -12,6 +12,7 @@ use super::doc::{
     format_time_ms, from_text, FactDoc, Named, Peek, PointDoc, SignalDoc, SnapshotDoc, TargetDoc,
     TimelineDoc, WindowDoc, DEFAULT_SOURCE, SNAPSHOT_V1, TIMELINE_V1,
 };
+use super::error::SnapshotFileError;
 use crate::prepared::Prepared;
 use crate::time::{parse_duration, parse_time};
 
@@ -44,10 +45,14 @@ pub fn parse(
     file: &str,
     catalog: &Catalog,
     at_ms: Option<i64>,
-) -> Result<Vec<Prepared>, String> {
+) -> Result<Vec<Prepared>, SnapshotFileError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let json = text.trim_start().starts_with('{');
-    let peek: Peek = from_text(text, json).map_err(|e| format!("{file}: {e}"))?;
+    let syntax = |detail: String| SnapshotFileError::Syntax {
+        file: file.to_string(),
+        detail,
+    };
+    let peek: Peek = from_text(text, json).map_err(syntax)?;
     let mut ctx = Ctx {
         file,
         text,
@@ -56,28 +61,25 @@ pub fn parse(
     };
     let out = match peek.llm_doctor.as_deref() {
         Some(SNAPSHOT_V1) => {
-            let doc: SnapshotDoc = from_text(text, json).map_err(|e| format!("{file}: {e}"))?;
+            let doc: SnapshotDoc = from_text(text, json).map_err(syntax)?;
             parse_snapshot(&mut ctx, doc, at_ms)
         }
         Some(TIMELINE_V1) => {
-            let doc: TimelineDoc = from_text(text, json).map_err(|e| format!("{file}: {e}"))?;
+            let doc: TimelineDoc = from_text(text, json).map_err(syntax)?;
             parse_timeline(&mut ctx, doc, at_ms)
         }
         Some(other) => {
-            return Err(format!(
-                "{file}: unsupported format `llm_doctor: {other}`: this llm-doctor reads `{SNAPSHOT_V1}` and `{TIMELINE_V1}`"
-            ))
+            return Err(SnapshotFileError::Unsupported {
+                file: file.to_string(),
+                found: other.to_string(),
+            })
         }
-        None => {
-            return Err(format!(
-                "{file}: not an llm-doctor snapshot: the first key must be `llm_doctor: {SNAPSHOT_V1}` or `llm_doctor: {TIMELINE_V1}`"
-            ))
-        }
+        None => return Err(SnapshotFileError::NotSnapshot(file.to_string())),
     };
     if ctx.errors.is_empty() {
         Ok(out)
     } else {
-        Err(ctx.errors.join("\n"))
+        Err(SnapshotFileError::Problems(ctx.errors))
     }
 }
 
@@ -322,7 +324,7 @@ fn parse_window(doc: Option<&WindowDoc>) -> Result<Window, String> {
 }
 
 fn parse_length(s: &str) -> Result<i64, String> {
-    match parse_duration(s)? {
+    match parse_duration(s).map_err(|e| e.to_string())? {
         0 => Err(format!("window length `{s}` must be longer than zero")),
         ms => Ok(ms),
     }
@@ -615,7 +617,9 @@ targets:
     }
 
     fn err(text: &str) -> String {
-        parse(text, "bad.yaml", &catalog(), None).unwrap_err()
+        parse(text, "bad.yaml", &catalog(), None)
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
@@ -680,7 +684,8 @@ targets:
             &catalog(),
             None,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.starts_with("b.json: ") && e.contains("line 2 column"),
             "{e}"
@@ -769,7 +774,9 @@ targets:
         );
         assert_eq!(depth(Some(t("2026-12-01T00:00:00Z"))).1, 0.0);
         assert_eq!(depth(Some(t("2027-01-01T00:00:00Z"))).1, 30.0);
-        let e = parse(TIMELINE, "t.yaml", &c, Some(t("2026-11-30T00:00:00Z"))).unwrap_err();
+        let e = parse(TIMELINE, "t.yaml", &c, Some(t("2026-11-30T00:00:00Z")))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no point at or before --at 2026-11-30T00:00:00Z: the first point is at 2026-12-01T00:00:00Z"), "{e}");
     }
 
@@ -806,7 +813,7 @@ targets:
                 1,
             );
             assert_ne!(text, SNAPSHOT, "{key} section found");
-            let err = parse(&text, "s.yaml", &c, None).unwrap_err();
+            let err = parse(&text, "s.yaml", &c, None).unwrap_err().to_string();
             assert!(err.contains(&format!("unknown {kind} ``")), "{err}");
         }
     }

@@ -8,6 +8,7 @@ use super::doc::{
     PointDoc, SignalDoc, SignalObj, SnapshotDoc, SnapshotTargetDoc, TargetDoc, TimelineDoc,
     TimelineTargetDoc, TimelineWindowDoc, WindowDoc, DEFAULT_SOURCE, SNAPSHOT_V1, TIMELINE_V1,
 };
+use super::error::SnapshotFileError;
 use crate::prepared::Prepared;
 use crate::time::format_duration;
 
@@ -42,7 +43,7 @@ pub fn write_timeline(
     snapshots: &[Prepared],
     catalog: &Catalog,
     json: bool,
-) -> Result<String, String> {
+) -> Result<String, SnapshotFileError> {
     let mut groups: Vec<(&Target, Vec<&Prepared>)> = Vec::new();
     for p in snapshots {
         match groups.iter_mut().find(|(t, _)| **t == p.snapshot.target) {
@@ -56,9 +57,9 @@ pub fn write_timeline(
         let mut points = Vec::new();
         for p in &list {
             if p.snapshot.window.end_ms.is_none() {
-                return Err(format!(
+                return Err(SnapshotFileError::Timeline(format!(
                     "{name}: a snapshot without a window end (lifetime values) cannot be a timeline point"
-                ));
+                )));
             }
         }
         list.sort_by_key(|p| p.snapshot.window.end_ms);
@@ -66,17 +67,17 @@ pub fn write_timeline(
         for pair in list.windows(2) {
             let (a, b) = (&pair[0].snapshot.window, &pair[1].snapshot.window);
             if a.end_ms == b.end_ms {
-                return Err(format!(
+                return Err(SnapshotFileError::Timeline(format!(
                     "{name}: two snapshots end at {}",
                     format_time_ms(a.end_ms.unwrap_or_default())
-                ));
+                )));
             }
             if b.length_ms != length {
-                return Err(format!(
+                return Err(SnapshotFileError::Timeline(format!(
                     "{name}: the snapshots' windows differ in length ({} and {}); a timeline has one",
                     a.length_ms.map_or("none".to_string(), format_duration),
                     b.length_ms.map_or("none".to_string(), format_duration)
-                ));
+                )));
             }
         }
         for p in &list {
@@ -322,11 +323,13 @@ mod tests {
         };
         assert!(write_timeline(&[lifetime], &c, false)
             .unwrap_err()
+            .to_string()
             .contains("cannot be a timeline point"));
         let mut other = snaps[0].clone();
         other.snapshot.window.length_ms = Some(1000);
         assert!(write_timeline(&[snaps[1].clone(), other], &c, false)
             .unwrap_err()
+            .to_string()
             .contains("differ in length"));
     }
 

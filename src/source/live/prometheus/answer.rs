@@ -8,12 +8,12 @@ use serde::Deserialize;
 
 /// One series of an answer: labels and value (non-finite values are kept here, and dropped
 /// when mapped to targets).
-pub(super) type Sample = (BTreeMap<String, String>, f64);
+pub(super) type AnswerSample = (BTreeMap<String, String>, f64);
 
 /// A successful answer.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Answer {
-    pub(super) samples: Vec<Sample>,
+    pub(super) samples: Vec<AnswerSample>,
     /// The raw series of a range-vector (matrix) answer, with their samples.
     pub(super) series: Vec<crate::signal::series::Series>,
     /// `warnings`, `infos` and `isPartial`, in words.

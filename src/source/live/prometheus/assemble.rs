@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use llm_doctor_engine::condition::WindowStats;
 use llm_doctor_engine::{SignalValue, Snapshot, Window};
 
-use super::answer::{Answer, Sample};
+use super::answer::{Answer, AnswerSample};
 use super::labels::label;
 use super::plan::{stat_index, stat_of, Answers, Plan, Purpose, Query};
 use super::targets::{build_targets, LiveTarget, Routes};
@@ -17,7 +17,7 @@ use crate::rules::Rules;
 use crate::signal::adapter::eval::{
     combined_window_stats, eval_signal, reads_gauge, Frame, Stat, TargetSeries,
 };
-use crate::signal::adapter::spec::{Expr, Selector as SeriesSelector};
+use crate::signal::adapter::spec::{Expr, SeriesSelector};
 use crate::signal::adapter::{absent_hint, fill_missing_hints, AdapterKind, AdapterSpec, Adapters};
 use crate::signal::promql;
 use crate::signal::series::Series;
@@ -359,7 +359,7 @@ fn map_answers<'a>(
                     .filter(|a| a.info_facts.iter().any(|f| &f.metric == metric))
                     .filter_map(|a| adapters.list.iter().position(|x| x.name == a.name))
                     .collect::<Vec<_>>();
-                let mut samples: Vec<&Sample> = answer.samples.iter().collect();
+                let mut samples: Vec<&AnswerSample> = answer.samples.iter().collect();
                 samples.sort_by(|a, b| a.0.cmp(&b.0));
                 for (labels, _) in samples {
                     for &i in &owner {

@@ -4,11 +4,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use anyhow::{bail, Result};
+use reqwest::header::HeaderMap;
 
 use super::answer::{parse_answer, Answer, Failure};
-use crate::source::live::scrape::error_chain;
+use crate::http::{error_chain, Trust};
 
 /// How to authenticate to Prometheus.
 #[derive(Debug, Clone, Default)]
@@ -164,54 +164,14 @@ pub(super) fn query_endpoint(url: &str) -> Result<reqwest::Url> {
         .map_err(|e| anyhow::anyhow!("--prometheus: invalid URL {url:?}: {e}"))
 }
 
-/// The HTTP client: HTTP/1.1 over rustls on ring, no proxy from the environment (as
-/// `crate::source::live::scrape`), trusting the CA file's certificates alone when one is given, the
-/// system's for other https URLs.
+/// The HTTP client ([`crate::http::client`]), trusting the CA file's certificates alone when
+/// one is given, the system's for other https URLs.
 pub(super) fn client(live: &LiveOptions) -> Result<reqwest::Client> {
-    // Another part of the process may have installed a provider already; either is fine.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let builder = reqwest::Client::builder()
-        .no_proxy()
-        .user_agent(concat!("llm-doctor/", env!("CARGO_PKG_VERSION")));
-    let builder = match &live.auth.ca_file {
-        Some(path) => {
-            let pem = std::fs::read(path)
-                .with_context(|| format!("reading the CA file `{}`", path.display()))?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
-                anyhow::anyhow!(
-                    "the CA file `{}` holds no usable PEM certificate: {}",
-                    path.display(),
-                    error_chain(&e)
-                )
-            })?;
-            if certs.is_empty() {
-                bail!(
-                    "the CA file `{}` holds no PEM certificate (`-----BEGIN CERTIFICATE-----`)",
-                    path.display()
-                );
-            }
-            builder.tls_certs_only(certs)
-        }
-        // The platform verifier costs time and fails on hosts without CA certificates; plain
-        // HTTP needs none.
-        None if !live.url.trim_start().starts_with("https:") => builder.tls_certs_only([]),
-        None => builder,
+    let trust = match &live.auth.ca_file {
+        Some(path) => Trust::CaFile(path),
+        None => Trust::for_https(live.url.trim_start().starts_with("https:")),
     };
-    builder
-        .build()
-        .map_err(|e| anyhow::anyhow!("cannot set up the HTTP client: {}", error_chain(&e)))
-}
-
-pub(super) fn header_map(headers: &[(String, String)]) -> Result<HeaderMap> {
-    let mut map = HeaderMap::new();
-    for (name, value) in headers {
-        let n = HeaderName::from_bytes(name.trim().as_bytes())
-            .map_err(|_| anyhow::anyhow!("invalid header name {name:?}"))?;
-        let v = HeaderValue::from_str(value.trim())
-            .map_err(|_| anyhow::anyhow!("invalid value for header `{name}`"))?;
-        map.append(n, v);
-    }
-    Ok(map)
+    Ok(crate::http::client(trust)?)
 }
 
 fn human(d: Duration) -> String {

@@ -10,7 +10,7 @@ use super::answer::{Answer, Failure};
 use super::http::Http;
 use super::labels::{engine_replicas, label};
 use crate::signal::adapter::eval::{reads_gauge, Stat};
-use crate::signal::adapter::spec::{Expr, Selector as SeriesSelector};
+use crate::signal::adapter::spec::{Expr, SeriesSelector};
 use crate::signal::adapter::{AdapterKind, AdapterSpec, Adapters};
 use crate::signal::promql;
 use crate::signal::promql::{escape, regex_quote};
@@ -184,13 +184,13 @@ impl Plan<'_> {
             }
         }
         let by: &[&str] = if engine { ENGINE_BY } else { JOIN_LABELS };
-        let options = |stat| promql::Options {
+        let options = |stat| promql::QueryOptions {
             window: &self.window,
             by,
             matchers: &matchers,
             stat,
             picks: &a.picks,
-            ..promql::Options::default()
+            ..promql::QueryOptions::default()
         };
         // Picks a fact names become plain matchers; the others are chosen by the query itself.
         let named: BTreeMap<String, Result<(String, String), String>> = a

@@ -6,12 +6,13 @@ use anyhow::{bail, Context, Result};
 
 use super::answer::{Answer, Failure};
 use super::assemble::first_line;
-use super::http::{api_seconds, client, form_post, header_map, query_endpoint, Http, LiveOptions};
+use super::http::{api_seconds, client, form_post, query_endpoint, Http, LiveOptions};
+use crate::http::error_chain;
+use crate::http::header_map;
 use crate::rules::Rules;
 use crate::signal::adapter::AdapterSpec;
 use crate::signal::promql::{escape, regex_quote};
 use crate::signal::series::SeriesSet;
-use crate::source::live::scrape::error_chain;
 use crate::target::{self};
 
 /// The raw series of a range, as [`range_from_prometheus`] read them, with how long its
@@ -279,10 +280,7 @@ impl<'a> RangeQueries<'a> {
             .map_err(|e| anyhow::anyhow!("--prometheus: {e}"))?;
         let client = client(live)?;
         let headers = header_map(&live.auth.headers)?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("cannot start the HTTP runtime")?;
+        let runtime = crate::http::client_runtime()?;
         Ok(RangeQueries {
             live,
             endpoint,

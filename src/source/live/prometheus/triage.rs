@@ -2,12 +2,13 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use llm_doctor_engine::Window;
 
 use super::assemble::{assemble, LiveResult};
-use super::http::{api_seconds, client, header_map, query_endpoint, Http, LiveOptions};
+use super::http::{api_seconds, client, query_endpoint, Http, LiveOptions};
 use super::plan::{run, Plan};
+use crate::http::header_map;
 use crate::prepared::{self, UserInputs};
 use crate::rules::Rules;
 
@@ -39,14 +40,11 @@ pub fn prepare_from_prometheus(
     if tokio::runtime::Handle::try_current().is_ok() {
         bail!("internal error: prepare_from_prometheus called from inside an async runtime");
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the HTTP runtime")?;
+    let runtime = crate::http::client_runtime()?;
 
     let plan = Plan {
         adapters: &adapters,
-        // Left-open as the reader's window, on Prometheus 2 too (see `promql::Options::window`).
+        // Left-open as the reader's window, on Prometheus 2 too (see `promql::QueryOptions::window`).
         window: prom_duration(opts.window_ms - 1),
         selector: opts.selector.as_ref(),
         facts: &opts.facts,
