@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Sends every query of one live triage again as a range query, to measure the other design of
-`postmortem --prometheus` (BENCHMARKS.md): Prometheus evaluating each signal at every step,
-instead of the raw series fetched once per adapter and judged by llm-doctor.
+`postmortem --prometheus` (docs/benchmarks-history.md): Prometheus evaluating each signal at every
+step, instead of the raw series fetched once per adapter and judged by llm-doctor.
 
 Usage: bench-triage-as-range.py QUERY_LOG URL START END STEP [IN_FLIGHT]
 QUERY_LOG is a Prometheus `query_log_file` holding one triage's instant queries only

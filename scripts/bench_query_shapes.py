@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Replays one live triage's queries against a Prometheus in other shapes, to measure a query
-design before building it (BENCHMARKS.md, "Other shapes of the same queries").
+design before building it (docs/benchmarks-history.md, "Other shapes of the same queries").
 
 The queries are taken from Prometheus' query log (`query_log_file`) of one
 `llm-doctor diagnose --prometheus URL --at T` run (the first N lines: the triage's own count).

@@ -12,8 +12,8 @@ pub const EVERY: Duration = Duration::from_secs(30);
 /// core, and every triage runs on a new thread, so the triages spread over many heaps, each
 /// keeping its own high-water of pages that small surviving blocks pin and a trim cannot
 /// return. With 2, the 10-minute on_receipt soak peaked at 72.7 MiB instead of 90.0 and ended
-/// within 13 % of its 60 s figure (BENCHMARKS.md); serve's threads mostly wait on the network,
-/// so two heaps are not a point of contention.
+/// within 13 % of its 60 s figure (docs/benchmarks-history.md); serve's threads mostly wait on
+/// the network, so two heaps are not a point of contention.
 pub const ARENAS: i32 = 2;
 
 /// Applies [`ARENAS`]; call before any thread is started.
