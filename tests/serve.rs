@@ -980,3 +980,48 @@ fn sigterm_drains_the_queue_within_the_shutdown_timeout() {
         "{rest:?}"
     );
 }
+
+#[test]
+fn the_log_is_json_lines_with_log_format_json() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let port = StdListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = dir.path().join("doctor.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "listen: 127.0.0.1:{port}\nprometheus:\n  url: {}\nsinks:\n  - type: webhook\n    url: {}/hook\n",
+            closed_url(),
+            closed_url()
+        ),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
+        .args(["serve", "--log-format", "json", "--config"])
+        .arg(&config)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&first).unwrap_or_else(|e| panic!("{e}: {first}"));
+    assert_eq!(v["level"], "INFO", "{first}");
+    assert!(
+        v["message"].as_str().unwrap().contains("is listening"),
+        "{first}"
+    );
+    assert_eq!(v["listen"], format!("127.0.0.1:{port}"), "{first}");
+    assert_eq!(v["sinks"], 1, "{first}");
+    terminate(&mut child);
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("\"message\":\"shutting down: finishing the requests in flight\"")),
+        "{rest:?}"
+    );
+}

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use super::outcome::Outcome;
+use crate::serve::log::LogFormat;
 
 /// Arguments of `serve`.
 #[derive(Debug, clap::Args)]
@@ -15,10 +16,14 @@ pub struct ServeArgs {
     /// A directory of playbooks (and `signals/` adapters) that add to or override the shipped ones.
     #[arg(long)]
     pub rules: Option<PathBuf>,
+    /// How the log on stderr is written: `key=value: message` lines, or one JSON object per line.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
 }
 
 /// Runs `serve` until the server stops.
 pub fn run(args: ServeArgs) -> Result<Outcome> {
+    crate::serve::log::init(args.log_format);
     crate::serve::run(&args.config, args.rules.as_deref())?;
     Ok(Outcome {
         stdout: String::new(),

@@ -35,7 +35,7 @@ pub async fn serve(
                 Ok(a) => a,
                 Err(e) => {
                     // Out of file descriptors and the like: pause instead of spinning.
-                    eprintln!("error={e}: cannot accept a connection; retrying in 100 ms");
+                    tracing::warn!(error = %e, "cannot accept a connection; retrying in 100 ms");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }

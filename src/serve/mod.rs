@@ -25,6 +25,7 @@ pub mod bounded;
 pub mod config;
 pub mod deliveries;
 pub mod listen;
+pub mod log;
 pub mod metrics;
 pub mod payload;
 pub mod queue;
@@ -175,11 +176,11 @@ pub fn run(config: &Path, rules_dir: Option<&Path>) -> Result<()> {
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("cannot listen on {listen}"))?;
-        eprintln!(
-            "listen={} prometheus={} sinks={}: llm-doctor serve is listening (ready once Prometheus answers: see /readyz)",
-            listener.local_addr().map_or(listen, |a| a),
-            app.settings.prometheus_url,
-            app.settings.sinks.len()
+        tracing::info!(
+            listen = %listener.local_addr().map_or(listen, |a| a),
+            prometheus = %app.settings.prometheus_url,
+            sinks = app.settings.sinks.len(),
+            "llm-doctor serve is listening (ready once Prometheus answers: see /readyz)"
         );
         // A signal starts a graceful shutdown; connections that do not finish within
         // receiver.shutdown_timeout (a client that never completes its request) are dropped.
@@ -197,13 +198,13 @@ pub fn run(config: &Path, rules_dir: Option<&Path>) -> Result<()> {
         });
         tokio::select! {
             () = server => {
-                eprintln!("llm-doctor serve stopped after finishing the requests in flight");
+                tracing::info!("llm-doctor serve stopped after finishing the requests in flight");
             }
             () = async {
                 signalled.notified().await;
                 tokio::time::sleep(grace).await;
             } => {
-                eprintln!(
+                tracing::warn!(
                     "llm-doctor serve stopped: connections still open after {} ms were dropped",
                     grace.as_millis()
                 );
@@ -222,24 +223,28 @@ pub fn run(config: &Path, rules_dir: Option<&Path>) -> Result<()> {
 async fn drain(app: &App, deadline: Instant) {
     let depth = app.queue.depth().items;
     if depth > 0 {
-        eprintln!("queued={depth}: delivering the queued notifications before exiting");
+        tracing::info!(
+            queued = depth,
+            "delivering the queued notifications before exiting"
+        );
     }
     if app.queue.drain(deadline).await {
-        eprintln!("queued=0: every queued notification was delivered");
+        tracing::info!(queued = 0, "every queued notification was delivered");
         return;
     }
     let left = app.queue.undelivered();
-    eprintln!(
-        "undelivered={} fingerprints={left:?} shutdown_timeout_ms={}: notifications answered 202 were not delivered before the shutdown timeout and are lost",
-        app.queue.depth().items,
-        app.settings.shutdown_timeout.as_millis()
+    tracing::error!(
+        undelivered = app.queue.depth().items,
+        fingerprints = ?left,
+        shutdown_timeout_ms = app.settings.shutdown_timeout.as_millis() as u64,
+        "notifications answered 202 were not delivered before the shutdown timeout and are lost"
     );
 }
 
 /// Resolves on ctrl-c or SIGTERM.
 pub async fn shutdown_signal() {
     crate::http::stop_signal().await;
-    eprintln!("shutting down: finishing the requests in flight");
+    tracing::info!("shutting down: finishing the requests in flight");
 }
 
 fn answer(code: StatusCode, body: serde_json::Value) -> Response {
@@ -362,9 +367,10 @@ async fn handle(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Response {
     match tokio::time::timeout(app.settings.request_timeout, process(app, &raw, &group)).await {
         Ok(r) => r,
         Err(_) => {
-            eprintln!(
-                "group_key={:?} fingerprints={fingerprints:?}: handling took longer than {} ms; answering 503 so Alertmanager resends",
-                group.group_key,
+            tracing::warn!(
+                group_key = ?group.group_key,
+                fingerprints = ?fingerprints,
+                "handling took longer than {} ms; answering 503 so Alertmanager resends",
                 app.settings.request_timeout.as_millis()
             );
             answer(
@@ -407,9 +413,10 @@ async fn process(app: &Arc<App>, raw: &serde_json::Value, group: &Notification) 
     let _claim = app.deliveries.claim(digest).await;
     let mut record = app.deliveries.get(digest);
     if record.all_accepted(app.settings.sinks.len()) {
-        eprintln!(
-            "group_key={:?} fingerprints={fingerprints:?}: already delivered, answering 200",
-            group.group_key
+        tracing::info!(
+            group_key = ?group.group_key,
+            fingerprints = ?fingerprints,
+            "already delivered, answering 200"
         );
         return answer(StatusCode::OK, json!({"status": "duplicate"}));
     }
@@ -451,16 +458,23 @@ async fn process(app: &Arc<App>, raw: &serde_json::Value, group: &Notification) 
                 // Recorded at once: a request cut short by its deadline keeps what it achieved.
                 record.accept(i);
                 app.deliveries.put(digest, record);
-                eprintln!(
-                    "group_key={:?} fingerprints={fingerprints:?} sink={name} attempts={attempts}: delivered",
-                    group.group_key
+                tracing::info!(
+                    group_key = ?group.group_key,
+                    fingerprints = ?fingerprints,
+                    sink = %name,
+                    attempts,
+                    "delivered"
                 );
             }
             Err(gave_up) => {
                 app.metrics.inc("llm_doctor_sink_failures_total", &name);
-                eprintln!(
-                    "group_key={:?} fingerprints={fingerprints:?} sink={name} attempts={} error={:?}: sink did not accept the notification before the deadline; answering 503",
-                    group.group_key, gave_up.attempts, gave_up.last_error
+                tracing::warn!(
+                    group_key = ?group.group_key,
+                    fingerprints = ?fingerprints,
+                    sink = %name,
+                    attempts = gave_up.attempts,
+                    error = ?gave_up.last_error,
+                    "sink did not accept the notification before the deadline; answering 503"
                 );
                 failed.push(json!({"sink": name, "error": gave_up.last_error}));
             }
@@ -522,8 +536,10 @@ fn enqueue(app: &Arc<App>, raw: serde_json::Value, group: Notification) -> Respo
     let group_key = group.group_key.clone();
     if !app.queue.push(raw, group) {
         let capacity = app.queue.capacity();
-        eprintln!(
-            "group_key={group_key:?} capacity={capacity}: delivery queue full; answering 503 so Alertmanager resends"
+        tracing::warn!(
+            group_key = ?group_key,
+            capacity,
+            "delivery queue full; answering 503 so Alertmanager resends"
         );
         return answer(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -584,10 +600,13 @@ async fn deliver_queued(app: &Arc<App>, item: &queue::Item) {
         };
         record.accept(i);
         app.deliveries.put(digest, record);
-        eprintln!(
-            "group_key={:?} fingerprints={fingerprints:?} sink={name} attempts={attempts} queued_ms={}: delivered",
-            group.group_key,
-            item.accepted.elapsed().as_millis()
+        tracing::info!(
+            group_key = ?group.group_key,
+            fingerprints = ?fingerprints,
+            sink = %name,
+            attempts,
+            queued_ms = item.accepted.elapsed().as_millis() as u64,
+            "delivered"
         );
     }
 }
@@ -622,11 +641,12 @@ async fn deliver_until_accepted(app: &App, sink: &config::Sink, body: &serde_jso
                 total += gave_up.attempts;
                 app.metrics
                     .inc("llm_doctor_sink_failures_total", &sink.name);
-                eprintln!(
-                    "sink={} attempts={total} error={:?} retry_in_ms={}: sink did not accept a queued notification; retrying until it does",
-                    sink.name,
-                    gave_up.last_error,
-                    backoff.as_millis()
+                tracing::warn!(
+                    sink = %sink.name,
+                    attempts = total,
+                    error = ?gave_up.last_error,
+                    retry_in_ms = backoff.as_millis() as u64,
+                    "sink did not accept a queued notification; retrying until it does"
                 );
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(30));
@@ -685,15 +705,17 @@ async fn diagnose_group(app: &Arc<App>, group: &Notification) -> Vec<Option<Arc<
         app.metrics
             .inc("llm_doctor_diagnoses_total", outcome.metric_outcome());
         match &outcome.unavailable {
-            Some(reason) => eprintln!(
-                "fingerprint={} starts_at={} reason={reason:?}: diagnosis unavailable",
-                alert.fingerprint, alert.starts_at
+            Some(reason) => tracing::warn!(
+                fingerprint = %alert.fingerprint,
+                starts_at = %alert.starts_at,
+                reason = ?reason,
+                "diagnosis unavailable"
             ),
-            None => eprintln!(
-                "fingerprint={} starts_at={} status={}: diagnosed",
-                alert.fingerprint,
-                alert.starts_at,
-                outcome.json["status"].as_str().unwrap_or("?")
+            None => tracing::info!(
+                fingerprint = %alert.fingerprint,
+                starts_at = %alert.starts_at,
+                status = %outcome.json["status"].as_str().unwrap_or("?"),
+                "diagnosed"
             ),
         }
         // Unavailable diagnoses are not cached: a resend may find Prometheus back.

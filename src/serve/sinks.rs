@@ -227,10 +227,12 @@ pub async fn deliver(
                 attempts,
             });
         }
-        eprintln!(
-            "sink={} attempt={attempts} error={error:?} retry_in_ms={}: sink refused the notification, retrying",
-            sink.name,
-            backoff.as_millis()
+        tracing::warn!(
+            sink = %sink.name,
+            attempt = attempts,
+            error = ?error,
+            retry_in_ms = backoff.as_millis() as u64,
+            "sink refused the notification, retrying"
         );
         on_retry();
         tokio::time::sleep(backoff).await;

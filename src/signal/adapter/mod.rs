@@ -10,7 +10,7 @@ pub mod spec;
 pub mod stats;
 mod unique_keys;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use llm_doctor_engine::condition::WindowStats;
 use llm_doctor_engine::suggest::hint;
@@ -198,7 +198,7 @@ pub fn choose_picks(
     facts: &[(String, String)],
     ts: &TargetSeries<'_>,
     frame: Frame,
-) -> BTreeMap<String, Result<(String, String), String>> {
+) -> spec::Picks {
     a.picks
         .iter()
         .map(|(name, p)| {
@@ -215,7 +215,7 @@ pub fn choose_picks(
                         .as_ref()
                         .map(|f| format!(" (name it with --fact {f}=...)"))
                         .unwrap_or_default();
-                    format!("no {name} {}{hint}: {e}", p.label)
+                    spec::NoPick(format!("no {name} {}{hint}: {e}", p.label))
                 }),
             };
             (name.clone(), value.map(|v| (p.label.clone(), v)))
@@ -300,7 +300,7 @@ pub fn fill_signals_from(
                 Ok(e) => e,
                 Err(reason) => {
                     if provenance {
-                        let _ = snapshot.set_hint(catalog, name, absent_hint(a, name, reason));
+                        let _ = snapshot.set_hint(catalog, name, absent_hint(a, name, &reason.0));
                     }
                     continue;
                 }

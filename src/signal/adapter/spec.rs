@@ -539,10 +539,7 @@ impl Expr {
 
     /// The expression with each `pick` replaced by a matcher on the value `chosen` gives it
     /// (label, value), or why a pick has none.
-    pub fn with_picks(
-        &self,
-        chosen: &BTreeMap<String, Result<(String, String), String>>,
-    ) -> Result<Expr, String> {
+    pub fn with_picks(&self, chosen: &Picks) -> Result<Expr, NoPick> {
         self.map_selectors(&mut |s: &SeriesSelector| {
             let Some(name) = &s.pick else {
                 return Ok(s.clone());
@@ -562,3 +559,12 @@ impl Expr {
         })
     }
 }
+
+/// Why a pick has no value for a target (no series to choose from, say), with the fact that
+/// would name it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NoPick(pub String);
+
+/// Per pick name, the (label, value) it chose for a target, or why it chose none.
+pub type Picks = BTreeMap<String, Result<(String, String), NoPick>>;

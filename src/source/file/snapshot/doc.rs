@@ -11,6 +11,8 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
+use super::error::SnapshotFileError;
+
 /// Marker value of a snapshot file.
 pub const SNAPSHOT_V1: &str = "snapshot/v1";
 /// Marker value of a timeline file.
@@ -18,14 +20,22 @@ pub const TIMELINE_V1: &str = "timeline/v1";
 /// Provenance of values whose `source` the file leaves out.
 pub const DEFAULT_SOURCE: &str = "snapshot file";
 
-/// The document in `text`, JSON when `json`, else YAML; errors carry line and column.
-pub(super) fn from_text<T: de::DeserializeOwned>(text: &str, json: bool) -> Result<T, String> {
-    if json {
+/// The document in `text` of `file`, JSON when `json`, else YAML; errors carry line and column.
+pub(super) fn from_text<T: de::DeserializeOwned>(
+    text: &str,
+    json: bool,
+    file: &str,
+) -> Result<T, SnapshotFileError> {
+    let parsed = if json {
         serde_json::from_str(text).map_err(|e| e.to_string())
     } else {
-        llm_doctor_engine::yaml_guard::check_depth(text)?;
-        serde_yaml::from_str(text).map_err(|e| e.to_string())
-    }
+        llm_doctor_engine::yaml_guard::check_depth(text)
+            .and_then(|()| serde_yaml::from_str(text).map_err(|e| e.to_string()))
+    };
+    parsed.map_err(|detail| SnapshotFileError::Syntax {
+        file: file.to_string(),
+        detail,
+    })
 }
 
 /// The document as text, JSON when `json`, else YAML.

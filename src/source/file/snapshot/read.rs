@@ -48,11 +48,7 @@ pub fn parse(
 ) -> Result<Vec<Prepared>, SnapshotFileError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let json = text.trim_start().starts_with('{');
-    let syntax = |detail: String| SnapshotFileError::Syntax {
-        file: file.to_string(),
-        detail,
-    };
-    let peek: Peek = from_text(text, json).map_err(syntax)?;
+    let peek: Peek = from_text(text, json, file)?;
     let mut ctx = Ctx {
         file,
         text,
@@ -61,11 +57,11 @@ pub fn parse(
     };
     let out = match peek.llm_doctor.as_deref() {
         Some(SNAPSHOT_V1) => {
-            let doc: SnapshotDoc = from_text(text, json).map_err(syntax)?;
+            let doc: SnapshotDoc = from_text(text, json, file)?;
             parse_snapshot(&mut ctx, doc, at_ms)
         }
         Some(TIMELINE_V1) => {
-            let doc: TimelineDoc = from_text(text, json).map_err(syntax)?;
+            let doc: TimelineDoc = from_text(text, json, file)?;
             parse_timeline(&mut ctx, doc, at_ms)
         }
         Some(other) => {

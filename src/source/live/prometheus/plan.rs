@@ -193,7 +193,7 @@ impl Plan<'_> {
             ..promql::QueryOptions::default()
         };
         // Picks a fact names become plain matchers; the others are chosen by the query itself.
-        let named: BTreeMap<String, Result<(String, String), String>> = a
+        let named: crate::signal::adapter::spec::Picks = a
             .picks
             .iter()
             .filter_map(|(name, p)| {
