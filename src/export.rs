@@ -181,10 +181,7 @@ pub fn export_prometheus(
     if engines.is_empty() {
         bail!("unknown engine `{}`", engine.unwrap_or(""));
     }
-    let slos = rules
-        .playbook
-        .slo_values(&BTreeMap::new())
-        .map_err(anyhow::Error::msg)?;
+    let slos = rules.playbook.slo_values(&BTreeMap::new())?;
     let mut groups = Vec::new();
     let mut skipped = Vec::new();
     for a in engines {

@@ -113,7 +113,7 @@ impl Catalog {
     pub fn from_yaml(text: &str, file: &str) -> Result<Catalog, CatalogError> {
         crate::yaml_guard::check_depth(text).map_err(|detail| CatalogError::TooDeep {
             file: file.to_string(),
-            detail,
+            detail: detail.to_string(),
         })?;
         let spec: CatalogSpec =
             serde_yaml::from_str(text).map_err(|source| CatalogError::Yaml {

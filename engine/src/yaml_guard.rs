@@ -7,16 +7,38 @@ pub const MAX_FLOW_DEPTH: usize = 64;
 /// Widest indentation allowed, in columns (block nesting).
 pub const MAX_INDENT: usize = 256;
 
+/// Text nested deeper than the YAML parser is let to read; the message starts with
+/// `line:column`, for the caller to put its file in front.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TooDeep {
+    /// A line indented past [`MAX_INDENT`].
+    #[error("{line}:1: indented {columns} columns: nested deeper than {MAX_INDENT} columns allow")]
+    Indented {
+        /// 1-based.
+        line: usize,
+        /// Its indentation.
+        columns: usize,
+    },
+    /// Flow brackets nested past [`MAX_FLOW_DEPTH`].
+    #[error("{line}:{column}: nested deeper than {MAX_FLOW_DEPTH} levels of `[` and `{{`")]
+    Brackets {
+        /// 1-based.
+        line: usize,
+        /// 1-based, of the bracket one too deep.
+        column: usize,
+    },
+}
+
 /// Refuses `text` nested deeper than the limits, saying where (`line:column`).
-pub fn check_depth(text: &str) -> Result<(), String> {
+pub fn check_depth(text: &str) -> Result<(), TooDeep> {
     let mut depth = 0usize;
     for (n, line) in text.lines().enumerate() {
         let indent = line.len() - line.trim_start_matches([' ', '\t']).len();
         if indent > MAX_INDENT {
-            return Err(format!(
-                "{}:1: indented {indent} columns: nested deeper than {MAX_INDENT} columns allow",
-                n + 1
-            ));
+            return Err(TooDeep::Indented {
+                line: n + 1,
+                columns: indent,
+            });
         }
         let mut quote: Option<char> = None;
         let mut escaped = false;
@@ -40,11 +62,10 @@ pub fn check_depth(text: &str) -> Result<(), String> {
                     '[' | '{' => {
                         depth += 1;
                         if depth > MAX_FLOW_DEPTH {
-                            return Err(format!(
-                                "{}:{}: nested deeper than {MAX_FLOW_DEPTH} levels of `[` and `{{`",
-                                n + 1,
-                                col + 1
-                            ));
+                            return Err(TooDeep::Brackets {
+                                line: n + 1,
+                                column: col + 1,
+                            });
                         }
                     }
                     ']' | '}' => depth = depth.saturating_sub(1),
@@ -63,11 +84,12 @@ mod tests {
     #[test]
     fn deep_input_is_refused_with_its_place_and_ordinary_yaml_passes() {
         let deep = "[".repeat(100_000);
-        let e = check_depth(&deep).unwrap_err();
+        let e = check_depth(&deep).unwrap_err().to_string();
         assert!(e.starts_with("1:65: nested deeper than 64"), "{e}");
         let indented = format!("a:\n{}b: 1\n", " ".repeat(1000));
         assert!(check_depth(&indented)
             .unwrap_err()
+            .to_string()
             .starts_with("2:1: indented 1000"));
         let ok = "a: [1, [2, {b: \"[[[[[[\"}]]\n# [[[[[[[\nc: '{{{{'\n";
         assert_eq!(check_depth(ok), Ok(()));

@@ -435,7 +435,8 @@ fn info_causes_leave_a_target_healthy_and_slos_can_be_overridden() {
     assert_eq!(d.status, Status::Degraded);
     let err = pb
         .slo_values(&BTreeMap::from([("ttft_p99".to_string(), 2.0)]))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("did you mean `ttft_p99_seconds`?"), "{err}");
 }
 

@@ -115,11 +115,7 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
     crate::report::why::check_ids(&rules.playbook, &args.why)?;
     let engine_args = verdict::input::engine_args(args.engine_args.as_deref())?;
     let slos: BTreeMap<String, f64> = args.slos.iter().cloned().collect();
-    let slo_values = rules
-        .playbook
-        .slo_values(&slos)
-        .map_err(anyhow::Error::msg)
-        .context("--slo")?;
+    let slo_values = rules.playbook.slo_values(&slos).context("--slo")?;
     let sampling = args
         .nvml
         .then(|| args.nvml_sampling.sampling(nvml::Sampling::default()))

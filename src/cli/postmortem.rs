@@ -204,11 +204,7 @@ fn charts_dir(output: &Path) -> PathBuf {
 
 fn slo_values(rules: &Rules, slos: &[(String, f64)]) -> Result<Vec<f64>> {
     let map: BTreeMap<String, f64> = slos.iter().cloned().collect();
-    rules
-        .playbook
-        .slo_values(&map)
-        .map_err(anyhow::Error::msg)
-        .context("--slo")
+    rules.playbook.slo_values(&map).context("--slo")
 }
 
 fn options(input: &RangeInputArgs) -> Result<Options> {

@@ -435,11 +435,7 @@ pub fn diagnose_case_checking(
     let set = crate::source::file::parse_inputs(&[(file.display().to_string(), text)])?;
     let opts = case_options(case, &set)?;
     let prepared = pipeline::prepare(&set, rules, &opts)?;
-    let slos = rules
-        .playbook
-        .slo_values(&case.slos)
-        .map_err(anyhow::Error::msg)
-        .context("slos")?;
+    let slos = rules.playbook.slo_values(&case.slos).context("slos")?;
     let mut reports: Vec<TargetReport> = prepared
         .into_iter()
         .map(|p| crate::verdict::judge(&rules.playbook, p, &slos, why))

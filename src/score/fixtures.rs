@@ -196,10 +196,7 @@ fn run_inner(path: &Path, rules: &Rules, result: &mut FixtureResult) -> Result<(
     let opts = options_of(&test)?;
     let set = crate::source::file::parse_inputs(&inputs)?;
     let prepared = pipeline::prepare(&set, rules, &opts)?;
-    let slos = rules
-        .playbook
-        .slo_values(&test.slos)
-        .map_err(anyhow::Error::msg)?;
+    let slos = rules.playbook.slo_values(&test.slos)?;
     let reports: Vec<TargetReport> = prepared
         .into_iter()
         .map(|p| crate::verdict::judge(&rules.playbook, p, &slos, &[]))

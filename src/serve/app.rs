@@ -43,10 +43,7 @@ pub struct App {
 impl App {
     /// The state for `settings`, diagnosing with `rules`.
     pub fn new(settings: Settings, rules: Arc<Rules>) -> Result<Arc<App>> {
-        let slos = rules
-            .playbook
-            .slo_values(&Default::default())
-            .map_err(anyhow::Error::msg)?;
+        let slos = rules.playbook.slo_values(&Default::default())?;
         let live = LiveOptions {
             url: settings.prometheus_url.clone(),
             auth: settings.prometheus_auth.clone(),

@@ -169,6 +169,18 @@ pub struct Remediation {
     pub fits_when: Option<Condition>,
 }
 
+/// An SLO name the playbook does not define (`--slo`, a case's `slos:`), with a suggestion.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown SLO `{name}`{hint}; SLOs: {known}")]
+pub struct UnknownSlo {
+    /// The name as given.
+    pub name: String,
+    /// ` (did you mean `x`?)`, or empty.
+    pub hint: String,
+    /// The SLOs there are, joined.
+    pub known: String,
+}
+
 /// The validated, compiled diagnosis graph.
 #[derive(Debug)]
 pub struct Playbook {
@@ -217,7 +229,7 @@ impl Playbook {
     }
 
     /// SLO values: defaults with `overrides` applied. Unknown SLO names are errors with a suggestion.
-    pub fn slo_values(&self, overrides: &BTreeMap<String, f64>) -> Result<Vec<f64>, String> {
+    pub fn slo_values(&self, overrides: &BTreeMap<String, f64>) -> Result<Vec<f64>, UnknownSlo> {
         let mut values: Vec<f64> = self.slos.iter().map(|s| s.default).collect();
         for (name, v) in overrides {
             match self.slos.iter().position(|s| &s.id == name) {
@@ -227,10 +239,11 @@ impl Playbook {
                     let hint = crate::suggest::did_you_mean(name, ids.iter().copied())
                         .map(|s| format!(" (did you mean `{s}`?)"))
                         .unwrap_or_default();
-                    return Err(format!(
-                        "unknown SLO `{name}`{hint}; SLOs: {}",
-                        ids.join(", ")
-                    ));
+                    return Err(UnknownSlo {
+                        name: name.clone(),
+                        hint,
+                        known: ids.join(", "),
+                    });
                 }
             }
         }

@@ -30,6 +30,7 @@ pub(super) fn from_text<T: de::DeserializeOwned>(
         serde_json::from_str(text).map_err(|e| e.to_string())
     } else {
         llm_doctor_engine::yaml_guard::check_depth(text)
+            .map_err(|e| e.to_string())
             .and_then(|()| serde_yaml::from_str(text).map_err(|e| e.to_string()))
     };
     parsed.map_err(|detail| SnapshotFileError::Syntax {

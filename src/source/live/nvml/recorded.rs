@@ -187,7 +187,7 @@ impl RecordedReader {
             path: name.to_string(),
             detail,
         };
-        llm_doctor_engine::yaml_guard::check_depth(text).map_err(err)?;
+        llm_doctor_engine::yaml_guard::check_depth(text).map_err(|e| err(e.to_string()))?;
         let file: ReadingsFile = serde_yaml::from_str(text).map_err(|e| err(e.to_string()))?;
         match file.fail {
             Some(SimulatedFailure::LibraryNotFound) => return Err(NvmlError::LibraryNotFound),
