@@ -203,3 +203,32 @@ fn prepare_and_diagnose_fleet(bencher: Bencher, n: usize) {
             .collect::<Vec<_>>()
     });
 }
+
+/// What `diagnose FILE` does short of rendering, through the road every entry point shares:
+/// `verdict::gather` streams the file into prepared targets, `verdict::judge_all` judges them
+/// (a fleet on every core, worst first). A fleet of 100 replicas, 10 minutes at 15 s, gzip.
+#[divan::bench(sample_count = 10)]
+fn gather_and_judge_fleet_100(bencher: Bencher) {
+    use llm_doctor::verdict;
+    let rules = load_rules(None).unwrap();
+    let files = [fleet_file(100)];
+    let slos = rules.playbook.slo_values(&Default::default()).unwrap();
+    let opts = Options {
+        window_ms: 300_000,
+        ..Options::default()
+    };
+    let sources = verdict::Sources {
+        files: &files,
+        scrape: &[],
+        interval: std::time::Duration::from_secs(15),
+        scrape_options: Default::default(),
+        nvml: None,
+        prometheus: None,
+        quiet: true,
+    };
+    bencher.bench(|| {
+        let got = verdict::gather(&sources, &rules, &opts).unwrap();
+        assert_eq!(got.prepared.len(), 100);
+        verdict::judge_all(&rules.playbook, got.prepared, &slos, &[], &got.warnings)
+    });
+}

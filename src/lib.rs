@@ -11,6 +11,7 @@ pub mod cli;
 pub mod export;
 pub mod fuzzing;
 pub mod http;
+pub mod log;
 pub mod parallel;
 pub mod pipeline;
 pub mod postmortem;

@@ -32,7 +32,7 @@ const SRC_LAYERS: &[&[&str]] = &[
     &["postmortem"],
     &["source", "pipeline"],
     &["prepared"],
-    &["target", "rules", "parallel", "http"],
+    &["target", "rules", "parallel", "http", "log"],
     &["signal"],
     &["time"],
 ];

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use super::outcome::Outcome;
-use crate::serve::log::LogFormat;
+use crate::log::LogFormat;
 
 /// Arguments of `serve`.
 #[derive(Debug, clap::Args)]
@@ -23,7 +23,7 @@ pub struct ServeArgs {
 
 /// Runs `serve` until the server stops.
 pub fn run(args: ServeArgs) -> Result<Outcome> {
-    crate::serve::log::init(args.log_format);
+    crate::log::init(args.log_format);
     crate::serve::run(&args.config, args.rules.as_deref())?;
     Ok(Outcome {
         stdout: String::new(),

@@ -27,7 +27,6 @@ pub mod bounded;
 pub mod config;
 pub mod deliveries;
 pub mod listen;
-pub mod log;
 pub mod metrics;
 mod pages;
 pub mod payload;

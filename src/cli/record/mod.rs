@@ -68,10 +68,14 @@ pub struct RecordArgs {
     /// whole save is done.
     #[arg(long)]
     pub out: PathBuf,
+    /// How progress and errors are written on stderr: plain lines, or one JSON object per line.
+    #[arg(long, value_enum, default_value_t = crate::log::LogFormat::Text)]
+    pub log_format: crate::log::LogFormat,
 }
 
 /// Runs `record`: exit code 1 when a source failed but something was still written.
 pub fn run(args: RecordArgs) -> Result<Outcome> {
+    crate::log::init(args.log_format);
     match &args.prom.prometheus {
         Some(url) => from_prometheus(url, &args),
         None => from_endpoints(&args),
@@ -95,7 +99,7 @@ fn from_prometheus(url: &str, args: &RecordArgs) -> Result<Outcome> {
             .with_context(|| format!("recording from Prometheus at {url}"))
     })?;
     for n in &notes {
-        eprintln!("note: {n}");
+        tracing::info!("note: {n}");
     }
     Ok(Outcome {
         stdout: format!("wrote {} ({bytes} bytes of text)\n", args.out.display()),
@@ -132,16 +136,17 @@ fn from_endpoints(args: &RecordArgs) -> Result<Outcome> {
             duration,
             interval,
             &opts,
-            &mut |line| eprintln!("{line}"),
+            &mut |line| tracing::info!("{line}"),
             Some(&mut |round, all| saves.after_round(round, all)),
         ))
     });
     let (mut set, mut errors) = match recorded {
         Some(r) => {
             if r.interrupted {
-                eprintln!(
+                tracing::warn!(
                     "recording stopped after {} of {} rounds; keeping what was recorded",
-                    r.rounds.0, r.rounds.1
+                    r.rounds.0,
+                    r.rounds.1
                 );
             }
             (r.set, r.errors)
@@ -149,7 +154,7 @@ fn from_endpoints(args: &RecordArgs) -> Result<Outcome> {
         None => (SeriesSet::default(), Vec::new()),
     };
     for e in &errors {
-        eprintln!("error: {e}");
+        tracing::error!("error: {e}");
     }
     let scraped_nothing = set.sample_count() == 0;
     let all_failed =
@@ -158,7 +163,7 @@ fn from_endpoints(args: &RecordArgs) -> Result<Outcome> {
         None => {}
         Some(Err(e)) if args.scrape.is_empty() => bail!("{e}"),
         Some(Err(e)) => {
-            eprintln!("error: {e}");
+            tracing::error!("error: {e}");
             errors.push(e.to_string());
         }
         // NVML's readings go in under dcgm-exporter's names, beside the scraped series.

@@ -138,7 +138,7 @@ impl Saves {
                         thread,
                     })
                 }
-                Err(e) => eprintln!("error: cannot start the whole save: {e}"),
+                Err(e) => tracing::error!("error: cannot start the whole save: {e}"),
             }
         }
     }
@@ -163,7 +163,7 @@ impl Saves {
             Err(_) if stop.load(Ordering::Relaxed) => {}
             Ok(bytes) => {
                 if self.verbose {
-                    eprintln!(
+                    tracing::info!(
                         "saved {series} series, {bytes} bytes to {} (rounds 1-{rounds}; next whole save after round {})",
                         self.out.display(),
                         rounds * 2
@@ -173,7 +173,7 @@ impl Saves {
             }
             // The parts since the last whole save that succeeded are kept, and the next is
             // tried at twice the rounds, so a full disk does not make every round a whole save.
-            Err(e) => eprintln!("error: {e:#}"),
+            Err(e) => tracing::error!("error: {e:#}"),
         }
     }
 
@@ -209,7 +209,7 @@ impl Saves {
                     self.part_files.push((first, file.clone()));
                 }
                 if self.verbose {
-                    eprintln!(
+                    tracing::info!(
                         "saved rounds {first}-{}, {bytes} bytes to {} (diagnose {} {}/* reads all)",
                         self.rounds,
                         file.display(),
@@ -220,7 +220,7 @@ impl Saves {
                 true
             }
             Err(e) => {
-                eprintln!("error: {e:#}");
+                tracing::error!("error: {e:#}");
                 false
             }
         }

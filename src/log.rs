@@ -1,7 +1,7 @@
-//! What `serve` logs, through `tracing`: each event is a message with fields. `text` (the
-//! default) writes `key=value key=value: message` lines, as `logfmt` readers and people scan
-//! them; `json` writes one JSON object per line (timestamp, level, fields, message), what log
-//! stacks ingest.
+//! What long runs log (`serve`, `record`), through `tracing`: each event is a message with
+//! fields. `text` (the default) writes `key=value key=value: message` lines, as `logfmt` readers
+//! and people scan them; `json` writes one JSON object per line (timestamp, level, fields,
+//! message), what log stacks ingest.
 
 use std::fmt;
 
@@ -11,7 +11,7 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
-/// How `serve` writes its log on stderr.
+/// How a long run writes its log on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum LogFormat {
     /// `key=value ...: message` lines.
