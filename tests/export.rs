@@ -167,3 +167,57 @@ fn the_exported_ttft_alert_fires_on_the_kv_incident() {
         "{firing:?}"
     );
 }
+
+/// The exported truncation alert keeps the diagnosis' guard: answers that stop at the client's
+/// own `max_tokens` (every request sets it and gets it all) are not truncation; without the
+/// max-tokens series the guard is unknown and the alert fires as before. promtool's rule unit
+/// tests evaluate the exported rule on series written here.
+#[test]
+fn the_truncation_alert_stays_quiet_when_clients_capped_the_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, rules, _) = outcome(&run(&[
+        "rules",
+        "export",
+        "prometheus",
+        "--engine",
+        "vllm",
+        "--for",
+        "0s",
+    ]));
+    std::fs::write(dir.path().join("rules.yml"), &rules).unwrap();
+    // promtool compares annotations too: the exported rule's own.
+    let doc: serde_yaml::Value = serde_yaml::from_str(&rules).unwrap();
+    let rule = doc["groups"][0]["rules"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|r| r["alert"] == "LLMDoctorTruncation")
+        .unwrap();
+    let mut annotations = serde_yaml::to_string(&rule["annotations"]).unwrap();
+    annotations = annotations.replace("{{ $value | humanize }}", "1");
+    let annotations: serde_json::Value = serde_yaml::from_str(&annotations).unwrap();
+    // 10 requests/s, all finished by length; with and without the client-cap series.
+    let base = |pod: &str| {
+        format!(
+            "      - series: 'vllm:request_success_total{{finished_reason=\"length\",pod=\"{pod}\"}}'\n        values: '0+600x20'\n      - series: 'vllm:request_success_total{{finished_reason=\"stop\",pod=\"{pod}\"}}'\n        values: '0+0x20'\n"
+        )
+    };
+    let capped = "      - series: 'vllm:request_params_max_tokens_count{pod=\"capped\"}'\n        values: '0+600x20'\n      - series: 'vllm:request_generation_tokens_count{pod=\"capped\"}'\n        values: '0+600x20'\n      - series: 'vllm:request_params_max_tokens_sum{pod=\"capped\"}'\n        values: '0+76800x20'\n      - series: 'vllm:request_generation_tokens_sum{pod=\"capped\"}'\n        values: '0+76800x20'\n";
+    let test = format!(
+        "rule_files: [rules.yml]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n{}{}{}    alert_rule_test:\n      - eval_time: 10m\n        alertname: LLMDoctorTruncation\n        exp_alerts:\n          - exp_labels: {{severity: warning, llm_doctor_symptom: truncation, engine: vllm, llm_doctor_adapter: vllm, pod: uncapped}}\n            exp_annotations: {}\n",
+        base("capped"),
+        capped,
+        base("uncapped"),
+        annotations
+    );
+    std::fs::write(dir.path().join("test.yml"), test).unwrap();
+    let (ok, out) = tool(
+        "promtool",
+        &[
+            "test",
+            "rules",
+            dir.path().join("test.yml").to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{out}");
+}

@@ -7,7 +7,7 @@
 //! `and` or `or` is left out, so an alert checks what Prometheus can see. Negation is pushed down
 //! to the comparisons (`not (x > 1)` becomes `x <= 1`), since PromQL comparisons filter series.
 
-use super::eval::{ArithOp, BoolExpr, CmpOp, NumExpr, Root, Stat};
+use super::eval::{AnyExpr, ArithOp, BoolExpr, CmpOp, NumExpr, Root, Stat};
 use super::types::{Env, Input, Slot, WindowStats};
 
 /// Which window statistic of a signal a query reads.
@@ -46,6 +46,10 @@ pub enum Exported {
     Unknown,
     /// A PromQL expression whose result series are the targets where the condition holds.
     Query(String),
+    /// The targets where this query has no series: a negated guard written with `known()`
+    /// (`not (known(x) and x >= 99%)`), which holds where the guard is false *or unknown*.
+    /// Only a conjunction can use it (`p unless q`); alone it is unexportable.
+    Unless(String),
 }
 
 enum Num {
@@ -169,6 +173,14 @@ fn constant(b: Option<bool>, negate: bool) -> Exported {
 
 fn boolean(e: &BoolExpr, s: &dyn PromqlScope, negate: bool) -> Exported {
     match e {
+        // `not (known(x) and ...)`: the author says absence leaves the guard unapplied, which is
+        // what PromQL's `unless` does with a guard whose series are absent.
+        BoolExpr::Not(x) if !negate && is_known_guard(x) => match guard(x, s) {
+            Exported::Query(q) => Exported::Unless(q),
+            Exported::True => Exported::False,
+            Exported::False => Exported::True,
+            _ => Exported::Unknown,
+        },
         BoolExpr::Not(x) => boolean(x, s, !negate),
         // De Morgan: under negation `and` becomes `or`.
         BoolExpr::And(a, b) if !negate => and(boolean(a, s, false), boolean(b, s, false)),
@@ -202,6 +214,10 @@ fn and(a: Exported, b: Exported) -> Exported {
         (Exported::True, x) | (x, Exported::True) => x,
         (Exported::Unknown, x) | (x, Exported::Unknown) => x,
         (Exported::Query(p), Exported::Query(q)) => Exported::Query(format!("({p}) and ({q})")),
+        (Exported::Query(p), Exported::Unless(q)) | (Exported::Unless(q), Exported::Query(p)) => {
+            Exported::Query(format!("({p}) unless ({q})"))
+        }
+        (Exported::Unless(p), Exported::Unless(q)) => Exported::Unless(format!("({p}) or ({q})")),
     }
 }
 
@@ -209,16 +225,61 @@ fn or(a: Exported, b: Exported) -> Exported {
     match (a, b) {
         (Exported::True, _) | (_, Exported::True) => Exported::True,
         (Exported::False, x) | (x, Exported::False) => x,
+        // "Everything but q" beside another alternative has no PromQL form: dropped.
+        (Exported::Unless(_), x) | (x, Exported::Unless(_)) => x,
         (Exported::Unknown, x) | (x, Exported::Unknown) => x,
         (Exported::Query(p), Exported::Query(q)) => Exported::Query(format!("({p}) or ({q})")),
     }
+}
+
+/// The terms of a conjunction, in order.
+fn conjuncts(e: &BoolExpr) -> Vec<&BoolExpr> {
+    match e {
+        BoolExpr::And(a, b) => {
+            let mut v = conjuncts(a);
+            v.extend(conjuncts(b));
+            v
+        }
+        other => vec![other],
+    }
+}
+
+/// A guard `known(signal) and ... and <comparisons>`: a conjunction that asks for a signal's
+/// presence beside tests on it.
+fn is_known_guard(e: &BoolExpr) -> bool {
+    let terms = conjuncts(e);
+    let known = |t: &&BoolExpr| matches!(t, BoolExpr::Known(x) if reads_signal(x));
+    terms.iter().any(known) && !terms.iter().all(known)
+}
+
+/// A guard exported positively: `known(signal)` is the presence of the signal's series, which
+/// the comparisons beside it already require, so it drops out; the rest exports as usual.
+fn guard(e: &BoolExpr, s: &dyn PromqlScope) -> Exported {
+    conjuncts(e)
+        .into_iter()
+        .map(|t| match t {
+            BoolExpr::Known(x) if reads_signal(x) => Exported::Unknown,
+            other => boolean(other, s, false),
+        })
+        .fold(Exported::True, and)
+}
+
+/// Whether a `known()` argument reads a signal (not only facts, SLOs and constants).
+fn reads_signal(e: &AnyExpr) -> bool {
+    matches!(
+        e,
+        AnyExpr::Num(NumExpr::Load(Slot::Signal(_)) | NumExpr::OverTime(_, Slot::Signal(_)))
+    )
 }
 
 impl super::Condition {
     /// Exports a boolean condition as PromQL (see the module docs for what is dropped).
     pub fn to_promql(&self, scope: &dyn PromqlScope) -> Exported {
         match &self.root {
-            Root::Bool(b) => boolean(b, scope, false),
+            Root::Bool(b) => match boolean(b, scope, false) {
+                Exported::Unless(_) => Exported::Unknown,
+                other => other,
+            },
             Root::Number(_) => Exported::Unknown,
         }
     }
@@ -343,6 +404,28 @@ mod tests {
         assert_eq!(
             export("not known(fact.missing) or queue_depth > 1"),
             Exported::True
+        );
+    }
+
+    #[test]
+    fn a_negated_guard_with_known_becomes_unless() {
+        // Holds where the guard is false or its series are absent: PromQL's `unless`.
+        assert_eq!(
+            export(
+                "queue_depth > 1 and not (known(kv_cache_usage_ratio) and known(running_requests) \
+                 and kv_cache_usage_ratio >= 99% and running_requests >= 99%)"
+            ),
+            q("((s0) > 1.0) unless (((s1) >= 0.99) and ((s3) >= 0.99))")
+        );
+        // Alone, "every target but these" has no PromQL form.
+        assert_eq!(
+            export("not (known(kv_cache_usage_ratio) and kv_cache_usage_ratio >= 99%)"),
+            Exported::Unknown
+        );
+        // Without known() the negation still moves into the comparisons.
+        assert_eq!(
+            export("queue_depth > 1 and not (kv_cache_usage_ratio >= 99%)"),
+            q("((s0) > 1.0) and ((s1) < 0.99)")
         );
     }
 }

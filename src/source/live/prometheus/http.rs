@@ -187,7 +187,7 @@ fn human(d: Duration) -> String {
 mod tests {
     use super::*;
     use crate::signal::promql::{escape, regex_quote};
-    use crate::source::live::prometheus::triage::prom_duration;
+    use crate::source::live::prometheus::prepare::prom_duration;
 
     #[test]
     fn urls_durations_and_quoting() {

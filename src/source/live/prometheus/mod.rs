@@ -59,11 +59,11 @@ mod assemble;
 mod http;
 mod labels;
 mod plan;
+mod prepare;
 mod record;
 mod targets;
-mod triage;
 
 pub use assemble::LiveResult;
 pub use http::{split_credentials, LiveOptions, PromAuth, DEFAULT_CONCURRENCY};
+pub use prepare::prepare_from_prometheus;
 pub use record::{range_from_prometheus, record_from_prometheus, RangeSet};
-pub use triage::prepare_from_prometheus;
