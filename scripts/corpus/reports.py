@@ -9,7 +9,13 @@ label from the report's confirmed root cause. This script turns an entry into
   written with `openmetrics.Recording`: the engine's own series (job = engine, `<host>:<port>`),
   the GPUs' dcgm-exporter series (job "dcgm", `<host>:9400`, `Hostname` = host) and the host's
   node_exporter series (job "node", `<host>:9100`);
-* the case file the corpus README describes (label, predicate, provenance, ground truth, notes).
+* the case file the corpus README describes (label, predicate, provenance, ground truth, notes),
+  with the deployment's objectives as `slos:` where the entry has them: an entry's `slos` (objective
+  -> number, the `--slo` names of rules/playbooks/symptoms.yaml) are what the report states or clearly
+  implies (its own yardstick: a prefill time it calls normal for the hardware, a pace it accepts),
+  each derived from quoted numbers, and its `slos_why` (the derivation, quoting the report) goes into
+  the case's notes. The label and the diagnosis then judge by the same objectives; an entry without
+  `slos` leaves both on the product's defaults.
 
 How a number becomes samples
 ----------------------------
@@ -23,7 +29,10 @@ For each 15 s interval the state gives
 * histograms: `rate x 15 s` observations spread over the engine's real bucket bounds by a
   log-normal fitted to the given p50/p99 (or a mixture of several), accumulated as expected
   counts and rounded cumulatively, so `histogram_quantile` over the run returns the given
-  quantiles up to bucket interpolation.
+  quantiles up to bucket interpolation;
+* restarts: a phase with `up: false` removes the engine's series for as long as it lasts; a case
+  with such phases also gets the target's `up` series (0 while down), and the engine's counters
+  and histograms start from zero when it comes back, as a new process's do.
 
 Which metric a quantity becomes is data (ENGINES below: one table per exporter); the emitters
 (`emit_counter`, `emit_gauge`, `emit_histogram`) are shared by every engine.
@@ -38,6 +47,7 @@ import argparse
 import math
 import random
 import sys
+import textwrap
 import zlib
 from pathlib import Path
 
@@ -70,6 +80,10 @@ V0_TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0
                    5.0, 7.5, 10.0]                                   # §1.3 V0: top bucket 10 s
 V0_TPOT_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5]
 V0_E2E_BUCKETS = [1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+# §3 TGI router: every `*_duration` histogram has the buckets 0.0001 * 1.5^k, k = 1..35 (0.15 ms to
+# 145.6 s; router/src/server.rs, the same since v0.8); token histograms are set per case ("tgi_input":
+# max_input_tokens / 100 * (1..100), "tgi_total": max_total_tokens / 100 * (1..100)).
+TGI_DURATION_BUCKETS = [0.0001 * 1.5 ** k for k in range(1, 36)]
 
 # ----------------------------------------------------------------------------------------------
 # Engine name maps (data). Each row: quantity -> (kind, metric name, extra labels, buckets).
@@ -181,6 +195,36 @@ ENGINES = {
              {"response_metric_type": "total_output_tokens"}),
         ],
     },
+    "tgi": {  # HF TGI router (§3): no labels of its own, counters without _total (exposed as
+        # written, typed unknown like Triton's), duration histograms on TGI's 1.5^k buckets.
+        # tgi_request_count counts every request at the handler's entry, refused ones included;
+        # the durations, token histograms and tgi_request_success are recorded for requests that
+        # finish (obs_rate). tgi_batch_max_total_tokens exists from the v3 backend on: a case sets
+        # `max_batch_total_tokens` in its load only for a version that exports it. The `metrics`
+        # crate shows a counter once it was first incremented: one that stays zero is left out.
+        "job": "tgi", "port": 80, "skip_zero_counters": True,
+        "labels": lambda c: {},
+        "obs_rate": {"e2e": "ok_rps", "queue": "ok_rps", "tpot": "ok_rps", "validation": "ok_rps",
+                     "inference": "ok_rps", "prompt_len": "ok_rps", "output_len": "ok_rps"},
+        "rows": [
+            ("rps", "plain", "tgi_request_count", {}),
+            ("ok_rps", "plain", "tgi_request_success", {}),
+            ("overloaded_rps", "plain", "tgi_request_failure", {"err": "overloaded"}),
+            ("validation_rps", "plain", "tgi_request_failure", {"err": "validation"}),
+            ("generation_rps", "plain", "tgi_request_failure", {"err": "generation"}),
+            ("waiting", "gauge", "tgi_queue_size", {}),
+            ("running", "gauge", "tgi_batch_current_size", {}),
+            ("batch_tokens", "gauge", "tgi_batch_current_max_tokens", {}),
+            ("max_batch_total_tokens", "gauge", "tgi_batch_max_total_tokens", {}),
+            ("e2e", "hist", "tgi_request_duration", TGI_DURATION_BUCKETS),
+            ("validation", "hist", "tgi_request_validation_duration", TGI_DURATION_BUCKETS),
+            ("queue", "hist", "tgi_request_queue_duration", TGI_DURATION_BUCKETS),
+            ("inference", "hist", "tgi_request_inference_duration", TGI_DURATION_BUCKETS),
+            ("tpot", "hist", "tgi_request_mean_time_per_token_duration", TGI_DURATION_BUCKETS),
+            ("prompt_len", "hist", "tgi_request_input_length", "tgi_input"),
+            ("output_len", "hist", "tgi_request_generated_tokens", "tgi_total"),
+        ],
+    },
     "llamacpp": {  # llama-server --metrics (§5): no labels beyond job/instance
         "job": "llamacpp", "port": 8080,
         "labels": lambda c: {},
@@ -277,6 +321,10 @@ def engine_state(case, load):
     """Derive the per-second quantities the name maps use from a `load` block."""
     s = dict(load)
     rps = load.get("rps", 0.0)
+    if case["engine"] == "tgi":  # rps = requests received; failures by TGI's err label
+        for k in ("overloaded_rps", "validation_rps", "generation_rps"):
+            s.setdefault(k, 0.0)
+        s.setdefault("ok_rps", rps - s["overloaded_rps"] - s["validation_rps"] - s["generation_rps"])
     s.setdefault("ok_rps", rps - load.get("abort_rps", 0.0) - load.get("fail_rps", 0.0)
                  - load.get("length_rps", 0.0))
     s.setdefault("prompt_tps", rps * load.get("prompt_len_mean", load.get("prompt_len", 0)))
@@ -325,6 +373,18 @@ OBS_RATE = {"ttft": "rps", "e2e": "rps", "queue": "rps", "tpot": "rps", "prompt_
             "output_len": "rps", "itl": "step_rate"}
 DIST_KEY = {"prompt_len": "prompt_len_dist", "output_len": "output_len_dist"}
 
+
+def obs_rate(case, qty):
+    """The key of the rate at which histogram `qty` is observed (an engine may override)."""
+    return (ENGINES[case["engine"]].get("obs_rate") or {}).get(qty, OBS_RATE.get(qty, "rps"))
+
+
+def restarts(case):
+    """Whether the case has the engine go down and come back (phases with `up`): then the engine's
+    target gets Prometheus' own `up` series, and its counters and histograms start over after
+    each gap (a new process)."""
+    return any("up" in ph for ph in case.get("phases") or [])
+
 # ----------------------------------------------------------------------------------------------
 # Emitters, shared by every engine and exporter
 
@@ -339,9 +399,14 @@ class Rec(Recording):
 def emit_counter(rec, kind, name, labels, times, rates, start):
     """A counter from per-interval rates (per second); starts at `start`."""
     value = start
+    gap = False
     for i, ts in enumerate(times):
         if rates[i] is None:
+            gap = True
             continue
+        if gap and i:  # the process was restarted during the gap: its counters start over
+            value = 0.0
+        gap = False
         if i:
             value += rates[i] * STEP
         (rec.plain if kind == "plain" else rec.counter)(name, ts, round(value, 3), labels)
@@ -370,10 +435,15 @@ def emit_histogram(rec, name, labels, times, bounds, per_interval, start_obs):
     n0, c0 = first
     acc = [n0 * start_obs * cdf(c0, b) for b in bounds]
     total = n0 * start_obs * mean(c0)
+    gap = False
     for i, ts in enumerate(times):
         p = per_interval[i]
         if p is None:
+            gap = True
             continue
+        if gap and i:  # restarted during the gap: the histogram starts over
+            acc, total = [0.0] * len(bounds), 0.0
+        gap = False
         n, comps = p
         if i and n and comps:
             for j, b in enumerate(bounds):
@@ -387,6 +457,11 @@ def emit_histogram(rec, name, labels, times, bounds, per_interval, start_obs):
 
 def engine_series(rec, case, states, times, rng):
     """The engine's series; `replicas` (a list of {model, load}) serves several models."""
+    if restarts(case):  # Prometheus' own series for the target: 0 for a failed scrape
+        eng = ENGINES[case["engine"]]
+        target = {"instance": "%s:%d" % (case["host"], eng["port"]), "job": eng["job"]}
+        for ts, st in zip(times, states):
+            rec.gauge("up", ts, 1 if st["up"] else 0, target)
     for rep in case.get("replicas") or [{}]:
         c = dict(case, model=rep.get("model", case["model"]))
         sts = [dict(st, load=dict(st["load"], **(rep.get("load") or {}))) for st in states]
@@ -402,14 +477,20 @@ def _engine_series(rec, case, states, times, rng):
         qty, kind, name, extra = row[0], row[1], row[2], row[3]
         if kind == "hist":
             labels = dict(base, **(row[4] if len(row) > 4 else {}))
-            bounds = buckets_125(max_len) if extra == "125" else extra
+            if extra == "125":
+                bounds = buckets_125(max_len)
+            elif extra in ("tgi_input", "tgi_total"):
+                top = case["max_input_tokens"] if extra == "tgi_input" else case["max_total_tokens"]
+                bounds = [top / 100 * (x + 1) for x in range(100)]
+            else:
+                bounds = extra
             per = []
             for s in series:
                 if s is None:
                     per.append(None)
                     continue
                 spec = s.get(DIST_KEY.get(qty, qty))
-                rate = s.get(OBS_RATE[qty], 0.0)
+                rate = s.get(obs_rate(case, qty), 0.0)
                 per.append((rate * STEP, components(spec)) if spec else (0, None))
             if any(p and p[1] for p in per):
                 emit_histogram(rec, name, labels, times, bounds, per, UPTIME_S / STEP)
@@ -426,6 +507,8 @@ def _engine_series(rec, case, states, times, rng):
         if all(v is None for v in vals):
             continue
         if kind in ("counter", "plain"):
+            if eng.get("skip_zero_counters") and not any(vals):
+                continue
             first = next(v for v in vals if v is not None)
             emit_counter(rec, kind, name, labels, times, vals, first * UPTIME_S)
         else:
@@ -539,11 +622,12 @@ def build(case):
 
 
 CASE_ENGINE = {"vllm": "vllm", "vllm-v0": "vllm", "sglang": "sglang", "triton": "trtllm",
-               "llamacpp": "llamacpp"}
+               "llamacpp": "llamacpp", "tgi": "tgi"}
 
 
 # What llm-doctor takes as a serve command line; other engines' commands stay in the notes.
-SERVE_COMMANDS = ("vllm serve", "python -m sglang.launch_server", "tritonserver", "llama-server")
+SERVE_COMMANDS = ("vllm serve", "python -m sglang.launch_server", "tritonserver", "llama-server",
+                  "text-generation-launcher")
 # Report facts under the catalog's names (rules/catalog.yaml); the rest stay in ground_truth.
 FACT_NAMES = {"mem_fraction_static": "gpu_memory_utilization", "n_ctx": "max_model_len",
               "vllm_trace_function": "trace_function", "gpu_share": "gpu_layers_offloaded_ratio"}
@@ -576,6 +660,28 @@ def split_facts(facts):
     return known, other
 
 
+def slo_names():
+    with open(Path(__file__).resolve().parents[2] / "rules" / "playbooks" / "symptoms.yaml") as fh:
+        return {s["id"] for s in yaml.safe_load(fh)["slos"]}
+
+
+def case_slos(case):
+    """The entry's objectives as the case file writes them (objective -> float), checked against the
+    playbooks' objective names; and the paragraph its `slos_why` adds to the notes. An entry without
+    `slos` gets neither (its case is judged by the product's defaults)."""
+    slos = case.get("slos") or {}
+    if not slos:
+        assert not case.get("slos_why"), "%s: slos_why without slos" % case["id"]
+        return {}, ""
+    unknown = set(slos) - slo_names()
+    assert not unknown, "%s: unknown objectives %s" % (case["id"], sorted(unknown))
+    why = " ".join((case.get("slos_why") or "").split())
+    assert why, "%s: slos without slos_why" % case["id"]
+    para = textwrap.fill("Objectives (slos): " + why, width=110, break_long_words=False,
+                         break_on_hyphens=False)
+    return {k: float(v) for k, v in slos.items()}, para + "\n"
+
+
 def case_file(case):
     made = ["# made from: field report %s (%s)" % (case["report"], case["source"]),
             "# transcribed by scripts/corpus/reports.py from scripts/corpus/reports.yaml entry %s"
@@ -584,6 +690,7 @@ def case_file(case):
     out = {"id": case["id"], "family": "report", "engine": CASE_ENGINE[case["engine"]],
            "recording": case["id"] + ".om.gz"}
     notes = case["notes"].rstrip() + "\n"
+    slos, slos_why = case_slos(case)
     if case.get("engine_args"):
         if serve_command(case["engine_args"]):
             out["engine_args"] = case["engine_args"]
@@ -595,6 +702,8 @@ def case_file(case):
     if case.get("signals"):
         out["signals"] = case["signals"]
     out["window"] = "10m"
+    if slos:
+        out["slos"] = slos
     out["made_by"] = "\n".join(made) + "\n"
     out["label"] = case["label"]
     gt = {"report": case["report"], "label_confidence": case["confidence"]}
@@ -603,7 +712,7 @@ def case_file(case):
         gt["report_facts"] = other_facts
     gt["quotes"] = case["quotes"]
     out["ground_truth"] = gt
-    out["notes"] = notes
+    out["notes"] = notes + slos_why
     head = "# %s\n" % case["title"]
     return head + yaml.safe_dump(out, sort_keys=False, allow_unicode=True, width=100)
 
@@ -641,6 +750,14 @@ def write(case):
 # Check: parse each recording; counters never decrease; buckets cumulative; quantiles as given
 
 
+def increase(samples):
+    """A counter's increase over the samples, as Prometheus counts it across a reset."""
+    total = 0.0
+    for (_, a), (_, b) in zip(samples, samples[1:]):
+        total += b - a if b >= a else b
+    return total
+
+
 def window_hist(series, name, q):
     """histogram_quantile over the whole recording (increase of each bucket, summed over series)."""
     inc = {}
@@ -648,7 +765,7 @@ def window_hist(series, name, q):
         if n != name + "_bucket":
             continue
         le = float(dict(labels)["le"].replace("Inf", "inf"))
-        inc[le] = inc.get(le, 0.0) + samples[-1][1] - samples[0][1]
+        inc[le] = inc.get(le, 0.0) + increase(samples)
     if not inc:
         return None
     return prom_quantile(q, list(inc.items()))
@@ -675,7 +792,9 @@ def check(case):
                 fam = name[: -len(suf)]
         kind = types.get(fam)
         vals = [v for _, v in samples]
-        if kind in ("counter", "histogram", "unknown") and any(b < a for a, b in zip(vals, vals[1:])):
+        # a counter may start over only after a gap in its samples (the process restarted)
+        if kind in ("counter", "histogram", "unknown") and any(
+                b < a and tb - ta <= STEP for (ta, a), (tb, b) in zip(samples, samples[1:])):
             problems.append("%s%s decreases" % (name, dict(labels)))
         if kind == "gauge" and any(v < 0 or math.isnan(v) for v in vals):
             problems.append("%s negative" % name)
@@ -714,7 +833,7 @@ def check(case):
                     continue
                 s = engine_state(case, st["load"])
                 if s.get(qty):
-                    mix.append((s.get(OBS_RATE[qty], 0) * STEP, components(s[qty])))
+                    mix.append((s.get(obs_rate(case, qty), 0) * STEP, components(s[qty])))
             mix = [m for m in mix if m[0] > 0]
             if sum(n for n, _ in mix) < 5:  # too few observations in the run to have quantiles
                 continue

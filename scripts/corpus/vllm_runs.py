@@ -71,13 +71,23 @@ ORDER = ["vllm-healthy-55pct", "vllm-engine-killed-once", "vllm-engine-paused",
          "vllm-burst-40", "vllm-client-aborts-30pct", "vllm-kv-256-blocks-near-miss",
          "vllm-max-num-seqs-16-near-miss", "vllm-engine-killed-twice", "vllm-healthy-70pct",
          "vllm-idle", "vllm-overload-2x", "vllm-kv-48-blocks", "vllm-burst-8-absorbed",
-         "vllm-shared-prefix-cached", "vllm-shared-prefix-no-caching"]
+         "vllm-shared-prefix-cached", "vllm-shared-prefix-no-caching",
+         # second batch: the failure classes first, each beside a near miss or a healthy run
+         "vllm-engine-killed-early", "vllm-healthy-40pct", "vllm-queue-bound-4-overload",
+         "vllm-engine-paused-40s", "vllm-server-killed", "vllm-queue-bound-8-near-miss",
+         "vllm-engine-paused-light", "vllm-engine-killed-light-load", "vllm-healthy-60pct",
+         "vllm-queue-bound-2-overload", "vllm-engine-paused-3s-near-miss",
+         "vllm-engine-killed-three-times", "vllm-admission-queue-4", "vllm-healthy-short-prompts",
+         "vllm-admission-queue-64-near-miss", "vllm-admission-queue-16", "vllm-idle-2",
+         "vllm-client-aborts-50pct", "vllm-kv-64-blocks", "vllm-kv-160-blocks-near-miss",
+         "vllm-max-num-seqs-1", "vllm-max-num-seqs-6-near-miss", "vllm-overload-1p3x",
+         "vllm-burst-60", "vllm-healthy-long-answers", "vllm-overload-aborting-clients"]
 
 # Runs as data. flags: extra server flags; env: extra environment (VLLM_CPU_KVCACHE_SPACE in
 # GiB, whole numbers). load: vllm_load.py arguments (rate as a number or "Xcap", a multiple of
 # the calibrated capacity on the standard request). faults: [{"at": s after the load starts,
-# "do": "kill_engine" | "stop_engine" | "cont_engine"}]: kill -9 of
-# the engine core, SIGSTOP / SIGCONT of its worker. restart: the supervisor starts a
+# "do": "kill_engine" | "kill_server" | "stop_engine" | "cont_engine"}]: kill -9 of
+# the engine core or of the API server itself, SIGSTOP / SIGCONT of the engine's worker. restart: the supervisor starts a
 # replica that exited again (default True). design: what the run was meant to show; the label
 # comes from what the client saw (label_run).
 STANDARD = {"prompt": "200-400", "max_tokens": "96-160"}
@@ -152,6 +162,84 @@ RUNS = [
     {"id": "vllm-engine-paused-briefly", "design": "near_miss_hang",
      "load": load("0.4cap", duration=150, seed=102),
      "faults": [{"at": 60, "do": "stop_engine"}, {"at": 61.5, "do": "cont_engine"}]},
+    # Second batch: the same classes at other loads, shapes and times, and their near misses.
+    {"id": "vllm-healthy-20pct", "design": "healthy", "load": load("0.2cap", 120, seed=111)},
+    {"id": "vllm-healthy-40pct", "design": "healthy", "load": load("0.4cap", 120, seed=112)},
+    {"id": "vllm-healthy-60pct", "design": "healthy", "load": load("0.6cap", 120, seed=113)},
+    {"id": "vllm-healthy-short-prompts", "design": "healthy",
+     "load": load("0.5cap", 120, seed=114, prompt="40-120")},
+    {"id": "vllm-healthy-long-answers", "design": "healthy",
+     "load": load("0.25cap", 150, seed=115, max_tokens="256-384")},
+    {"id": "vllm-healthy-mixed-prompts", "design": "healthy",
+     "load": load("0.3cap", 120, seed=116, prompt="100-1500")},
+    {"id": "vllm-idle-2", "design": "healthy_low_demand", "load": load(0.05, 100, seed=117)},
+    {"id": "vllm-client-aborts-50pct", "design": "client_aborts",
+     "load": load("0.5cap", 120, seed=118, abort="0.5:1.0")},
+    {"id": "vllm-kv-160-blocks-near-miss", "design": "near_miss_kv",
+     "flags": ["--num-gpu-blocks-override", "160"], "load": load("0.4cap", 120, seed=119)},
+    {"id": "vllm-max-num-seqs-6-near-miss", "design": "near_miss_batch_cap",
+     "flags": ["--max-num-seqs", "6"], "load": load("0.35cap", 120, seed=120)},
+    {"id": "vllm-admission-queue-64-near-miss", "design": "near_miss_admission",
+     "flags": ["--max-num-queued-reqs", "64"], "load": load("0.5cap", 120, seed=121)},
+    {"id": "vllm-engine-paused-3s-near-miss", "design": "near_miss_hang",
+     "load": load("0.4cap", 120, seed=122),
+     "faults": [{"at": 50, "do": "stop_engine"}, {"at": 53, "do": "cont_engine"}]},
+    {"id": "vllm-kv-64-blocks", "design": "kv_small", "flags": ["--num-gpu-blocks-override", "64"],
+     "load": load("0.7cap", 120, seed=131, drain=90, max_tokens="256-384")},
+    {"id": "vllm-kv-40-blocks-standard", "design": "kv_small",
+     "flags": ["--num-gpu-blocks-override", "40"], "load": load("0.7cap", 120, seed=132, drain=90)},
+    {"id": "vllm-max-num-seqs-1", "design": "batch_cap", "flags": ["--max-num-seqs", "1"],
+     "load": load("0.5cap", 120, seed=133, drain=90)},
+    {"id": "vllm-max-num-seqs-3", "design": "batch_cap", "flags": ["--max-num-seqs", "3"],
+     "load": load("0.8cap", 120, seed=134, drain=90)},
+    {"id": "vllm-admission-queue-4", "design": "admission_limit",
+     "flags": ["--max-num-seqs", "2", "--max-num-queued-reqs", "4"],
+     "load": load("1.0cap", 120, seed=135, drain=60)},
+    {"id": "vllm-admission-queue-16", "design": "admission_limit",
+     "flags": ["--max-num-seqs", "4", "--max-num-queued-reqs", "16"],
+     "load": load("1.6cap", 120, seed=136, drain=60)},
+    {"id": "vllm-overload-1p3x", "design": "overload", "load": load("1.3cap", 120, seed=137, drain=90)},
+    {"id": "vllm-overload-3x", "design": "overload", "load": load("3cap", 100, seed=138, drain=90)},
+    {"id": "vllm-overload-long-answers", "design": "overload",
+     "load": load("0.9cap", 120, seed=139, drain=90, max_tokens="256-384")},
+    {"id": "vllm-overload-aborting-clients", "design": "overload",
+     "load": load("1.6cap", 120, seed=140, drain=60, abort="0.3:8")},
+    {"id": "vllm-burst-60", "design": "burst", "load": load("0.3cap", 120, seed=141, burst="50:60")},
+    {"id": "vllm-burst-30-light", "design": "burst",
+     "load": load("0.15cap", 120, seed=142, burst="50:30")},
+    {"id": "vllm-engine-killed-early", "design": "crash",
+     "load": load("0.5cap", 180, seed=151), "faults": [{"at": 30, "do": "kill_engine"}]},
+    {"id": "vllm-engine-killed-light-load", "design": "crash",
+     "load": load("0.3cap", 180, seed=152), "faults": [{"at": 70, "do": "kill_engine"}]},
+    {"id": "vllm-server-killed", "design": "crash",
+     "load": load("0.5cap", 180, seed=153), "faults": [{"at": 50, "do": "kill_server"}]},
+    {"id": "vllm-engine-killed-three-times", "design": "crash_loop",
+     "load": load("0.4cap", 300, seed=154),
+     "faults": [{"at": 40, "do": "kill_engine"}, {"at": 130, "do": "kill_engine"},
+                {"at": 220, "do": "kill_engine"}]},
+    {"id": "vllm-engine-paused-40s", "design": "hang",
+     "load": load("0.4cap", 150, seed=161, drain=30),
+     "faults": [{"at": 50, "do": "stop_engine"}, {"at": 90, "do": "cont_engine"}]},
+    {"id": "vllm-engine-paused-light", "design": "hang",
+     "load": load("0.25cap", 120, seed=162, drain=10), "faults": [{"at": 40, "do": "stop_engine"}]},
+    {"id": "vllm-long-prompts-heavy", "design": "long_prompt",
+     "load": load("0.9prefill", 120, seed=163, prompt="2500-3500", max_tokens="32-64")},
+    {"id": "vllm-kv-36-blocks-heavy", "design": "kv_small",
+     "flags": ["--num-gpu-blocks-override", "36"],
+     "load": load("0.8cap", 120, seed=164, drain=90)},
+    {"id": "vllm-max-num-seqs-2-light-near-miss", "design": "near_miss_batch_cap",
+     "flags": ["--max-num-seqs", "2"], "load": load("0.15cap", 120, seed=165)},
+    {"id": "vllm-healthy-55pct-b", "design": "healthy", "load": load("0.55cap", 120, seed=166)},
+    # A bounded waiting queue as the binding limit: the batch cap left at its default, the queue
+    # bound small, more offered than served: vLLM answers 503 at admission.
+    {"id": "vllm-queue-bound-4-overload", "design": "admission_queue",
+     "flags": ["--max-num-queued-reqs", "4"], "load": load("1.6cap", 120, seed=171, drain=60)},
+    {"id": "vllm-queue-bound-2-overload", "design": "admission_queue",
+     "flags": ["--max-num-queued-reqs", "2"], "load": load("1.3cap", 120, seed=172, drain=60)},
+    {"id": "vllm-queue-bound-8-near-miss", "design": "near_miss_admission",
+     "flags": ["--max-num-queued-reqs", "8"], "load": load("0.45cap", 120, seed=173)},
+    {"id": "vllm-healthy-45pct-long-prompts", "design": "healthy",
+     "load": load("0.25prefill", 120, seed=167, prompt="1200-1800", max_tokens="32-64")},
 ]
 
 
@@ -379,10 +467,17 @@ def do_run(run, cal, work, idle=8):
             delay = t_load + f["at"] - time.time()
             if delay > 0:
                 time.sleep(delay)
-            pid = sup.engine_pid("Worker" if f["do"] != "kill_engine" else "EngineCor")
-            sig = {"kill_engine": signal.SIGKILL, "stop_engine": signal.SIGSTOP,
-                   "cont_engine": signal.SIGCONT}[f["do"]]
-            os.kill(pid, sig)
+            if f["do"] == "kill_server":
+                pid = sup.proc.pid
+            else:
+                pid = sup.engine_pid("Worker" if f["do"] != "kill_engine" else "EngineCor")
+            sig = {"kill_engine": signal.SIGKILL, "kill_server": signal.SIGKILL,
+                   "stop_engine": signal.SIGSTOP, "cont_engine": signal.SIGCONT}[f["do"]]
+            if f["do"] == "kill_server":
+                # the whole replica at once, as the OOM killer takes a container
+                os.killpg(pid, sig)
+            else:
+                os.kill(pid, sig)
             faults_done.append({"at": round(time.time() - t_load, 2), "do": f["do"], "pid": pid,
                                 "t": time.time()})
             print("  fault", faults_done[-1], flush=True)
@@ -701,6 +796,9 @@ def label_run(raw):
         "admission_limit": ("small_batch_limit", cap is not None and eng["max_running"] == cap
                             and eng["admission_rejections"] > 0,
                             "running held at the cap and the bounded queue refusing (503)"),
+        "admission_queue": ("admission_limit", eng["admission_rejections"] > 0 and cap is None,
+                            "the bounded waiting queue refused requests (503) at the default "
+                            "batch cap"),
         "kv_small": ("kv_cache_exhaustion", preempted,
                      "preemptions with the KV cache at 95 % or more"),
         "long_prompt": ("long_prompt_prefill", ttft > ttft_allowed and not preempted,
@@ -718,9 +816,26 @@ def label_run(raw):
     if d not in checks:
         return None, None, base + ": design %s has no cause" % d, None
     cause, holds, why = checks[d]
+    # Long prompts whose first tokens come in time may still stall the streams already running:
+    # each engine step carries a prefill chunk beside the decodes (the mechanism is
+    # prefill-decode interference, not the prompts' own wait).
+    if d == "long_prompt" and not holds and ttft <= ttft_allowed and not preempted:
+        cause, holds, why = ("prefill_decode_interference",
+                             itl > SLOS["itl_p99_seconds"] and silence < 20,
+                             "TTFT p99 within the objective plus the longest prompt's prefill, "
+                             "stream gaps p99 past theirs while long prompts prefill beside "
+                             "running decodes, no preemption")
     if not holds:
         return None, None, base + ": objectives missed but not as designed (%s)" % why, None
-    return "fault", cause, base + "; " + why, None
+    untraceable = None
+    if d == "prefix_uncached":
+        # With prefix caching off vLLM counts no prefix-cache queries or hits: that prompts
+        # share a prefix is in the workload, not in anything the engine exports. What the
+        # metrics show is its consequence, prefill demand beyond what the replica serves.
+        untraceable = ("prefix sharing leaves no trace in vLLM's metrics with prefix caching "
+                       "off (no prefix-cache queries or hits are counted); the metrics show "
+                       "only its consequence, prefill demand past capacity")
+    return "fault", cause, base + "; " + why, untraceable
 
 
 class Lit(str):
@@ -755,7 +870,8 @@ def write_case(raw, out_dir):
                "job=vllm instance=%s:8000)" % (raw["id"], HOST)]
     for f in raw["faults"]:
         made_by.append("kill -%s <engine core pid>  at %.1f s into the load (%s)" % (
-            {"kill_engine": "KILL", "stop_engine": "STOP", "cont_engine": "CONT"}[f["do"]],
+            {"kill_engine": "KILL", "kill_server": "KILL", "stop_engine": "STOP",
+             "cont_engine": "CONT"}[f["do"]],
             f["at"], f["do"]))
     case = {
         "id": raw["id"], "family": "vllm", "engine": "vllm", "recording": raw["id"] + ".om.gz",
@@ -790,8 +906,10 @@ RUN_TITLES = {
     "batch_cap": "A batch cap (--max-num-seqs) too small for the load.",
     "near_miss_batch_cap": "A lowered batch cap that does not bind.",
     "admission_limit": "A small batch cap and a bounded queue: vLLM answers 503 when full.",
+    "admission_queue": "A bounded waiting queue at the default batch cap: vLLM answers 503 when full.",
     "kv_small": "A KV cache too small for the load: requests are preempted.",
     "near_miss_kv": "A smaller KV cache that still holds the load.",
+    "near_miss_admission": "A bounded waiting queue the load never fills.",
     "long_prompt": "Long prompts.",
     "prefix_cached": "Requests sharing a long prefix, prefix caching on.",
     "prefix_uncached": "Requests sharing a long prefix, prefix caching off.",

@@ -105,6 +105,13 @@ pub struct Expect {
     /// Rules that must be reported as not checked.
     #[serde(default)]
     pub unchecked: Vec<String>,
+    /// Symptoms that fire with no measured cause behind them, to be said so ("No measured cause
+    /// explains ...").
+    #[serde(default)]
+    pub unexplained: Vec<String>,
+    /// Every fired symptom has a measured cause behind it.
+    #[serde(default)]
+    pub all_explained: bool,
 }
 
 /// The outcome of one fixture.
@@ -313,6 +320,20 @@ pub fn check(expect: &Expect, report: &TargetReport) -> Vec<String> {
         if !d.unchecked.iter().any(|x| &x.rule == u) {
             f.push(format!("{u} was expected among the unchecked rules"));
         }
+    }
+    for u in &expect.unexplained {
+        if !d.unexplained.iter().any(|x| x == u) {
+            f.push(format!(
+                "symptom {u} was expected to be named unexplained (unexplained: [{}])",
+                d.unexplained.join(", ")
+            ));
+        }
+    }
+    if expect.all_explained && !d.unexplained.is_empty() {
+        f.push(format!(
+            "expected every symptom explained, unexplained: [{}]",
+            d.unexplained.join(", ")
+        ));
     }
     f
 }

@@ -4,13 +4,15 @@
 use crate::support::{golden, outcome, run};
 
 /// Recordings whose diagnoses show the renderers' cases: a cause with evidence and a fix, a
-/// crash with restarts, a hang, a near miss (healthy), and a fleet of replicas.
+/// crash with restarts, a hang, a near miss (healthy), a fleet of replicas, and a symptom no
+/// measured cause explains.
 const DIAGNOSED: &[&str] = &[
     "kv_cache_exhaustion",
     "crash_loop",
     "engine_stalled_vllm_cpu",
     "kv_cache_near_miss",
     "fleet_mixed",
+    "errors_unexplained",
 ];
 
 /// The formats of `diagnose`, with the flags that make the table the same on every machine.
