@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real servers the integration tests start (tests/prom/mod.rs): Debian's
 # `prometheus` package (prometheus, promtool), `victoria-metrics` and `prometheus-alertmanager`
-# (prometheus-alertmanager, amtool), and `chromium` (the postmortem HTML report is rendered in it
-# headless). Idempotent: installs only
+# (prometheus-alertmanager, amtool), `chromium` (the postmortem HTML report is rendered in it
+# headless) and `nginx-light` (a gateway writing its JSON access log, tests/gateway.rs). Idempotent: installs only
 # what is missing, and runs `apt-get update` only then. Needs root and the Debian package
 # registry. Facts behind each step: Debian starts a package's daemon on install unless
 # policy-rc.d forbids it (done below).
@@ -16,10 +16,11 @@ declare -A package_of=(
   [prometheus-alertmanager]=prometheus-alertmanager
   [amtool]=prometheus-alertmanager
   [chromium]=chromium
+  [nginx]=nginx-light
 )
 
 missing=()
-for bin in prometheus promtool victoria-metrics prometheus-alertmanager amtool chromium; do
+for bin in prometheus promtool victoria-metrics prometheus-alertmanager amtool chromium nginx; do
   if command -v "$bin" >/dev/null 2>&1; then
     echo "install-test-servers: $bin already installed ($(command -v "$bin"))"
   else

@@ -4,6 +4,7 @@ mod cli;
 mod export;
 mod fixtures;
 mod fuzz_replay;
+mod gateway;
 mod inputs;
 mod layout;
 mod live;

@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
+use super::input::InputKind;
 use crate::prepared::{Options, Prepared};
 use crate::rules::Rules;
 use crate::signal::series::SeriesSet;
 use crate::source::file::stream::TargetLimit;
-use crate::source::file::{read_text, snapshot, ReadOptions, Retention};
+use crate::source::file::{read_text, requests, snapshot, ReadOptions, Retention};
 use crate::source::live::prometheus::LiveOptions;
 use crate::source::live::{nvml, scrape};
 
@@ -56,6 +57,8 @@ struct Reading {
     errors: Vec<String>,
     /// (host name, notes) of the NVML readings, for the target the GPUs join.
     nvml_notes: Option<(String, Vec<String>)>,
+    /// Requests from gateway logs.
+    requests: Vec<requests::Request>,
 }
 
 impl Reading {
@@ -85,6 +88,9 @@ pub fn gather(sources: &Sources<'_>, rules: &Rules, options: &Options) -> Result
         query_prometheus(url, live, sources.quiet, rules, options, &mut got)?;
     }
     if got.set.is_none() && got.prepared.is_empty() && sources.prometheus.is_none() {
+        if !got.requests.is_empty() {
+            bail!("a gateway's request log alone has nothing to judge: give it beside the engine's metrics");
+        }
         if sources.nvml.is_some() {
             bail!("no source could be read:\n  {}", got.errors.join("\n  "));
         }
@@ -93,13 +99,17 @@ pub fn gather(sources: &Sources<'_>, rules: &Rules, options: &Options) -> Result
             got.errors.join("\n  ")
         );
     }
-    let prepared = prepare(
+    let mut prepared = prepare(
         got.set.as_ref(),
         got.prepared,
         &got.nvml_notes,
         rules,
         options,
     )?;
+    if !got.requests.is_empty() {
+        let notes = super::requests::attach(&mut prepared, &got.requests, &rules.catalog);
+        got.warnings.extend(notes);
+    }
     // The series are read into the prepared targets now. A fleet's are hundreds of thousands of
     // small allocations, and freeing them took about a tenth of the run: another thread frees
     // them beside the diagnosis, or the process ends first and the system takes them back.
@@ -159,13 +169,20 @@ fn read_files(
 ) -> Result<()> {
     let mut series_files = Vec::new();
     for f in files {
-        if super::input::is_snapshot(f)? {
-            let text = read_text(f)?;
-            let name = f.display().to_string();
-            got.prepared
-                .extend(snapshot::parse(&text, &name, &rules.catalog, at_ms)?);
-        } else {
-            series_files.push(f.clone());
+        match super::input::kind(f)? {
+            InputKind::Snapshot => {
+                let text = read_text(f)?;
+                let name = f.display().to_string();
+                got.prepared
+                    .extend(snapshot::parse(&text, &name, &rules.catalog, at_ms)?);
+            }
+            InputKind::Requests => {
+                let text = read_text(f)?;
+                let name = f.display().to_string();
+                got.requests
+                    .extend(requests::parse_nginx_json(&text, &name)?);
+            }
+            InputKind::Metrics => series_files.push(f.clone()),
         }
     }
     if series_files.is_empty() {

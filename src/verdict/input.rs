@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::source::file::{not_metrics, snapshot, stream};
+use crate::source::file::{not_metrics, requests, snapshot, stream};
 
 /// The input paths, with standard input's copy removed on drop.
 pub struct Inputs {
@@ -85,15 +85,28 @@ pub fn engine_args(arg: Option<&str>) -> Result<Option<String>> {
     })
 }
 
-/// Whether `path` is an llm-doctor snapshot (true) or may be metrics (false), from one look
-/// at its first bytes; a file that is plainly neither is refused.
-pub fn is_snapshot(path: &Path) -> Result<bool> {
+/// What an input file holds, from one look at its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    /// An llm-doctor snapshot or timeline.
+    Snapshot,
+    /// A gateway's access log, one JSON request per line.
+    Requests,
+    /// Metrics (exposition text, OpenMetrics, a Prometheus API answer), or so it may be.
+    Metrics,
+}
+
+/// What `path` holds; a file that is plainly none of the inputs is refused.
+pub fn kind(path: &Path) -> Result<InputKind> {
     let head = stream::peek_text(path, 64 << 10)?;
     if snapshot::looks_like(&head) {
-        return Ok(true);
+        return Ok(InputKind::Snapshot);
+    }
+    if requests::looks_like(&head) {
+        return Ok(InputKind::Requests);
     }
     match not_metrics(&path.display().to_string(), &head) {
         Some(msg) => bail!("{msg}"),
-        None => Ok(false),
+        None => Ok(InputKind::Metrics),
     }
 }

@@ -11,6 +11,7 @@ pub mod gather;
 pub mod input;
 pub mod judge;
 pub mod range;
+pub mod requests;
 
 pub use gather::{gather, window_ms, Gathered, Sources};
 pub use judge::{judge, judge_all};

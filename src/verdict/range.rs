@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
+use super::input::InputKind;
 use crate::postmortem::Range;
 use crate::rules::Rules;
 use crate::signal::selector::Selector;
@@ -94,11 +95,16 @@ fn read_files(
     window_ms: i64,
 ) -> Result<Recording> {
     for f in files {
-        if super::input::is_snapshot(f)? {
-            bail!(
+        match super::input::kind(f)? {
+            InputKind::Snapshot => bail!(
                 "`{}` is an llm-doctor snapshot: it holds one window, not a range; give the recording it was made from",
                 f.display()
-            );
+            ),
+            InputKind::Requests => bail!(
+                "`{}` is a gateway's request log: postmortem reads metrics over a range; give the log to diagnose beside the metrics",
+                f.display()
+            ),
+            InputKind::Metrics => {}
         }
     }
     let names = rules.adapters.read_names();

@@ -6,6 +6,7 @@ pub mod exposition;
 pub mod limit;
 pub mod openmetrics;
 mod read;
+pub mod requests;
 pub mod snapshot;
 pub mod stream;
 

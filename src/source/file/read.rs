@@ -258,7 +258,7 @@ mod tests {
 }
 
 /// The kinds of file the readers take, for errors about files that are none of them.
-pub const ACCEPTED_INPUTS: &str = "accepted: Prometheus text or OpenMetrics (plain or gzip), a saved Prometheus API answer (JSON), or an llm-doctor snapshot (YAML or JSON)";
+pub const ACCEPTED_INPUTS: &str = "accepted: Prometheus text or OpenMetrics (plain or gzip), a saved Prometheus API answer (JSON), an llm-doctor snapshot (YAML or JSON), or a gateway's JSON access log beside them";
 
 /// An error for a file whose first bytes say it is not metrics: JSON that is not a Prometheus
 /// API answer, YAML that is not a snapshot (an llm-doctor serve config, say). None when it may

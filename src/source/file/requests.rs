@@ -1,0 +1,251 @@
+//! Per-request records from a gateway's access log: one JSON object per line, as nginx writes
+//! with `log_format ... escape=json` (README: "Requests from a gateway"). Each line is one
+//! request as the gateway saw it: when it ended, its status, the whole time the gateway held it
+//! (what the client waited, short of the client's own network), and the upstream's share.
+//!
+//! The fields read (nginx variables; values are strings, `-` when nginx has none, and
+//! comma-separated when the request was tried on several upstreams):
+//! `msec` (end of the request, Unix seconds), `request_time`, `status`, `upstream_addr`,
+//! `upstream_connect_time`, `upstream_header_time`, `upstream_response_time`, `request_id`.
+//! Other fields are kept out of the way, never an error.
+
+use serde_json::{Map, Value};
+
+/// One request as the gateway logged it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// `request_id`, when logged.
+    pub id: Option<String>,
+    /// End of the request at the gateway, Unix milliseconds.
+    pub end_ms: i64,
+    /// HTTP status the gateway answered.
+    pub status: u16,
+    /// The whole time the gateway held the request, seconds.
+    pub total_s: f64,
+    /// The upstream the request went to last (`host:port`), when one was tried.
+    pub upstream: Option<String>,
+    /// Time the upstream(s) took to answer completely, seconds (summed over tries).
+    pub upstream_s: Option<f64>,
+    /// Time to the upstream's response headers, seconds (the last try).
+    pub upstream_header_s: Option<f64>,
+    /// Upstreams tried beyond the first (nginx's `proxy_next_upstream`).
+    pub retries: u32,
+}
+
+/// A request log that does not read. Each message names the file and the line.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RequestLogError {
+    /// A line that is not a JSON object (a truncated line, a plain-text log line).
+    #[error("{file}:{line}: not a JSON object: {detail}")]
+    NotJson {
+        /// The file as named.
+        file: String,
+        /// 1-based.
+        line: usize,
+        /// The JSON parser's reason.
+        detail: String,
+    },
+    /// A field the reader needs is missing or not what nginx writes.
+    #[error("{file}:{line}: field `{field}` {problem}")]
+    Field {
+        /// The file as named.
+        file: String,
+        /// 1-based.
+        line: usize,
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+/// Whether `head` (a file's first bytes) is a gateway request log: its first line a JSON object
+/// with nginx's `request_time`.
+pub fn looks_like(head: &str) -> bool {
+    let first = head
+        .trim_start_matches('\u{feff}')
+        .lines()
+        .find(|l| !l.trim().is_empty());
+    first.is_some_and(|l| {
+        let l = l.trim_start();
+        l.starts_with('{') && l.contains("\"request_time\"")
+    })
+}
+
+/// Every request of an nginx JSON access log, in file order. An error stops at the first bad
+/// line and names it.
+pub fn parse_nginx_json(text: &str, file: &str) -> Result<Vec<Request>, RequestLogError> {
+    let mut out = Vec::new();
+    for (i, raw) in text.trim_start_matches('\u{feff}').lines().enumerate() {
+        let line = i + 1;
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let obj: Map<String, Value> =
+            serde_json::from_str(raw).map_err(|e| RequestLogError::NotJson {
+                file: file.to_string(),
+                line,
+                detail: e.to_string(),
+            })?;
+        out.push(request(&obj, file, line)?);
+    }
+    Ok(out)
+}
+
+fn request(obj: &Map<String, Value>, file: &str, line: usize) -> Result<Request, RequestLogError> {
+    let field_error = |field: &'static str, problem: String| RequestLogError::Field {
+        file: file.to_string(),
+        line,
+        field,
+        problem,
+    };
+    let text = |field: &'static str| -> Option<String> {
+        match obj.get(field)? {
+            Value::String(s) if s != "-" && !s.is_empty() => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+    };
+    let seconds = |field: &'static str| -> Result<f64, RequestLogError> {
+        let v = text(field).ok_or_else(|| field_error(field, "is missing".into()))?;
+        v.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .ok_or_else(|| field_error(field, format!("is not a number of seconds: `{v}`")))
+    };
+    // Several upstreams tried: `0.001, 0.002` (or `:` between upstream groups).
+    let tries = |field: &'static str| -> Result<Option<Vec<f64>>, RequestLogError> {
+        let Some(v) = text(field) else {
+            return Ok(None);
+        };
+        let parts: Result<Vec<f64>, _> = v
+            .split([',', ':'])
+            .map(str::trim)
+            .filter(|p| *p != "-" && !p.is_empty())
+            .map(|p| p.parse::<f64>())
+            .collect();
+        match parts {
+            Ok(p) if p.is_empty() => Ok(None),
+            Ok(p) => Ok(Some(p)),
+            Err(_) => Err(field_error(
+                field,
+                format!("is not a list of seconds: `{v}`"),
+            )),
+        }
+    };
+    let end_s = seconds("msec")?;
+    let total_s = seconds("request_time")?;
+    let status = text("status")
+        .ok_or_else(|| field_error("status", "is missing".into()))?
+        .parse::<u16>()
+        .map_err(|_| field_error("status", "is not an HTTP status".into()))?;
+    let response = tries("upstream_response_time")?;
+    let header = tries("upstream_header_time")?;
+    // Tries are separated by `, `, upstream groups by ` : `; an address holds `:` itself.
+    let upstream = text("upstream_addr").map(|a| {
+        let last = a.rsplit(", ").next().unwrap_or(&a);
+        last.rsplit(" : ").next().unwrap_or(last).trim().to_string()
+    });
+    Ok(Request {
+        id: text("request_id"),
+        end_ms: (end_s * 1000.0).round() as i64,
+        status,
+        total_s,
+        upstream,
+        retries: response
+            .as_ref()
+            .map_or(0, |r| r.len().saturating_sub(1) as u32),
+        upstream_s: response.map(|r| r.iter().sum()),
+        upstream_header_s: header.and_then(|h| h.last().copied()),
+    })
+}
+
+/// The `q` quantile (0..1) of `values` by the nearest-rank method; None when empty.
+pub fn quantile(values: &mut [f64], q: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
+    Some(values[rank - 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINE: &str = r#"{"msec":"1796570000.250","request_id":"a1b2","status":"200","request_time":"2.500","upstream_addr":"127.0.0.1:8000","upstream_connect_time":"0.000","upstream_header_time":"0.010","upstream_response_time":"2.499","request_uri":"/v1/completions"}"#;
+
+    #[test]
+    fn an_nginx_line_becomes_a_request() {
+        let r = parse_nginx_json(LINE, "access.log").unwrap();
+        assert_eq!(
+            r,
+            vec![Request {
+                id: Some("a1b2".into()),
+                end_ms: 1_796_570_000_250,
+                status: 200,
+                total_s: 2.5,
+                upstream: Some("127.0.0.1:8000".into()),
+                upstream_s: Some(2.499),
+                upstream_header_s: Some(0.01),
+                retries: 0,
+            }]
+        );
+        assert!(looks_like(LINE));
+        assert!(!looks_like("vllm:num_requests_running 1\n"));
+    }
+
+    #[test]
+    fn retries_and_missing_upstreams_read_as_nginx_writes_them() {
+        let tried = LINE
+            .replace(
+                r#""upstream_addr":"127.0.0.1:8000""#,
+                r#""upstream_addr":"10.0.0.1:8000, 10.0.0.2:8000""#,
+            )
+            .replace(
+                r#""upstream_response_time":"2.499""#,
+                r#""upstream_response_time":"0.500, 1.999""#,
+            );
+        let r = &parse_nginx_json(&tried, "f").unwrap()[0];
+        assert_eq!(r.retries, 1);
+        assert_eq!(r.upstream.as_deref(), Some("10.0.0.2:8000"));
+        assert!((r.upstream_s.unwrap() - 2.499).abs() < 1e-9);
+        let refused = LINE
+            .replace(r#""status":"200""#, r#""status":"502""#)
+            .replace(
+                r#""upstream_response_time":"2.499""#,
+                r#""upstream_response_time":"-""#,
+            );
+        let r = &parse_nginx_json(&refused, "f").unwrap()[0];
+        assert_eq!((r.status, r.upstream_s), (502, None));
+    }
+
+    #[test]
+    fn bad_lines_are_named_with_file_and_line() {
+        let truncated = format!("{LINE}\n{}", &LINE[..40]);
+        let e = parse_nginx_json(&truncated, "access.log").unwrap_err();
+        assert!(
+            e.to_string().starts_with("access.log:2: not a JSON object"),
+            "{e}"
+        );
+        let no_time = LINE.replace(r#""request_time":"2.500","#, "");
+        let e = parse_nginx_json(&no_time, "a").unwrap_err().to_string();
+        assert_eq!(e, "a:1: field `request_time` is missing");
+        let bad = LINE.replace(r#""request_time":"2.500""#, r#""request_time":"soon""#);
+        let e = parse_nginx_json(&bad, "a").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "a:1: field `request_time` is not a number of seconds: `soon`"
+        );
+    }
+
+    #[test]
+    fn quantiles_by_nearest_rank() {
+        let mut v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(quantile(&mut v, 0.99), Some(99.0));
+        assert_eq!(quantile(&mut v, 0.5), Some(50.0));
+        assert_eq!(quantile(&mut [], 0.5), None);
+    }
+}
