@@ -90,7 +90,7 @@ fn a_slow_hop_behind_nginx_is_measured_from_its_access_log() {
     // The replica's own e2e p99 is about 4.9 s (healthy_idle); the hop adds 8 s to each request.
     let upstream = slow_upstream(Duration::from_secs(8));
     let (mut nginx, port) = start_nginx(dir.path(), upstream);
-    let senders: Vec<_> = (0..24)
+    let senders: Vec<_> = (0..120)
         .map(|_| std::thread::spawn(move || post(port)))
         .collect();
     for s in senders {
@@ -101,17 +101,22 @@ fn a_slow_hop_behind_nginx_is_measured_from_its_access_log() {
     let deadline = Instant::now() + Duration::from_secs(10);
     let text = loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if text.lines().count() >= 24 || Instant::now() > deadline {
+        if text.lines().count() >= 120 || Instant::now() > deadline {
             break text;
         }
         std::thread::sleep(Duration::from_millis(50));
     };
     let _ = nginx.kill();
     let _ = nginx.wait();
-    assert_eq!(text.lines().count(), 24, "{text}");
+    assert_eq!(text.lines().count(), 120, "{text}");
 
-    // The engine's metrics, moved to end now: the requests lie inside their window.
+    // The engine's metrics, moved to end now (the requests lie inside their window) and scraped
+    // at the address nginx proxies to, as Prometheus would find the replica.
     let (om, _) = end_recording_at(&fixture_text("healthy_idle"), (now_ms() / 1000 + 1) * 1000);
+    let om = om.replace(
+        "instance=\"gpu-node-1:8000\"",
+        &format!("instance=\"127.0.0.1:{upstream}\""),
+    );
     let metrics = dir.path().join("engine.om");
     std::fs::write(&metrics, om).unwrap();
     let m = metrics.to_str().unwrap();
@@ -128,13 +133,24 @@ fn a_slow_hop_behind_nginx_is_measured_from_its_access_log() {
     );
     let notes = t["notes"].to_string();
     assert!(
-        notes.contains("gateway log: 24 requests in the window"),
+        notes.contains("gateway log: 120 requests in the window"),
         "{notes}"
     );
 
     // Without the log the same metrics are healthy and the cause is unchecked.
     let (code, json, _) = outcome(&run(&["diagnose", m, "--format", "json", "-q"]));
     assert_eq!(code, 0, "{json}");
+
+    // A replica scraped at another address is not charged with these requests: they are
+    // counted as going to no target read here.
+    let (other, _) = end_recording_at(&fixture_text("healthy_idle"), (now_ms() / 1000 + 1) * 1000);
+    std::fs::write(&metrics, other).unwrap();
+    let (code, json, _) = outcome(&run(&["diagnose", m, l, "--format", "json", "-q"]));
+    assert_eq!(code, 0, "{json}");
+    assert!(
+        json.contains("120 of 120 requests in the gateway log went to no target read here"),
+        "{json}"
+    );
 }
 
 #[test]

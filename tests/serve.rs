@@ -1017,6 +1017,24 @@ fn the_log_is_json_lines_with_log_format_json() {
     );
     assert_eq!(v["listen"], format!("127.0.0.1:{port}"), "{first}");
     assert_eq!(v["sinks"], 1, "{first}");
+    // The signal handler is installed once the server runs: wait for an answer first.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        use std::io::{Read, Write};
+        if let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            let _ = c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            let mut out = String::new();
+            let _ = c.read_to_string(&mut out);
+            if out.contains("200 OK") {
+                break;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "serve never answered /healthz"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     terminate(&mut child);
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     assert!(

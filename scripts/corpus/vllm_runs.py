@@ -733,6 +733,20 @@ def engine_numbers(raw):
     return out
 
 
+def running_at_stop(raw):
+    """vllm:num_requests_running in the first scrape after the engine was paused (None when the
+    run paused nothing or no scrape answered)."""
+    stops = [f["t"] for f in raw.get("faults", []) if f["do"] == "stop_engine"]
+    if not stops:
+        return None
+    for ts, body in raw["scrapes"]:
+        if ts < stops[0] + 2 or body is None:
+            continue
+        m = re.search(r"^vllm:num_requests_running(?:\{[^}]*\})? (\S+)$", body, re.M)
+        return float(m.group(1)) if m else None
+    return None
+
+
 def label_run(raw):
     """(verdict, cause, predicate, untraceable) from the client's numbers and the engine's own
     log and counters (engine_numbers); the design says which predicate is tried, the numbers
@@ -828,6 +842,12 @@ def label_run(raw):
     if not holds:
         return None, None, base + ": objectives missed but not as designed (%s)" % why, None
     untraceable = None
+    if d == "hang" and running_at_stop(raw) == 0:
+        # The engine publishes its gauges after each step: paused between steps with nothing
+        # running, they stay at zero running and nothing waiting while requests pile up unseen.
+        untraceable = ("the engine was paused while idle: its gauges froze at zero requests "
+                       "running and none waiting, and no counter moved until the clients gave "
+                       "up, so the metrics show an idle replica")
     if d == "prefix_uncached":
         # With prefix caching off vLLM counts no prefix-cache queries or hits: that prompts
         # share a prefix is in the workload, not in anything the engine exports. What the

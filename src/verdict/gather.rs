@@ -88,7 +88,7 @@ pub fn gather(sources: &Sources<'_>, rules: &Rules, options: &Options) -> Result
         query_prometheus(url, live, sources.quiet, rules, options, &mut got)?;
     }
     if got.set.is_none() && got.prepared.is_empty() && sources.prometheus.is_none() {
-        if !got.requests.is_empty() {
+        if !got.requests.is_empty() && sources.scrape.is_empty() && sources.nvml.is_none() {
             bail!("a gateway's request log alone has nothing to judge: give it beside the engine's metrics");
         }
         if sources.nvml.is_some() {

@@ -1,16 +1,18 @@
 //! A gateway's requests joined to the targets they went to, as the client-side signals the
 //! playbooks already read (`client_e2e_p99_seconds`): what users waited, measured at the gateway,
 //! beside what the engine measured. A request goes to the target whose `instance` is its
-//! upstream; with one target and no upstream that names another, to that one. Requests that
-//! match no target are counted in a note, never dropped silently.
+//! upstream; to the only target when the request names no upstream or that target names no
+//! instance (a recording relabelled by hand). Requests that match no target are counted in a
+//! note, never dropped silently.
 
 use llm_doctor_engine::{Catalog, SignalValue};
 
 use crate::prepared::Prepared;
 use crate::source::file::requests::{quantile, Request};
 
-/// Fewest answered requests in a window for a p99 that is more than its slowest one or two.
-const MIN_FOR_P99: usize = 20;
+/// Fewest answered requests in a window for a p99 that is not simply the slowest one: below 100
+/// the nearest-rank p99 is the maximum.
+const MIN_FOR_P99: usize = 100;
 
 /// Sets each target's client-side signals from the requests of its window (a `--signal` the
 /// user gave wins) and returns notes about the requests as a whole.
@@ -26,7 +28,9 @@ pub fn attach(prepared: &mut [Prepared], requests: &[Request], catalog: &Catalog
             .and_then(|u| instances.iter().position(|i| *i == Some(u)));
         match by_upstream {
             Some(i) => Some(i),
-            None if prepared.len() == 1 => Some(0),
+            None if prepared.len() == 1 && (r.upstream.is_none() || instances[0].is_none()) => {
+                Some(0)
+            }
             None => None,
         }
     };
@@ -56,6 +60,11 @@ pub fn attach(prepared: &mut [Prepared], requests: &[Request], catalog: &Catalog
 /// The signals of one target from its requests inside its window; a note saying what was read.
 fn set_signals(p: &mut Prepared, requests: &[&Request], catalog: &Catalog) -> Option<String> {
     let w = &p.snapshot.window;
+    let span = if w.end_ms.is_some() {
+        "in the window"
+    } else {
+        "in the log (the metrics have no timestamps: the whole log counts)"
+    };
     let in_window: Vec<&Request> = requests
         .iter()
         .copied()
@@ -82,26 +91,31 @@ fn set_signals(p: &mut Prepared, requests: &[&Request], catalog: &Catalog) -> Op
     let n = answered.len();
     let p99 = quantile(&mut answered, 0.99);
     let mut note = format!(
-        "gateway log: {} requests in the window ({failed} answered 5xx, {retried} retried upstream)",
+        "gateway log: {} requests {span} ({failed} answered 5xx, {retried} retried upstream)",
         in_window.len()
     );
     match p99 {
         Some(v) if n >= MIN_FOR_P99 => {
-            if p.snapshot
+            let given = p
+                .snapshot
                 .signal(catalog, "client_e2e_p99_seconds")
-                .is_none()
-            {
-                let _ = p.snapshot.set_signal(
-                    catalog,
-                    "client_e2e_p99_seconds",
-                    SignalValue {
-                        value: v,
-                        stats: None,
-                        source: "gateway log".to_string(),
-                    },
-                );
-            }
+                .is_some();
+            let set = !given
+                && p.snapshot
+                    .set_signal(
+                        catalog,
+                        "client_e2e_p99_seconds",
+                        SignalValue {
+                            value: v,
+                            stats: None,
+                            source: "gateway log".to_string(),
+                        },
+                    )
+                    .is_ok();
             note.push_str(&format!(", p99 of the whole request {}", fmt_s(v)));
+            if !set {
+                note.push_str(" (not used: client_e2e_p99_seconds was given)");
+            }
         }
         _ => note.push_str(&format!(
             "; {n} answered is too few for a p99 (at least {MIN_FOR_P99})"

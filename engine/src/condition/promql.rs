@@ -181,6 +181,8 @@ fn boolean(e: &BoolExpr, s: &dyn PromqlScope, negate: bool) -> Exported {
             Exported::False => Exported::True,
             _ => Exported::Unknown,
         },
+        // Under an outer negation the guard holds as written.
+        BoolExpr::Not(x) if negate && is_known_guard(x) => guard(x, s),
         BoolExpr::Not(x) => boolean(x, s, !negate),
         // De Morgan: under negation `and` becomes `or`.
         BoolExpr::And(a, b) if !negate => and(boolean(a, s, false), boolean(b, s, false)),
@@ -225,7 +227,9 @@ fn or(a: Exported, b: Exported) -> Exported {
     match (a, b) {
         (Exported::True, _) | (_, Exported::True) => Exported::True,
         (Exported::False, x) | (x, Exported::False) => x,
-        // "Everything but q" beside another alternative has no PromQL form: dropped.
+        (Exported::Unless(p), Exported::Unless(q)) => Exported::Unless(format!("({p}) and ({q})")),
+        // "Everything but q" beside another alternative has no PromQL form: dropped, as an
+        // unexportable clause is.
         (Exported::Unless(_), x) | (x, Exported::Unless(_)) => x,
         (Exported::Unknown, x) | (x, Exported::Unknown) => x,
         (Exported::Query(p), Exported::Query(q)) => Exported::Query(format!("({p}) or ({q})")),
@@ -253,15 +257,22 @@ fn is_known_guard(e: &BoolExpr) -> bool {
 }
 
 /// A guard exported positively: `known(signal)` is the presence of the signal's series, which
-/// the comparisons beside it already require, so it drops out; the rest exports as usual.
+/// the comparisons beside it already require, so it drops out; the rest exports as usual. A
+/// term that cannot be exported makes the whole guard unexportable: dropping it would widen the
+/// guard and hide alerts the evaluator raises.
 fn guard(e: &BoolExpr, s: &dyn PromqlScope) -> Exported {
-    conjuncts(e)
-        .into_iter()
-        .map(|t| match t {
-            BoolExpr::Known(x) if reads_signal(x) => Exported::Unknown,
+    let mut out = Exported::True;
+    for t in conjuncts(e) {
+        let term = match t {
+            BoolExpr::Known(x) if reads_signal(x) => continue,
             other => boolean(other, s, false),
-        })
-        .fold(Exported::True, and)
+        };
+        if term == Exported::Unknown {
+            return Exported::Unknown;
+        }
+        out = and(out, term);
+    }
+    out
 }
 
 /// Whether a `known()` argument reads a signal (not only facts, SLOs and constants).
@@ -421,6 +432,14 @@ mod tests {
         assert_eq!(
             export("not (known(kv_cache_usage_ratio) and kv_cache_usage_ratio >= 99%)"),
             Exported::Unknown
+        );
+        // A guard term Prometheus cannot see makes the guard unexportable, not wider.
+        assert_eq!(
+            export(
+                "queue_depth > 1 and not (known(kv_cache_usage_ratio) and known(absent_signal) \
+                 and kv_cache_usage_ratio >= 99% and absent_signal >= 99%)"
+            ),
+            q("(s0) > 1.0")
         );
         // Without known() the negation still moves into the comparisons.
         assert_eq!(

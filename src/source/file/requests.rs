@@ -114,13 +114,15 @@ fn request(obj: &Map<String, Value>, file: &str, line: usize) -> Result<Request,
             .filter(|x| x.is_finite() && *x >= 0.0)
             .ok_or_else(|| field_error(field, format!("is not a number of seconds: `{v}`")))
     };
-    // Several upstreams tried: `0.001, 0.002` (or `:` between upstream groups).
+    // Several upstreams tried: `0.001, 0.002`; ` : ` separates upstream groups (an internal
+    // redirect): the last group's tries are the request's.
     let tries = |field: &'static str| -> Result<Option<Vec<f64>>, RequestLogError> {
         let Some(v) = text(field) else {
             return Ok(None);
         };
-        let parts: Result<Vec<f64>, _> = v
-            .split([',', ':'])
+        let last_group = v.rsplit(" : ").next().unwrap_or(&v);
+        let parts: Result<Vec<f64>, _> = last_group
+            .split(',')
             .map(str::trim)
             .filter(|p| *p != "-" && !p.is_empty())
             .map(|p| p.parse::<f64>())
