@@ -291,6 +291,10 @@ pub fn run_diff(args: DiffArgs) -> Result<Outcome> {
     let slos = slo_values(&rules, &args.input.slos)?;
     let window_ms = args.input.window.as_millis() as i64;
     let files = &args.input.files;
+    // Each side is read on its own: standard input can feed one of them only.
+    if files.iter().filter(|f| f.as_os_str() == "-").count() > 1 {
+        bail!("`-` (standard input) can be given once");
+    }
     let (good_set, bad_set) = match (&args.input.prom.prometheus, files.len()) {
         (Some(_), _) => bail!("diff reads recordings; record the two windows first (`llm-doctor record --prometheus`)"),
         (None, 1) => {

@@ -322,6 +322,19 @@ fn bad_input_gets_a_clear_error() {
     let (code, _, err) = outcome(&run(&["diff", "fixtures/healthy_busy.om.gz"]));
     assert_eq!(code, 2);
     assert!(err.contains("--good-at"), "{err}");
+    let (code, _, err) = outcome(&run(&["diff", "-", "-"]));
+    assert_eq!(code, 2);
+    assert!(err.contains("can be given once"), "{err}");
+    // A gateway's request log holds no metrics over a range.
+    let log = dir.path().join("access.log");
+    std::fs::write(
+        &log,
+        "{\"msec\":\"1796570000.250\",\"status\":\"200\",\"request_time\":\"0.5\"}\n",
+    )
+    .unwrap();
+    let (code, _, err) = outcome(&run(&["postmortem", log.to_str().unwrap()]));
+    assert_eq!(code, 2);
+    assert!(err.contains("is a gateway's request log"), "{err}");
 }
 
 /// 2026-12-01T00:00:00Z, where the recordings of `tests/data/postmortem/` start.
