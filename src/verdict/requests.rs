@@ -127,3 +127,108 @@ fn set_signals(p: &mut Prepared, requests: &[&Request], catalog: &Catalog) -> Op
 fn fmt_s(v: f64) -> String {
     crate::report::with_unit("x_seconds", v)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use llm_doctor_engine::{Snapshot, Target, Window};
+
+    use super::*;
+
+    fn target(instance: Option<&str>, catalog: &Catalog) -> Prepared {
+        let labels: BTreeMap<String, String> = instance
+            .map(|i| ("instance".to_string(), i.to_string()))
+            .into_iter()
+            .collect();
+        let mut snapshot = Snapshot::new(
+            catalog,
+            Target {
+                engine: Some("vllm".into()),
+                labels,
+            },
+        );
+        snapshot.window = Window {
+            end_ms: Some(1_000_000),
+            length_ms: Some(300_000),
+            lifetime: false,
+        };
+        Prepared {
+            snapshot,
+            notes: Vec::new(),
+        }
+    }
+
+    fn requests(n: usize, upstream: Option<&str>, seconds: f64) -> Vec<Request> {
+        (0..n)
+            .map(|i| Request {
+                id: None,
+                end_ms: 900_000 + i as i64,
+                status: 200,
+                total_s: seconds,
+                upstream: upstream.map(str::to_string),
+                upstream_s: None,
+                upstream_header_s: None,
+                retries: 0,
+            })
+            .collect()
+    }
+
+    fn client_e2e(p: &Prepared, catalog: &Catalog) -> Option<f64> {
+        p.snapshot
+            .signal(catalog, "client_e2e_p99_seconds")
+            .map(|s| s.value)
+    }
+
+    #[test]
+    fn requests_go_to_the_replica_they_were_sent_to() {
+        let rules = crate::rules::load_rules(None).unwrap();
+        let c = &rules.catalog;
+        let mut two = vec![target(Some("a:8000"), c), target(Some("b:8000"), c)];
+        let mut log = requests(100, Some("a:8000"), 2.0);
+        log.extend(requests(100, Some("b:8000"), 9.0));
+        log.extend(requests(5, Some("c:8000"), 1.0));
+        let notes = attach(&mut two, &log, c);
+        assert_eq!(client_e2e(&two[0], c), Some(2.0));
+        assert_eq!(client_e2e(&two[1], c), Some(9.0));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].starts_with("5 of 205 requests"), "{notes:?}");
+
+        // One replica: requests naming another upstream are not its own.
+        let mut one = vec![target(Some("a:8000"), c)];
+        let notes = attach(&mut one, &requests(100, Some("b:8000"), 9.0), c);
+        assert_eq!(client_e2e(&one[0], c), None);
+        assert!(notes[0].starts_with("100 of 100"), "{notes:?}");
+        // ...but requests that name none are.
+        let mut one = vec![target(Some("a:8000"), c)];
+        attach(&mut one, &requests(100, None, 3.0), c);
+        assert_eq!(client_e2e(&one[0], c), Some(3.0));
+    }
+
+    #[test]
+    fn a_p99_needs_a_hundred_answers_in_the_window() {
+        let rules = crate::rules::load_rules(None).unwrap();
+        let c = &rules.catalog;
+        let mut one = vec![target(None, c)];
+        attach(&mut one, &requests(99, None, 3.0), c);
+        assert_eq!(client_e2e(&one[0], c), None);
+        assert!(
+            one[0].notes[0].contains("99 answered is too few"),
+            "{:?}",
+            one[0].notes
+        );
+        // Outside the window: not counted.
+        let mut late = requests(100, None, 3.0);
+        for r in &mut late {
+            r.end_ms += 200_000;
+        }
+        let mut one = vec![target(None, c)];
+        attach(&mut one, &late, c);
+        assert_eq!(client_e2e(&one[0], c), None);
+        assert!(
+            one[0].notes[0].contains("outside the window"),
+            "{:?}",
+            one[0].notes
+        );
+    }
+}
