@@ -115,15 +115,7 @@ fn the_exported_ttft_alert_fires_on_the_kv_incident() {
     let (om, _) = end_recording_at(&fixture_text("kv_cache_exhaustion"), end_ms);
     let dir = tempfile::tempdir().unwrap();
     let rule_file = dir.path().join("rules.yml");
-    let (_, rules, _) = outcome(&run(&[
-        "rules",
-        "export",
-        "prometheus",
-        "--engine",
-        "vllm",
-        "--for",
-        "0s",
-    ]));
+    let rules = vllm_rules_firing_at_once();
     std::fs::write(&rule_file, rules).unwrap();
     let config = format!(
         "global:\n  evaluation_interval: 1s\nrule_files:\n- {}\nscrape_configs: []\n",
@@ -175,15 +167,7 @@ fn the_exported_ttft_alert_fires_on_the_kv_incident() {
 #[test]
 fn the_truncation_alert_stays_quiet_when_clients_capped_the_answers() {
     let dir = tempfile::tempdir().unwrap();
-    let (_, rules, _) = outcome(&run(&[
-        "rules",
-        "export",
-        "prometheus",
-        "--engine",
-        "vllm",
-        "--for",
-        "0s",
-    ]));
+    let rules = vllm_rules_firing_at_once();
     std::fs::write(dir.path().join("rules.yml"), &rules).unwrap();
     // promtool compares annotations too: the exported rule's own.
     let doc: serde_yaml::Value = serde_yaml::from_str(&rules).unwrap();
@@ -220,4 +204,19 @@ fn the_truncation_alert_stays_quiet_when_clients_capped_the_answers() {
         ],
     );
     assert!(ok, "{out}");
+}
+
+/// `rules export prometheus --engine vllm --for 0s`: alerts that fire at their first evaluation.
+fn vllm_rules_firing_at_once() -> String {
+    let (code, rules, err) = outcome(&run(&[
+        "rules",
+        "export",
+        "prometheus",
+        "--engine",
+        "vllm",
+        "--for",
+        "0s",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    rules
 }

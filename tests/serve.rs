@@ -650,6 +650,24 @@ fn start_serve_to(
     u16,
     std::io::Lines<std::io::BufReader<std::process::ChildStderr>>,
 ) {
+    let (child, port, _, lines) = start_serve_with(dir, receiver, extra, sink_url, &[]);
+    (child, port, lines)
+}
+
+/// [`start_serve_to`] with more command-line arguments for `serve` (`--log-format json`); also
+/// returns the "is listening" line itself.
+fn start_serve_with(
+    dir: &std::path::Path,
+    receiver: &str,
+    extra: &str,
+    sink_url: &str,
+    args: &[&str],
+) -> (
+    std::process::Child,
+    u16,
+    String,
+    std::io::Lines<std::io::BufReader<std::process::ChildStderr>>,
+) {
     use std::io::BufRead;
     let port = StdListener::bind("127.0.0.1:0")
         .unwrap()
@@ -666,7 +684,9 @@ fn start_serve_to(
     )
     .unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
-        .args(["serve", "--config"])
+        .arg("serve")
+        .args(args)
+        .arg("--config")
         .arg(&config)
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -674,7 +694,7 @@ fn start_serve_to(
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
     let first = lines.next().unwrap().unwrap();
     assert!(first.contains("is listening"), "{first}");
-    (child, port, lines)
+    (child, port, first, lines)
 }
 
 /// Sends SIGTERM and returns how long the process took to exit successfully.
@@ -983,31 +1003,14 @@ fn sigterm_drains_the_queue_within_the_shutdown_timeout() {
 
 #[test]
 fn the_log_is_json_lines_with_log_format_json() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let port = StdListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let config = dir.path().join("doctor.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "listen: 127.0.0.1:{port}\nprometheus:\n  url: {}\nsinks:\n  - type: webhook\n    url: {}/hook\n",
-            closed_url(),
-            closed_url()
-        ),
-    )
-    .unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
-        .args(["serve", "--log-format", "json", "--config"])
-        .arg(&config)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
+    let (mut child, port, first, lines) = start_serve_with(
+        dir.path(),
+        "  ack: after_delivery\n",
+        "",
+        &closed_url(),
+        &["--log-format", "json"],
+    );
     let v: serde_json::Value =
         serde_json::from_str(&first).unwrap_or_else(|e| panic!("{e}: {first}"));
     assert_eq!(v["level"], "INFO", "{first}");

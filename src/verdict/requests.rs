@@ -112,7 +112,8 @@ fn set_signals(p: &mut Prepared, requests: &[&Request], catalog: &Catalog) -> Op
                         },
                     )
                     .is_ok();
-            note.push_str(&format!(", p99 of the whole request {}", fmt_s(v)));
+            let shown = crate::report::with_unit("client_e2e_p99_seconds", v);
+            note.push_str(&format!(", p99 of the whole request {shown}"));
             if !set {
                 note.push_str(" (not used: client_e2e_p99_seconds was given)");
             }
@@ -122,10 +123,6 @@ fn set_signals(p: &mut Prepared, requests: &[&Request], catalog: &Catalog) -> Op
         )),
     }
     Some(note)
-}
-
-fn fmt_s(v: f64) -> String {
-    crate::report::with_unit("x_seconds", v)
 }
 
 #[cfg(test)]
