@@ -72,6 +72,10 @@ pub struct CaseSpec {
     pub notes: Option<String>,
 }
 
+/// The label of a fault whose symptom is real but whose mechanism nothing measured shows (an
+/// exception on some requests): the right answer names no cause and says so.
+pub const NO_MEASURED_CAUSE: &str = "no_measured_cause";
+
 /// What the run's own ground truth says.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -260,6 +264,9 @@ impl CaseResult {
         if self.error.is_some() {
             return "(error)";
         }
+        if self.top1 && self.expected.as_deref() == Some(NO_MEASURED_CAUSE) {
+            return NO_MEASURED_CAUSE;
+        }
         self.causes.first().map_or(
             if self.symptoms.is_empty() {
                 "(none)"
@@ -425,7 +432,7 @@ pub fn diagnose_case_checking(
     why: &[String],
 ) -> Result<TargetReport> {
     if let Some(c) = &case.label.cause {
-        if rules.playbook.causes.iter().all(|x| &x.id != c) {
+        if c != NO_MEASURED_CAUSE && rules.playbook.causes.iter().all(|x| &x.id != c) {
             bail!("label.cause `{c}` is not a cause of the playbooks");
         }
     }
@@ -515,9 +522,21 @@ pub fn score_case(result: &mut CaseResult, case: &CaseSpec, report: &TargetRepor
     result.first_fix = (d.causes.first())
         .and_then(|c| c.remediations.first())
         .map(|r| r.id.clone());
-    if let Some(want) = &case.label.cause {
-        result.top1 = result.causes.first() == Some(want);
-        result.top3 = result.causes.iter().take(3).any(|c| c == want);
+    match case.label.cause.as_deref() {
+        // The right answer is "a symptom no measured cause explains": stated first when no
+        // fault ranks above it, among the first three when the answer says so at all.
+        Some(NO_MEASURED_CAUSE) => {
+            let stated = !d.unexplained.is_empty();
+            let fault_first =
+                (d.causes.first()).is_some_and(|c| c.severity == CauseSeverity::Fault);
+            result.top1 = stated && !fault_first;
+            result.top3 = stated;
+        }
+        Some(want) => {
+            result.top1 = result.causes.first().map(String::as_str) == Some(want);
+            result.top3 = result.causes.iter().take(3).any(|c| c == want);
+        }
+        None => {}
     }
     result.false_alarm = case.label.verdict != Verdict::Fault
         && (matches!(d.status, Status::Degraded | Status::Critical)

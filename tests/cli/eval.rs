@@ -343,3 +343,54 @@ fn an_untraceable_fault_is_scored_apart() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("only a fault can be `untraceable`"), "{out}");
 }
+
+/// A fault labelled `no_measured_cause` is right when the diagnosis says that nothing measured
+/// explains its symptom and names no fault first; a named cause (here a crash loop the
+/// recording does show) is a miss.
+#[test]
+fn no_measured_cause_is_right_only_when_the_answer_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    for (id, fixture) in [
+        ("errors-nothing-explains", "errors_unexplained"),
+        ("restarts-called-unexplained", "crash_loop"),
+    ] {
+        std::fs::copy(
+            root().join(format!("fixtures/{fixture}.om.gz")),
+            dir.path().join(format!("{id}.om.gz")),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join(format!("{id}.yaml")),
+            format!(
+                "id: {id}\nfamily: f\nengine: vllm\nrecording: {id}.om.gz\n\
+                 engine_args: vllm serve Qwen/Qwen2.5-7B-Instruct\n\
+                 label: {{verdict: fault, cause: no_measured_cause, predicate: p}}\n"
+            ),
+        )
+        .unwrap();
+    }
+    let (_, out, err) = outcome(&run(&[
+        "eval",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    let report: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let result = |id: &str| {
+        let case = (report["cases"].as_array().unwrap().iter())
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("{id} missing: {out}"));
+        (
+            case["top1"].as_bool().unwrap(),
+            case["top3"].as_bool().unwrap(),
+        )
+    };
+    assert_eq!(result("errors-nothing-explains"), (true, true), "{out}");
+    assert_eq!(
+        result("restarts-called-unexplained"),
+        (false, false),
+        "{out}"
+    );
+    assert_eq!(report["total"]["top1"], 1, "{out}");
+}
