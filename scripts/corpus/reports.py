@@ -115,6 +115,10 @@ ENGINES = {
             ("prompt_len", "hist", "vllm:request_prompt_tokens", "125"),
             ("output_len", "hist", "vllm:request_generation_tokens", "125"),
         ],
+        # The API server's prometheus-fastapi-instrumentator (§1.5): every answer by grouped status, with
+        # no engine labels, requests refused before they reach the engine included. Written only for a
+        # case whose load sets http_5xx_rps (see http_series).
+        "http_rows": [("http_2xx_rps", "2xx"), ("http_5xx_rps", "5xx")],
     },
     "vllm-v0": {  # vLLM V0 (§1.3): old names, model_name only, V0 buckets
         "job": "vllm", "port": 8000,
@@ -338,6 +342,8 @@ def engine_state(case, load):
     s.setdefault("abort_rps", 0.0)
     s.setdefault("length_rps", 0.0)
     s.setdefault("fail_rps", 0.0)
+    if "http_5xx_rps" in load:  # rps reached the engine and was answered 200; the 5xx never reached it
+        s.setdefault("http_2xx_rps", rps - s["fail_rps"])
     cap = case.get("kv_capacity_tokens")
     if cap:
         s["kv_capacity"] = cap
@@ -466,6 +472,24 @@ def engine_series(rec, case, states, times, rng):
         c = dict(case, model=rep.get("model", case["model"]))
         sts = [dict(st, load=dict(st["load"], **(rep.get("load") or {}))) for st in states]
         _engine_series(rec, c, sts, times, rng)
+    http_series(rec, case, states, times)
+
+
+def http_series(rec, case, states, times):
+    """The API server's `http_requests_total{handler,method,status}` (one series per status), for a
+    case whose load sets `http_5xx_rps`: requests answered 5xx by the API server before the engine
+    got them (an exception in request preprocessing), which no engine counter sees."""
+    eng = ENGINES[case["engine"]]
+    if not eng.get("http_rows") or not any("http_5xx_rps" in st["load"] for st in states):
+        return
+    series = [engine_state(case, st["load"]) if st["up"] else None for st in states]
+    for qty, status in eng["http_rows"]:
+        labels = {"handler": case.get("http_handler", "/v1/chat/completions"), "method": "POST",
+                  "status": status, "instance": "%s:%d" % (case["host"], eng["port"]), "job": eng["job"]}
+        vals = [None if s is None else s.get(qty, 0.0) for s in series]
+        first = next((v for v in vals if v is not None), None)
+        if first is not None:
+            emit_counter(rec, "counter", "http_requests", labels, times, vals, first * UPTIME_S)
 
 
 def _engine_series(rec, case, states, times, rng):
