@@ -9,6 +9,7 @@ mod inputs;
 mod layout;
 mod live;
 mod nvml;
+mod otlp;
 mod prom;
 mod prom_harness;
 mod promql;

@@ -57,7 +57,7 @@ struct Reading {
     errors: Vec<String>,
     /// (host name, notes) of the NVML readings, for the target the GPUs join.
     nvml_notes: Option<(String, Vec<String>)>,
-    /// Requests from gateway logs.
+    /// Requests from gateway logs and engine traces.
     requests: Vec<requests::Request>,
 }
 
@@ -89,7 +89,7 @@ pub fn gather(sources: &Sources<'_>, rules: &Rules, options: &Options) -> Result
     }
     if got.set.is_none() && got.prepared.is_empty() && sources.prometheus.is_none() {
         if !got.requests.is_empty() && sources.scrape.is_empty() && sources.nvml.is_none() {
-            bail!("a gateway's request log alone has nothing to judge: give it beside the engine's metrics");
+            bail!("request records (a gateway's log, an engine's traces) alone have nothing to judge: give them beside the engine's metrics");
         }
         if sources.nvml.is_some() {
             bail!("no source could be read:\n  {}", got.errors.join("\n  "));
@@ -176,11 +176,10 @@ fn read_files(
                 got.prepared
                     .extend(snapshot::parse(&text, &name, &rules.catalog, at_ms)?);
             }
-            InputKind::Requests => {
+            InputKind::Requests(k) => {
                 let text = read_text(f)?;
                 let name = f.display().to_string();
-                got.requests
-                    .extend(requests::parse_nginx_json(&text, &name)?);
+                got.requests.extend(requests::parse(k, &text, &name)?);
             }
             InputKind::Metrics => series_files.push(f.clone()),
         }

@@ -90,8 +90,8 @@ pub fn engine_args(arg: Option<&str>) -> Result<Option<String>> {
 pub enum InputKind {
     /// An llm-doctor snapshot or timeline.
     Snapshot,
-    /// A gateway's access log, one JSON request per line.
-    Requests,
+    /// Per-request records: a gateway's access log or an engine's trace exports.
+    Requests(requests::RecordKind),
     /// Metrics (exposition text, OpenMetrics, a Prometheus API answer), or so it may be.
     Metrics,
 }
@@ -102,8 +102,8 @@ pub fn kind(path: &Path) -> Result<InputKind> {
     if snapshot::looks_like(&head) {
         return Ok(InputKind::Snapshot);
     }
-    if requests::looks_like(&head) {
-        return Ok(InputKind::Requests);
+    if let Some(k) = requests::record_kind(&head) {
+        return Ok(InputKind::Requests(k));
     }
     match not_metrics(&path.display().to_string(), &head) {
         Some(msg) => bail!("{msg}"),

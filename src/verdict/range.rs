@@ -100,8 +100,8 @@ fn read_files(
                 "`{}` is an llm-doctor snapshot: it holds one window, not a range; give the recording it was made from",
                 f.display()
             ),
-            InputKind::Requests => bail!(
-                "`{}` is a gateway's request log: postmortem reads metrics over a range; give the log to diagnose beside the metrics",
+            InputKind::Requests(_) => bail!(
+                "`{}` holds request records (a gateway's log or an engine's traces): postmortem reads metrics over a range; give them to diagnose beside the metrics",
                 f.display()
             ),
             InputKind::Metrics => {}

@@ -1,117 +1,164 @@
-//! A gateway's requests joined to the targets they went to, as the client-side signals the
-//! playbooks already read (`client_e2e_p99_seconds`): what users waited, measured at the gateway,
-//! beside what the engine measured. A request goes to the target whose `instance` is its
-//! upstream; to the only target when the request names no upstream or that target names no
-//! instance (a recording relabelled by hand). Requests that match no target are counted in a
+//! Per-request records joined to the targets they went to. A gateway's requests become the
+//! client-side signals the playbooks already read (`client_e2e_p99_seconds`): what users waited,
+//! measured at the gateway, beside what the engine measured. An engine's own request spans give
+//! the latencies its metrics lack (an engine that exports no histogram), and joined to the
+//! gateway's records by request id or trace id, each request's time outside the engine.
+//!
+//! A record goes to the target whose `instance` is its replica; to the only target when the
+//! record names no replica or that target names no instance (a recording relabelled by hand).
+//! Records that match no target, and gateway records no engine span matches, are counted in a
 //! note, never dropped silently.
 
 use llm_doctor_engine::{Catalog, SignalValue};
 
 use crate::prepared::Prepared;
-use crate::source::file::requests::{quantile, Request};
+use crate::source::file::requests::{quantile, Request, SeenBy};
 
-/// Fewest answered requests in a window for a p99 that is not simply the slowest one: below 100
-/// the nearest-rank p99 is the maximum.
+/// Fewest requests in a window for a p99 that is not simply the slowest one: below 100 the
+/// nearest-rank p99 is the maximum.
 const MIN_FOR_P99: usize = 100;
 
-/// Sets each target's client-side signals from the requests of its window (a `--signal` the
-/// user gave wins) and returns notes about the requests as a whole.
+/// Sets each target's signals from the requests of its window (a `--signal` the user gave, or
+/// a value the metrics hold, wins) and returns notes about the requests as a whole.
 pub fn attach(prepared: &mut [Prepared], requests: &[Request], catalog: &Catalog) -> Vec<String> {
     let instances: Vec<Option<&str>> = prepared
         .iter()
         .map(|p| p.snapshot.target.labels.get("instance").map(String::as_str))
         .collect();
     let target_of = |r: &Request| -> Option<usize> {
-        let by_upstream = r
-            .upstream
+        let by_replica = r
+            .replica
             .as_deref()
             .and_then(|u| instances.iter().position(|i| *i == Some(u)));
-        match by_upstream {
+        // A gateway's upstream is an address, as a scrape's instance is: one that matches no
+        // target went elsewhere. An engine's `service.instance.id` is whatever id its exporter
+        // chose (vLLM's is a random UUID), comparable only where a deployment sets it to the
+        // address: with one target, an engine's span is that target's.
+        let opaque = r.seen_by == SeenBy::Engine;
+        match by_replica {
             Some(i) => Some(i),
-            None if prepared.len() == 1 && (r.upstream.is_none() || instances[0].is_none()) => {
+            None if prepared.len() == 1
+                && (r.replica.is_none() || instances[0].is_none() || opaque) =>
+            {
                 Some(0)
             }
             None => None,
         }
     };
     let mut matched = vec![Vec::new(); prepared.len()];
-    let mut unmatched = 0usize;
+    let mut unmatched = [0usize; 2];
     for r in requests {
         match target_of(r) {
             Some(i) => matched[i].push(r),
-            None => unmatched += 1,
+            None => unmatched[usize::from(r.seen_by == SeenBy::Engine)] += 1,
         }
     }
     for (p, mine) in prepared.iter_mut().zip(&matched) {
-        if let Some(note) = set_signals(p, mine, catalog) {
-            p.notes.push(note);
-        }
+        let notes = set_signals(p, mine, catalog);
+        p.notes.extend(notes);
     }
     let mut notes = Vec::new();
-    if unmatched > 0 {
-        notes.push(format!(
-            "{unmatched} of {} requests in the gateway log went to no target read here (their upstream matched no target's instance)",
-            requests.len()
-        ));
+    for (n, what) in unmatched
+        .iter()
+        .zip(["requests in the gateway log", "engine request spans"])
+    {
+        if *n > 0 {
+            let of = requests
+                .iter()
+                .filter(|r| (r.seen_by == SeenBy::Engine) == (what == "engine request spans"))
+                .count();
+            notes.push(format!(
+                "{n} of {of} {what} went to no target read here (their replica matched no target's instance)"
+            ));
+        }
     }
     notes
 }
 
-/// The signals of one target from its requests inside its window; a note saying what was read.
-fn set_signals(p: &mut Prepared, requests: &[&Request], catalog: &Catalog) -> Option<String> {
+/// The signals of one target from its requests inside its window; notes saying what was read.
+fn set_signals(p: &mut Prepared, requests: &[&Request], catalog: &Catalog) -> Vec<String> {
     let w = &p.snapshot.window;
     let span = if w.end_ms.is_some() {
         "in the window"
     } else {
         "in the log (the metrics have no timestamps: the whole log counts)"
     };
-    let in_window: Vec<&Request> = requests
+    let (in_window, outside): (Vec<&Request>, Vec<&Request>) =
+        requests
+            .iter()
+            .partition(|r| match (w.end_ms, w.length_ms) {
+                (Some(end), Some(len)) => r.end_ms > end - len && r.end_ms <= end,
+                _ => true,
+            });
+    let gateway: Vec<&Request> = in_window
         .iter()
         .copied()
-        .filter(|r| match (w.end_ms, w.length_ms) {
-            (Some(end), Some(len)) => r.end_ms > end - len && r.end_ms <= end,
-            _ => true,
-        })
+        .filter(|r| r.seen_by == SeenBy::Gateway)
         .collect();
-    if in_window.is_empty() {
-        return (!requests.is_empty()).then(|| {
-            format!(
-                "the gateway log's {} requests for this target all fall outside the window",
-                requests.len()
-            )
-        });
-    }
-    let mut answered: Vec<f64> = in_window
+    let engine: Vec<&Request> = in_window
         .iter()
-        .filter(|r| r.status < 500)
-        .map(|r| r.total_s)
+        .copied()
+        .filter(|r| r.seen_by == SeenBy::Engine)
         .collect();
-    let failed = in_window.iter().filter(|r| r.status >= 500).count();
-    let retried = in_window.iter().filter(|r| r.retries > 0).count();
+    let mut notes = Vec::new();
+    if in_window.is_empty() && !outside.is_empty() {
+        notes.push(format!(
+            "the {} request records for this target all fall outside the window",
+            outside.len()
+        ));
+        return notes;
+    }
+    if !gateway.is_empty() {
+        notes.push(gateway_note(p, &gateway, span, catalog));
+    }
+    if !engine.is_empty() {
+        notes.push(engine_note(p, &engine, span, catalog));
+    }
+    if !gateway.is_empty() && !engine.is_empty() {
+        notes.push(joined_note(&gateway, &engine));
+    }
+    notes
+}
+
+/// Sets `name` to `value` unless the target already holds it (the user's `--signal`, or the
+/// metrics); whether it was set.
+fn set_if_absent(
+    p: &mut Prepared,
+    catalog: &Catalog,
+    name: &str,
+    value: f64,
+    source: &str,
+) -> bool {
+    p.snapshot.signal(catalog, name).is_none()
+        && p.snapshot
+            .set_signal(
+                catalog,
+                name,
+                SignalValue {
+                    value,
+                    stats: None,
+                    source: source.to_string(),
+                },
+            )
+            .is_ok()
+}
+
+fn gateway_note(p: &mut Prepared, gateway: &[&Request], span: &str, catalog: &Catalog) -> String {
+    let mut answered: Vec<f64> = gateway
+        .iter()
+        .filter(|r| !r.server_error())
+        .filter_map(|r| r.times.gateway)
+        .collect();
+    let failed = gateway.iter().filter(|r| r.server_error()).count();
+    let retried = gateway.iter().filter(|r| r.retries > 0).count();
     let n = answered.len();
-    let p99 = quantile(&mut answered, 0.99);
     let mut note = format!(
         "gateway log: {} requests {span} ({failed} answered 5xx, {retried} retried upstream)",
-        in_window.len()
+        gateway.len()
     );
-    match p99 {
+    match quantile(&mut answered, 0.99) {
         Some(v) if n >= MIN_FOR_P99 => {
-            let given = p
-                .snapshot
-                .signal(catalog, "client_e2e_p99_seconds")
-                .is_some();
-            let set = !given
-                && p.snapshot
-                    .set_signal(
-                        catalog,
-                        "client_e2e_p99_seconds",
-                        SignalValue {
-                            value: v,
-                            stats: None,
-                            source: "gateway log".to_string(),
-                        },
-                    )
-                    .is_ok();
+            let set = set_if_absent(p, catalog, "client_e2e_p99_seconds", v, "gateway log");
             let shown = crate::report::with_unit("client_e2e_p99_seconds", v);
             note.push_str(&format!(", p99 of the whole request {shown}"));
             if !set {
@@ -122,7 +169,81 @@ fn set_signals(p: &mut Prepared, requests: &[&Request], catalog: &Catalog) -> Op
             "; {n} answered is too few for a p99 (at least {MIN_FOR_P99})"
         )),
     }
-    Some(note)
+    note
+}
+
+/// Which of a request's times a signal is the p99 of.
+type TimeOf = fn(&Request) -> Option<f64>;
+
+/// The engine's own p99s from its spans, for the signals its metrics do not hold.
+fn engine_note(p: &mut Prepared, engine: &[&Request], span: &str, catalog: &Catalog) -> String {
+    let failed = engine.iter().filter(|r| r.server_error()).count();
+    let mut note = format!(
+        "engine spans: {} requests {span} ({failed} failed)",
+        engine.len()
+    );
+    let pick: [(&str, TimeOf); 3] = [
+        ("ttft_p99_seconds", |r| r.times.ttft),
+        ("e2e_p99_seconds", |r| r.times.e2e),
+        ("queue_time_p99_seconds", |r| r.times.queue),
+    ];
+    let mut used = Vec::new();
+    let mut kept = Vec::new();
+    for (name, of) in pick {
+        let mut values: Vec<f64> = engine.iter().filter_map(|r| of(r)).collect();
+        let n = values.len();
+        let Some(v) = quantile(&mut values, 0.99).filter(|_| n >= MIN_FOR_P99) else {
+            continue;
+        };
+        let shown = crate::report::with_unit(name, v);
+        if set_if_absent(p, catalog, name, v, "engine spans") {
+            used.push(format!("{name} {shown}"));
+        } else {
+            kept.push(name);
+        }
+    }
+    if !used.is_empty() {
+        note.push_str(&format!("; from them: {}", used.join(", ")));
+    }
+    if !kept.is_empty() {
+        note.push_str(&format!("; the metrics' own {} kept", kept.join(", ")));
+    }
+    if used.is_empty() && kept.is_empty() {
+        note.push_str(&format!("; too few for a p99 (at least {MIN_FOR_P99})"));
+    }
+    note
+}
+
+/// Gateway records joined to engine spans by request id (the engine's id holds the gateway's:
+/// vLLM takes its id from the `X-Request-Id` the gateway passes, and may prefix it) or trace
+/// id; each pair's time outside the engine is the gateway's time less the engine's end-to-end.
+fn joined_note(gateway: &[&Request], engine: &[&Request]) -> String {
+    let engine_of = |g: &Request| -> Option<&Request> {
+        engine.iter().copied().find(|e| {
+            let by_id = matches!((&g.id, &e.id), (Some(gi), Some(ei)) if ei == gi || ei.contains(gi.as_str()));
+            let by_trace = matches!((&g.trace_id, &e.trace_id), (Some(a), Some(b)) if a == b);
+            by_id || by_trace
+        })
+    };
+    let mut outside: Vec<f64> = gateway
+        .iter()
+        .filter_map(|g| {
+            let e = engine_of(g)?;
+            Some((g.times.gateway? - e.times.e2e?).max(0.0))
+        })
+        .collect();
+    let joined = outside.len();
+    let mut note = format!(
+        "joined by request or trace id: {joined} of {} gateway requests ({} engine spans)",
+        gateway.len(),
+        engine.len()
+    );
+    if let (Some(p50), Some(p99)) = (quantile(&mut outside, 0.5), quantile(&mut outside, 0.99)) {
+        note.push_str(&format!(
+            "; time outside the engine p50 {p50:.3} s, p99 {p99:.3} s"
+        ));
+    }
+    note
 }
 
 #[cfg(test)]
@@ -132,6 +253,7 @@ mod tests {
     use llm_doctor_engine::{Snapshot, Target, Window};
 
     use super::*;
+    use crate::source::file::requests::Times;
 
     fn target(instance: Option<&str>, catalog: &Catalog) -> Prepared {
         let labels: BTreeMap<String, String> = instance
@@ -159,14 +281,13 @@ mod tests {
     fn requests(n: usize, upstream: Option<&str>, seconds: f64) -> Vec<Request> {
         (0..n)
             .map(|i| Request {
-                id: None,
-                end_ms: 900_000 + i as i64,
-                status: 200,
-                total_s: seconds,
-                upstream: upstream.map(str::to_string),
-                upstream_s: None,
-                upstream_header_s: None,
-                retries: 0,
+                status: Some(200),
+                replica: upstream.map(str::to_string),
+                times: Times {
+                    gateway: Some(seconds),
+                    ..Times::default()
+                },
+                ..Request::new(SeenBy::Gateway, 900_000 + i as i64)
             })
             .collect()
     }

@@ -334,7 +334,7 @@ fn bad_input_gets_a_clear_error() {
     .unwrap();
     let (code, _, err) = outcome(&run(&["postmortem", log.to_str().unwrap()]));
     assert_eq!(code, 2);
-    assert!(err.contains("is a gateway's request log"), "{err}");
+    assert!(err.contains("holds request records"), "{err}");
 }
 
 /// 2026-12-01T00:00:00Z, where the recordings of `tests/data/postmortem/` start.

@@ -24,8 +24,13 @@ use file::{check_writable, stream_to_file};
 
 /// Arguments of `record`.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("source").required(true).multiple(true).args(["scrape", "nvml", "prometheus"])))]
+#[command(group(clap::ArgGroup::new("source").required(true).multiple(true).args(["scrape", "nvml", "prometheus", "otlp"])))]
 pub struct RecordArgs {
+    /// Receive an engine's request spans instead: listen for OTLP/HTTP at this address
+    /// (`HOST:PORT`; the engine posts to `http://HOST:PORT/v1/traces`) for --duration or until
+    /// stopped, and write each export to --out as one JSON line (gzip when named `.gz`).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with_all = ["scrape", "nvml", "prometheus"])]
+    pub otlp: Option<std::net::SocketAddr>,
     /// Endpoints to scrape. Repeatable.
     #[arg(long, value_name = "URL")]
     pub scrape: Vec<String>,
@@ -76,10 +81,60 @@ pub struct RecordArgs {
 /// Runs `record`: exit code 1 when a source failed but something was still written.
 pub fn run(args: RecordArgs) -> Result<Outcome> {
     crate::log::init(args.log_format);
+    if let Some(addr) = args.otlp {
+        return from_otlp(addr, &args);
+    }
     match &args.prom.prometheus {
         Some(url) => from_prometheus(url, &args),
         None => from_endpoints(&args),
     }
+}
+
+/// `record --otlp HOST:PORT`: receives traces for `--duration` or until stopped.
+fn from_otlp(addr: std::net::SocketAddr, args: &RecordArgs) -> Result<Outcome> {
+    check_writable(&args.out)?;
+    let file = std::fs::File::create(&args.out)
+        .with_context(|| format!("writing `{}`", args.out.display()))?;
+    let out: Box<dyn std::io::Write + Send> = if file::is_gzip_name(&args.out) {
+        Box::new(flate2::write::GzEncoder::new(
+            file,
+            flate2::Compression::fast(),
+        ))
+    } else {
+        Box::new(file)
+    };
+    let duration = args.duration;
+    let received = crate::http::server_runtime()?.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listening on {addr}"))?;
+        let bound = listener.local_addr()?;
+        tracing::info!("receiving OTLP traces on http://{bound}/v1/traces for {duration:?}");
+        let stop = async move {
+            tokio::select! {
+                () = tokio::time::sleep(duration) => {}
+                () = crate::http::stop_signal() => {}
+            }
+        };
+        crate::source::live::otlp::receive(listener, out, stop)
+            .await
+            .context("receiving traces")
+    })?;
+    if received.refused > 0 {
+        tracing::warn!(
+            "{} posts refused (not an OTLP trace export)",
+            received.refused
+        );
+    }
+    Ok(Outcome {
+        stdout: format!(
+            "wrote {} ({} exports, {} request spans)\n",
+            args.out.display(),
+            received.exports,
+            received.requests
+        ),
+        code: 0,
+    })
 }
 
 /// `record --prometheus URL --from T --to T`.

@@ -11,66 +11,7 @@
 
 use serde_json::{Map, Value};
 
-/// One request as the gateway logged it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Request {
-    /// `request_id`, when logged.
-    pub id: Option<String>,
-    /// End of the request at the gateway, Unix milliseconds.
-    pub end_ms: i64,
-    /// HTTP status the gateway answered.
-    pub status: u16,
-    /// The whole time the gateway held the request, seconds.
-    pub total_s: f64,
-    /// The upstream the request went to last (`host:port`), when one was tried.
-    pub upstream: Option<String>,
-    /// Time the upstream(s) took to answer completely, seconds (summed over tries).
-    pub upstream_s: Option<f64>,
-    /// Time to the upstream's response headers, seconds (the last try).
-    pub upstream_header_s: Option<f64>,
-    /// Upstreams tried beyond the first (nginx's `proxy_next_upstream`).
-    pub retries: u32,
-}
-
-/// A request log that does not read. Each message names the file and the line.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum RequestLogError {
-    /// A line that is not a JSON object (a truncated line, a plain-text log line).
-    #[error("{file}:{line}: not a JSON object: {detail}")]
-    NotJson {
-        /// The file as named.
-        file: String,
-        /// 1-based.
-        line: usize,
-        /// The JSON parser's reason.
-        detail: String,
-    },
-    /// A field the reader needs is missing or not what nginx writes.
-    #[error("{file}:{line}: field `{field}` {problem}")]
-    Field {
-        /// The file as named.
-        file: String,
-        /// 1-based.
-        line: usize,
-        /// The field.
-        field: &'static str,
-        /// What is wrong with it.
-        problem: String,
-    },
-}
-
-/// Whether `head` (a file's first bytes) is a gateway request log: its first line a JSON object
-/// with nginx's `request_time`.
-pub fn looks_like(head: &str) -> bool {
-    let first = head
-        .trim_start_matches('\u{feff}')
-        .lines()
-        .find(|l| !l.trim().is_empty());
-    first.is_some_and(|l| {
-        let l = l.trim_start();
-        l.starts_with('{') && l.contains("\"request_time\"")
-    })
-}
+use super::{Request, RequestLogError, SeenBy, Times};
 
 /// Every request of an nginx JSON access log, in file order. An error stops at the first bad
 /// line and names it.
@@ -149,28 +90,20 @@ fn request(obj: &Map<String, Value>, file: &str, line: usize) -> Result<Request,
         let last = a.rsplit(", ").next().unwrap_or(&a);
         last.rsplit(" : ").next().unwrap_or(last).trim().to_string()
     });
-    Ok(Request {
-        id: text("request_id"),
-        end_ms: (end_s * 1000.0).round() as i64,
-        status,
-        total_s,
-        upstream,
-        retries: response
-            .as_ref()
-            .map_or(0, |r| r.len().saturating_sub(1) as u32),
-        upstream_s: response.map(|r| r.iter().sum()),
-        upstream_header_s: header.and_then(|h| h.last().copied()),
-    })
-}
-
-/// The `q` quantile (0..1) of `values` by the nearest-rank method; None when empty.
-pub fn quantile(values: &mut [f64], q: f64) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
-    Some(values[rank - 1])
+    let mut r = Request::new(SeenBy::Gateway, (end_s * 1000.0).round() as i64);
+    r.id = text("request_id");
+    r.status = Some(status);
+    r.replica = upstream;
+    r.retries = response
+        .as_ref()
+        .map_or(0, |t| t.len().saturating_sub(1) as u32);
+    r.times = Times {
+        gateway: Some(total_s),
+        upstream: response.map(|t| t.iter().sum()),
+        upstream_header: header.and_then(|h| h.last().copied()),
+        ..Times::default()
+    };
+    Ok(r)
 }
 
 #[cfg(test)]
@@ -186,17 +119,17 @@ mod tests {
             r,
             vec![Request {
                 id: Some("a1b2".into()),
-                end_ms: 1_796_570_000_250,
-                status: 200,
-                total_s: 2.5,
-                upstream: Some("127.0.0.1:8000".into()),
-                upstream_s: Some(2.499),
-                upstream_header_s: Some(0.01),
-                retries: 0,
+                status: Some(200),
+                replica: Some("127.0.0.1:8000".into()),
+                times: Times {
+                    gateway: Some(2.5),
+                    upstream: Some(2.499),
+                    upstream_header: Some(0.01),
+                    ..Times::default()
+                },
+                ..Request::new(SeenBy::Gateway, 1_796_570_000_250)
             }]
         );
-        assert!(looks_like(LINE));
-        assert!(!looks_like("vllm:num_requests_running 1\n"));
     }
 
     #[test]
@@ -212,8 +145,8 @@ mod tests {
             );
         let r = &parse_nginx_json(&tried, "f").unwrap()[0];
         assert_eq!(r.retries, 1);
-        assert_eq!(r.upstream.as_deref(), Some("10.0.0.2:8000"));
-        assert!((r.upstream_s.unwrap() - 2.499).abs() < 1e-9);
+        assert_eq!(r.replica.as_deref(), Some("10.0.0.2:8000"));
+        assert!((r.times.upstream.unwrap() - 2.499).abs() < 1e-9);
         let refused = LINE
             .replace(r#""status":"200""#, r#""status":"502""#)
             .replace(
@@ -221,7 +154,7 @@ mod tests {
                 r#""upstream_response_time":"-""#,
             );
         let r = &parse_nginx_json(&refused, "f").unwrap()[0];
-        assert_eq!((r.status, r.upstream_s), (502, None));
+        assert_eq!((r.status, r.times.upstream), (Some(502), None));
     }
 
     #[test]
@@ -241,13 +174,5 @@ mod tests {
             e,
             "a:1: field `request_time` is not a number of seconds: `soon`"
         );
-    }
-
-    #[test]
-    fn quantiles_by_nearest_rank() {
-        let mut v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(quantile(&mut v, 0.99), Some(99.0));
-        assert_eq!(quantile(&mut v, 0.5), Some(50.0));
-        assert_eq!(quantile(&mut [], 0.5), None);
     }
 }

@@ -1,0 +1,241 @@
+//! An engine's request spans: `record --otlp` receives what an engine posts over OTLP/HTTP
+//! (protobuf and JSON) into a JSON-lines file, and `diagnose` reads that file beside the
+//! metrics, taking from the spans the latencies an engine's metrics lack.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use prost::Message;
+
+use crate::prom::{end_recording_at, fixture_text};
+use crate::support::{outcome, run};
+
+/// An OTLP/JSON export (written by hand from the specification's encoding) of `n` vLLM-style
+/// request spans ending one second apart before `end_ms`, each with `ttft` seconds to the first
+/// token, and one start-up span that is not a request.
+fn export_json(n: usize, end_ms: i64, ttft: f64) -> String {
+    let spans: Vec<String> = (0..n)
+        .map(|i| {
+            let end_ns = (end_ms - 1000 * i as i64) as i128 * 1_000_000;
+            let start_ns = end_ns - 3_000_000_000;
+            format!(
+                r#"{{"traceId":"{:032x}","spanId":"{:016x}","name":"llm_request","startTimeUnixNano":"{start_ns}","endTimeUnixNano":"{end_ns}","attributes":[{{"key":"gen_ai.request.id","value":{{"stringValue":"cmpl-{i}-0"}}}},{{"key":"gen_ai.usage.prompt_tokens","value":{{"intValue":"200"}}}},{{"key":"gen_ai.usage.completion_tokens","value":{{"intValue":"64"}}}},{{"key":"gen_ai.latency.time_in_queue","value":{{"doubleValue":0.05}}}},{{"key":"gen_ai.latency.time_to_first_token","value":{{"doubleValue":{ttft}}}}},{{"key":"gen_ai.latency.e2e","value":{{"doubleValue":3.0}}}}],"status":{{}}}}"#,
+                i + 1,
+                i + 1
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"resourceSpans":[{{"resource":{{"attributes":[{{"key":"service.name","value":{{"stringValue":"vllm"}}}}]}},"scopeSpans":[{{"scope":{{"name":"vllm"}},"spans":[{},{{"traceId":"00000000000000000000000000000fff","spanId":"0000000000000fff","name":"EngineCoreProc init","startTimeUnixNano":"1","endTimeUnixNano":"2"}}]}}]}}]}}"#,
+        spans.join(",")
+    )
+}
+
+/// POSTs `body` to `/v1/traces` on `port`; the status line and the body of the answer.
+fn post(port: u16, content_type: &str, body: &[u8]) -> (String, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "POST /v1/traces HTTP/1.1\r\nHost: collector\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    s.write_all(body).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let out = String::from_utf8_lossy(&out).to_string();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    (
+        head.lines().next().unwrap_or("").to_string(),
+        body.to_string(),
+    )
+}
+
+#[test]
+fn record_otlp_keeps_what_an_engine_posts_and_diagnose_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("traces.jsonl");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
+        .args([
+            "record",
+            "--otlp",
+            "127.0.0.1:0",
+            "--duration",
+            "60s",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The address it bound, from its first line.
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let port: u16 = line
+        .split("http://127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no address in `{line}`"));
+
+    let end_ms = 1_800_000_000_000;
+    let json = export_json(2, end_ms, 0.5);
+    let export: ExportTraceServiceRequest = serde_json::from_str(&json).unwrap();
+    let (status, body) = post(port, "application/x-protobuf", &export.encode_to_vec());
+    assert!(status.contains(" 200 "), "{status} {body}");
+    let (status, body) = post(
+        port,
+        "application/json",
+        export_json(1, end_ms, 0.5).as_bytes(),
+    );
+    assert!(status.contains(" 200 "), "{status}");
+    assert_eq!(body, "{}");
+    let (status, body) = post(port, "application/x-protobuf", b"\x0a\xff\xff\xff");
+    assert!(status.contains(" 400 "), "{status}");
+    assert!(body.contains("not an OTLP trace export"), "{body}");
+    let (status, _) = post(port, "text/plain", b"hello");
+    assert!(status.contains(" 415 "), "{status}");
+
+    // Stopped as a service manager stops it: what came is kept.
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    assert!(child.wait().unwrap().success(), "{rest}");
+    assert!(
+        stdout.contains("(2 exports, 3 request spans)"),
+        "{stdout}{rest}"
+    );
+    assert!(rest.contains("2 posts refused"), "{rest}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(text.lines().count(), 2, "{text}");
+
+    // The file reads beside an engine's metrics whose window holds the spans.
+    let (om, _) = end_recording_at(&fixture_text("healthy_idle"), end_ms);
+    let metrics = dir.path().join("engine.om");
+    std::fs::write(&metrics, om).unwrap();
+    let (code, json, err) = outcome(&run(&[
+        "diagnose",
+        metrics.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--format",
+        "json",
+        "-q",
+    ]));
+    assert_eq!(code, 0, "{json}{err}");
+    let notes = serde_json::from_str::<serde_json::Value>(&json).unwrap()["targets"][0]["notes"]
+        .to_string();
+    assert!(
+        notes.contains("engine spans: 3 requests in the window (0 failed)"),
+        "{notes}"
+    );
+}
+
+/// llama.cpp exports no time to first token: 120 request spans whose first tokens came after
+/// 6 s give the p99 its metrics lack, and high_ttft fires. An engine whose metrics hold the
+/// histogram keeps its own p99.
+#[test]
+fn spans_give_the_latencies_an_engines_metrics_lack() {
+    let dir = tempfile::tempdir().unwrap();
+    let end_ms = 1_800_000_000_000;
+    let spans = dir.path().join("spans.jsonl");
+    std::fs::write(&spans, export_json(120, end_ms, 6.0) + "\n").unwrap();
+    let diagnose = |fixture: &str| {
+        let (om, _) = end_recording_at(&fixture_text(fixture), end_ms);
+        let metrics = dir.path().join(format!("{fixture}.om"));
+        std::fs::write(&metrics, om).unwrap();
+        let (code, json, err) = outcome(&run(&[
+            "diagnose",
+            metrics.to_str().unwrap(),
+            spans.to_str().unwrap(),
+            "--format",
+            "json",
+            "-q",
+        ]));
+        let v: serde_json::Value =
+            serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}{err}"));
+        (code, v["targets"][0].clone())
+    };
+    let (code, t) = diagnose("llamacpp_healthy");
+    let symptoms = t["symptoms"].to_string();
+    assert_eq!(code, 1, "{t}");
+    assert!(symptoms.contains("high_ttft"), "{symptoms}");
+    assert!(
+        t["notes"]
+            .to_string()
+            .contains("from them: ttft_p99_seconds 6"),
+        "{}",
+        t["notes"]
+    );
+    let (_, t) = diagnose("healthy_idle");
+    assert!(
+        t["notes"]
+            .to_string()
+            .contains("the metrics' own ttft_p99_seconds"),
+        "{}",
+        t["notes"]
+    );
+}
+
+#[test]
+fn a_port_in_use_is_a_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.jsonl");
+    let (code, _, err) = outcome(&run(&[
+        "record",
+        "--otlp",
+        &addr,
+        "--duration",
+        "2s",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    assert_ne!(code, 0);
+    assert!(err.contains(&format!("listening on {addr}")), "{err}");
+}
+
+/// A real vLLM's spans (corpus/vllm/traces: posted by vLLM over OTLP/HTTP protobuf during the
+/// run, received by `record --otlp`) read beside the same run's metrics: one span for each
+/// request the load generator saw answered, all inside the recording's window.
+#[test]
+fn a_real_vllm_runs_spans_match_what_its_client_saw() {
+    let id = "vllm-healthy-long-answers";
+    let case: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(crate::support::root().join(format!("corpus/vllm/{id}.yaml")))
+            .unwrap(),
+    )
+    .unwrap();
+    let answered = case["ground_truth"]["completed_ok"].as_u64().unwrap();
+    let (code, json, err) = outcome(&run(&[
+        "diagnose",
+        &format!("corpus/vllm/{id}.om.gz"),
+        &format!("corpus/vllm/traces/{id}.jsonl.gz"),
+        "--format",
+        "json",
+        "-q",
+    ]));
+    assert_eq!(code, 0, "{json}{err}");
+    let notes = serde_json::from_str::<serde_json::Value>(&json).unwrap()["targets"][0]["notes"]
+        .to_string();
+    assert!(
+        notes.contains(&format!(
+            "engine spans: {answered} requests in the window (0 failed)"
+        )),
+        "{notes}"
+    );
+}
