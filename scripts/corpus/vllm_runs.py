@@ -240,6 +240,23 @@ RUNS = [
      "flags": ["--max-num-queued-reqs", "8"], "load": load("0.45cap", 120, seed=173)},
     {"id": "vllm-healthy-45pct-long-prompts", "design": "healthy",
      "load": load("0.25prefill", 120, seed=167, prompt="1200-1800", max_tokens="32-64")},
+    # Third batch: more of each class at other seeds and shapes, healthy runs beside them.
+    {"id": "vllm-healthy-35pct-c", "design": "healthy", "load": load("0.35cap", 120, seed=181)},
+    {"id": "vllm-healthy-50pct-c", "design": "healthy", "load": load("0.5cap", 120, seed=182)},
+    {"id": "vllm-healthy-short-answers", "design": "healthy",
+     "load": load("0.6cap", 120, seed=183, max_tokens="24-48")},
+    {"id": "vllm-kv-48-blocks-light-near-miss", "design": "near_miss_kv",
+     "flags": ["--num-gpu-blocks-override", "48"], "load": load("0.15cap", 120, seed=184)},
+    {"id": "vllm-engine-killed-heavy", "design": "crash",
+     "load": load("0.7cap", 180, seed=185), "faults": [{"at": 60, "do": "kill_engine"}]},
+    {"id": "vllm-engine-paused-late", "design": "hang",
+     "load": load("0.45cap", 130, seed=186, drain=10), "faults": [{"at": 90, "do": "stop_engine"}]},
+    {"id": "vllm-max-num-seqs-4-heavy", "design": "batch_cap", "flags": ["--max-num-seqs", "4"],
+     "load": load("1.0cap", 120, seed=187, drain=90)},
+    {"id": "vllm-client-aborts-20pct-patient", "design": "client_aborts",
+     "load": load("0.45cap", 120, seed=188, abort="0.2:3")},
+    {"id": "vllm-burst-50-moderate", "design": "burst",
+     "load": load("0.4cap", 120, seed=189, burst="60:50")},
 ]
 
 
@@ -268,9 +285,11 @@ def model_dir():
 
 
 def server_argv(run, port):
+    traces = (["--otlp-traces-endpoint", "http://127.0.0.1:%d/v1/traces" % run["trace_port"]]
+              if run.get("trace_port") else [])
     return ([PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir(),
              "--served-model-name", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port)]
-            + BASE_FLAGS + run.get("flags", []))
+            + BASE_FLAGS + run.get("flags", []) + traces)
 
 
 def short_cmd(run):
@@ -282,7 +301,8 @@ def server_env(run):
     os.makedirs(scratch, exist_ok=True)
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", VLLM_CACHE_ROOT=scratch,
                VLLM_RPC_BASE_PATH=scratch, TMPDIR=scratch, HF_HUB_OFFLINE="1",
-               VLLM_NO_USAGE_STATS="1", PYTHONUNBUFFERED="1")
+               VLLM_NO_USAGE_STATS="1", PYTHONUNBUFFERED="1",
+               OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/protobuf")
     env.update(run.get("env", {}))
     return env
 
@@ -415,6 +435,44 @@ class Scraper(threading.Thread):
             self.stop_ev.wait(delay)
 
 
+class TraceSink(threading.Thread):
+    """An OTLP/HTTP endpoint for vLLM's traces: every POST body (an ExportTraceServiceRequest,
+    protobuf, exactly as it came) is appended to `path` behind its length (4 bytes, big-endian),
+    so the file holds the batches the engine sent, in order."""
+
+    def __init__(self, path):
+        super().__init__(daemon=True)
+        import http.server
+        sink = self
+        self.path, self.batches, self.bytes = path, 0, 0
+        self.lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with sink.lock, open(sink.path, "ab") as fh:
+                    fh.write(len(body).to_bytes(4, "big") + body)
+                    sink.batches += 1
+                    sink.bytes += len(body)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+
+    def run(self):
+        self.server.serve_forever(poll_interval=0.2)
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
 def load1():
     with open("/proc/loadavg") as fh:
         return float(fh.read().split()[0])
@@ -447,6 +505,13 @@ def do_run(run, cal, work, idle=8):
     port = free_port()
     log_path = os.path.join(work, run["id"] + ".server.log")
     log = open(log_path, "w")
+    # The engine's per-request spans (OTLP/HTTP protobuf), kept beside the run.
+    traces = os.path.join(work, run["id"] + ".otlp.bin")
+    if os.path.exists(traces):
+        os.remove(traces)
+    sink = TraceSink(traces)
+    sink.start()
+    run = dict(run, trace_port=sink.port)
     sup = Supervisor(run, port, log)
     scraper = None
     faults_done = []
@@ -491,16 +556,19 @@ def do_run(run, cal, work, idle=8):
             scraper.stop_ev.set()
             scraper.join()
         sup.stop()
+        sink.stop()
         log.close()
+    run = {k: v for k, v in run.items() if k != "trace_port"}
     with open(out) as fh:
         loaddata = json.load(fh)
-    raw = {"id": run["id"], "run": run, "rate": rate, "server_argv": server_argv(run, port),
+    raw = {"id": run["id"], "run": run, "rate": rate, "server_argv": server_argv(sup.run_def, port),
            "engine_args": short_cmd(run), "load_argv": largv, "startup_s": round(startup_s, 1),
            "load_before": load_before, "load_after": load_after, "faults": faults_done,
            "starts": sup.starts, "exits": sup.exits, "t_load": t_load,
            "summary": loaddata["summary"], "requests": loaddata["requests"],
            "scrapes": scraper.scrapes, "calibration": cal,
-           "log_facts": log_facts(log_path), "log_path": log_path}
+           "log_facts": log_facts(log_path), "log_path": log_path,
+           "traces": {"path": traces, "batches": sink.batches, "bytes": sink.bytes}}
     raw["engine"] = engine_numbers(raw)
     with gzip.open(os.path.join(work, run["id"] + ".raw.json.gz"), "wt") as fh:
         json.dump(raw, fh)
@@ -911,10 +979,50 @@ def write_case(raw, out_dir):
             % (VERSION, raw["startup_s"], raw["load_before"], raw["load_after"],
                info["scrapes"], info["series"], raw["run"]["design"])),
     }
+    traces = replay_traces(raw, out_dir)
+    if traces:
+        case["notes"] = Lit(case["notes"] + (
+            "The engine's own request spans (--otlp-traces-endpoint, OTLP/HTTP protobuf) are in "
+            "traces/%s: %d exports with %d request spans, received by llm-doctor record --otlp "
+            "from the batches vLLM posted, in order.\n" % (os.path.basename(traces["path"]),
+                                                           traces["exports"], traces["spans"])))
     with open(os.path.join(out_dir, raw["id"] + ".yaml"), "w") as fh:
         fh.write("# %s\n" % RUN_TITLES.get(raw["run"]["design"], raw["run"]["design"]))
         yaml.dump(case, fh, sort_keys=False, width=100, allow_unicode=True)
     return case
+
+
+def replay_traces(raw, out_dir):
+    """Posts the run's trace batches (as vLLM sent them) to `llm-doctor record --otlp` and keeps
+    what it writes as traces/<id>.jsonl.gz; None when the run kept no traces."""
+    src = (raw.get("traces") or {}).get("path")
+    if not src or not os.path.exists(src):
+        return None
+    binary = os.environ.get("LLM_DOCTOR", os.path.join(REPO, "target", "debug", "llm-doctor"))
+    os.makedirs(os.path.join(out_dir, "traces"), exist_ok=True)
+    out = os.path.join(out_dir, "traces", raw["id"] + ".jsonl.gz")
+    proc = subprocess.Popen([binary, "record", "--otlp", "127.0.0.1:0", "--duration", "10m",
+                             "--out", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    first = proc.stderr.readline()
+    port = int(re.search(r"http://127\.0\.0\.1:(\d+)/", first).group(1))
+    with open(src, "rb") as fh:
+        data = fh.read()
+    i = 0
+    while i < len(data):
+        n = int.from_bytes(data[i:i + 4], "big")
+        body = data[i + 4:i + 4 + n]
+        i += 4 + n
+        req = urllib.request.Request("http://127.0.0.1:%d/v1/traces" % port, data=body,
+                                     headers={"Content-Type": "application/x-protobuf"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.status == 200, r.status
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=30)
+    m = re.search(r"\((\d+) exports, (\d+) request spans\)", stdout)
+    if proc.returncode != 0 or not m:
+        raise RuntimeError("record --otlp failed: " + stdout + stderr)
+    return {"path": out, "exports": int(m.group(1)), "spans": int(m.group(2))}
 
 
 RUN_TITLES = {
