@@ -225,6 +225,7 @@ fn gather_and_judge_fleet_100(bencher: Bencher) {
         nvml: None,
         prometheus: None,
         quiet: true,
+        request_fields: None,
     };
     bencher.bench(|| {
         let got = verdict::gather(&sources, &rules, &opts).unwrap();

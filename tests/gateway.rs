@@ -171,3 +171,102 @@ fn a_broken_log_line_is_named_with_file_and_line() {
     assert_ne!(code, 0);
     assert!(err.contains("access.log:2: not a JSON object"), "{err}");
 }
+
+/// 120 requests of `seconds` each, ending one second apart before `end_ms`, to `upstream`, as
+/// `line` writes each (its arguments: index, end in ms, duration in ms).
+fn log_of(line: impl Fn(usize, i64, i64) -> String, end_ms: i64, seconds: f64) -> String {
+    (0..120)
+        .map(|i| line(i, end_ms - 1000 * i as i64, (seconds * 1000.0) as i64) + "\n")
+        .collect()
+}
+
+/// Envoy's JSON access log in the README's `json_format`, and a gateway we do not name read
+/// through `--request-fields`: each gives the replica what its users waited, as nginx's does.
+#[test]
+fn envoy_and_a_mapped_log_measure_the_hop_as_nginx_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let end_ms = 1_800_000_000_000;
+    let (om, _) = end_recording_at(&fixture_text("healthy_idle"), end_ms);
+    let metrics = dir.path().join("engine.om");
+    std::fs::write(&metrics, om).unwrap();
+    let diagnose = |log: &str, extra: &[&str]| {
+        let path = dir.path().join("requests.log");
+        std::fs::write(&path, log).unwrap();
+        let mut args = vec![
+            "diagnose",
+            metrics.to_str().unwrap(),
+            path.to_str().unwrap(),
+            "--format",
+            "json",
+            "-q",
+        ];
+        args.extend_from_slice(extra);
+        outcome(&run(&args))
+    };
+    let first_cause = |json: &str| {
+        let v: serde_json::Value = serde_json::from_str(json).unwrap();
+        crate::support::cause_ids(&v["targets"][0]).first().cloned()
+    };
+
+    // Envoy writes the start (RFC 3339, milliseconds) and the duration in milliseconds.
+    let envoy = log_of(
+        |i, end, dur| {
+            let start = end - dur;
+            format!(
+                r#"{{"start_time":"{}","duration":{dur},"response_code":200,"upstream_host":"gpu-node-1:8000","request_id":"r{i}","upstream_service_time":"{}","response_flags":"-"}}"#,
+                rfc3339(start),
+                dur - 5
+            )
+        },
+        end_ms,
+        13.0,
+    );
+    let (code, json, err) = diagnose(&envoy, &[]);
+    assert_eq!(code, 1, "{json}{err}");
+    assert_eq!(
+        first_cause(&json).as_deref(),
+        Some("network_latency"),
+        "{json}"
+    );
+    assert!(
+        json.contains("gateway log: 120 requests in the window"),
+        "{json}"
+    );
+
+    // The same requests in a log of another shape, its fields named on the command line.
+    let other = log_of(
+        |i, end, dur| format!(r#"{{"ts":{end},"latency_ms":{dur},"code":"200","rid":"r{i}"}}"#),
+        end_ms,
+        13.0,
+    );
+    let map = "end=ts:ms,total=latency_ms:ms,status=code,id=rid";
+    let (code, json, _) = diagnose(&other, &["--request-fields", map]);
+    assert_eq!(code, 1, "{json}");
+    assert_eq!(
+        first_cause(&json).as_deref(),
+        Some("network_latency"),
+        "{json}"
+    );
+    // Without the map it is no input llm-doctor knows; a map it cannot read is refused.
+    let (code, _, err) = diagnose(&other, &[]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = diagnose(&other, &["--request-fields", "total=latency_ms"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("needs `total` and one of `end` or `start`"),
+        "{err}"
+    );
+}
+
+/// Unix milliseconds as RFC 3339 with milliseconds, as Envoy's %START_TIME% writes them.
+fn rfc3339(ms: i64) -> String {
+    let out = Command::new("date")
+        .args(["-u", "-d", &format!("@{}", ms / 1000), "+%Y-%m-%dT%H:%M:%S"])
+        .output()
+        .unwrap();
+    format!(
+        "{}.{:03}Z",
+        String::from_utf8(out.stdout).unwrap().trim(),
+        ms % 1000
+    )
+}

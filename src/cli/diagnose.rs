@@ -25,9 +25,16 @@ use crate::verdict;
 #[derive(Debug, clap::Args)]
 pub struct DiagnoseArgs {
     /// Recorded metrics, joined: Prometheus text or OpenMetrics (plain or gzip), Prometheus API
-    /// JSON answers, or llm-doctor snapshot/timeline files; `-` reads standard input.
+    /// JSON answers, or llm-doctor snapshot/timeline files; `-` reads standard input. Request
+    /// records beside them: a gateway's JSON access log (nginx, Envoy) or an engine's OTLP
+    /// trace exports as JSON lines.
     #[arg(required_unless_present_any = ["scrape", "nvml", "prometheus"])]
     pub files: Vec<PathBuf>,
+    /// Read JSON request logs through this map of their fields, `role=field[:ms|:us],...`
+    /// (roles: id, trace_id, start, end, status, total, upstream, upstream_time, ttft, model,
+    /// prompt_tokens, output_tokens, finish_reason; `total` and `end` or `start` are needed).
+    #[arg(long, value_name = "ROLE=FIELD,...", value_parser = |s: &str| crate::source::file::requests::FieldMap::parse(s))]
+    pub request_fields: Option<crate::source::file::requests::FieldMap>,
     /// Query a Prometheus-compatible API instead of files (see the Prometheus options).
     #[command(flatten)]
     pub prom: PrometheusArgs,
@@ -153,6 +160,7 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
         nvml: sampling,
         prometheus,
         quiet: args.quiet,
+        request_fields: args.request_fields.clone(),
     };
     let got = verdict::gather(&sources, &rules, &options)?;
     if let Some(path) = &args.save_snapshot {

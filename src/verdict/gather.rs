@@ -33,6 +33,8 @@ pub struct Sources<'a> {
     pub prometheus: Option<(String, LiveOptions)>,
     /// No progress lines on stderr.
     pub quiet: bool,
+    /// Which field of a JSON request log holds what (`--request-fields`).
+    pub request_fields: Option<requests::FieldMap>,
 }
 
 /// What the sources yielded: prepared targets, notes about the inputs as a whole, and the
@@ -80,6 +82,7 @@ pub fn gather(sources: &Sources<'_>, rules: &Rules, options: &Options) -> Result
         rules,
         (options.at_ms, options.window_ms),
         limit,
+        sources.request_fields.as_ref(),
         &mut got,
     )
     .map_err(|e| inputs.name_errors(e))?;
@@ -165,11 +168,12 @@ fn read_files(
     rules: &Rules,
     (at_ms, window_ms): (Option<i64>, i64),
     target_limit: Option<TargetLimit>,
+    request_fields: Option<&requests::FieldMap>,
     got: &mut Reading,
 ) -> Result<()> {
     let mut series_files = Vec::new();
     for f in files {
-        match super::input::kind(f)? {
+        match super::input::kind(f, request_fields.is_some())? {
             InputKind::Snapshot => {
                 let text = read_text(f)?;
                 let name = f.display().to_string();
@@ -179,7 +183,8 @@ fn read_files(
             InputKind::Requests(k) => {
                 let text = read_text(f)?;
                 let name = f.display().to_string();
-                got.requests.extend(requests::parse(k, &text, &name)?);
+                got.requests
+                    .extend(requests::parse(k, request_fields, &text, &name)?);
             }
             InputKind::Metrics => series_files.push(f.clone()),
         }

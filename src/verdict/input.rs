@@ -96,13 +96,14 @@ pub enum InputKind {
     Metrics,
 }
 
-/// What `path` holds; a file that is plainly none of the inputs is refused.
-pub fn kind(path: &Path) -> Result<InputKind> {
+/// What `path` holds; a file that is plainly none of the inputs is refused. `mapped`: the user
+/// named a request log's fields (`--request-fields`), so any JSON-lines log is one.
+pub fn kind(path: &Path, mapped: bool) -> Result<InputKind> {
     let head = stream::peek_text(path, 64 << 10)?;
     if snapshot::looks_like(&head) {
         return Ok(InputKind::Snapshot);
     }
-    if let Some(k) = requests::record_kind(&head) {
+    if let Some(k) = requests::record_kind(&head, mapped) {
         return Ok(InputKind::Requests(k));
     }
     match not_metrics(&path.display().to_string(), &head) {

@@ -95,7 +95,7 @@ fn read_files(
     window_ms: i64,
 ) -> Result<Recording> {
     for f in files {
-        match super::input::kind(f)? {
+        match super::input::kind(f, false)? {
             InputKind::Snapshot => bail!(
                 "`{}` is an llm-doctor snapshot: it holds one window, not a range; give the recording it was made from",
                 f.display()

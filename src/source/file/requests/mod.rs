@@ -3,9 +3,11 @@
 //! Both read into one [`Request`]: whichever times, token counts and identities the record
 //! carries, the rest `None`.
 
+pub mod mapped;
 pub mod nginx;
 pub mod otlp;
 
+pub use mapped::FieldMap;
 pub use nginx::parse_nginx_json;
 
 /// Who wrote the record.
@@ -139,15 +141,21 @@ pub enum RequestLogError {
 /// What kind of request record a file's first bytes begin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordKind {
-    /// A gateway's JSON access log (nginx's field names).
-    Gateway,
+    /// nginx's JSON access log (the README's `log_format`).
+    Nginx,
+    /// Envoy's JSON access log (the README's `json_format`).
+    Envoy,
+    /// A JSON request log read through the user's `--request-fields`.
+    Mapped,
     /// OTLP trace exports as JSON lines (the OpenTelemetry Collector's file exporter).
     OtlpJson,
 }
 
-/// Which request record `head` (a file's first bytes) begins, if any: its first line a JSON
-/// object with nginx's `request_time`, or one with OTLP's `resourceSpans`.
-pub fn record_kind(head: &str) -> Option<RecordKind> {
+/// Which request record `head` (a file's first bytes) begins, if any, from its first line: a
+/// JSON object with OTLP's `resourceSpans`; with a field map (`mapped`), any other JSON object;
+/// else one with nginx's `request_time`, or Envoy's `start_time`, `duration` and
+/// `response_code`.
+pub fn record_kind(head: &str, mapped: bool) -> Option<RecordKind> {
     let first = head
         .trim_start_matches('\u{feff}')
         .lines()
@@ -156,20 +164,40 @@ pub fn record_kind(head: &str) -> Option<RecordKind> {
     if !first.starts_with('{') {
         return None;
     }
-    if first.contains("\"resourceSpans\"") || first.contains("\"resource_spans\"") {
+    let has = |k: &str| first.contains(&format!("\"{k}\""));
+    if has("resourceSpans") || has("resource_spans") {
         Some(RecordKind::OtlpJson)
-    } else if first.contains("\"request_time\"") {
-        Some(RecordKind::Gateway)
+    } else if mapped && !has("resultType") {
+        // Any JSON line but a Prometheus API answer saved with curl.
+        Some(RecordKind::Mapped)
+    } else if has("request_time") {
+        Some(RecordKind::Nginx)
+    } else if has("start_time") && has("duration") && has("response_code") {
+        Some(RecordKind::Envoy)
     } else {
         None
     }
 }
 
-/// Every request of a request-record file of `kind`, in file order.
-pub fn parse(kind: RecordKind, text: &str, file: &str) -> Result<Vec<Request>, RequestLogError> {
-    match kind {
-        RecordKind::Gateway => nginx::parse_nginx_json(text, file),
-        RecordKind::OtlpJson => otlp::parse_json_lines(text, file),
+/// Every request of a request-record file of `kind`, in file order (`map`: the user's
+/// `--request-fields`, for [`RecordKind::Mapped`]).
+pub fn parse(
+    kind: RecordKind,
+    map: Option<&FieldMap>,
+    text: &str,
+    file: &str,
+) -> Result<Vec<Request>, RequestLogError> {
+    match (kind, map) {
+        (RecordKind::Nginx, _) => nginx::parse_nginx_json(text, file),
+        (RecordKind::Envoy, _) => mapped::parse_mapped(&FieldMap::envoy(), text, file),
+        (RecordKind::Mapped, Some(map)) => mapped::parse_mapped(map, text, file),
+        (RecordKind::Mapped, None) => Err(RequestLogError::Field {
+            file: file.to_string(),
+            line: 1,
+            field: "request-fields",
+            problem: "is needed to read this log: no field map was given".into(),
+        }),
+        (RecordKind::OtlpJson, _) => otlp::parse_json_lines(text, file),
     }
 }
 
@@ -197,15 +225,18 @@ mod tests {
 
     #[test]
     fn a_record_is_known_by_its_first_line() {
-        assert_eq!(
-            record_kind("{\"msec\":\"1.0\",\"request_time\":\"0.1\"}\n"),
-            Some(RecordKind::Gateway)
-        );
-        assert_eq!(
-            record_kind("\u{feff}\n{\"resourceSpans\":[]}\n"),
-            Some(RecordKind::OtlpJson)
-        );
-        assert_eq!(record_kind("vllm:num_requests_running 1\n"), None);
-        assert_eq!(record_kind("{\"status\":\"success\",\"data\":{}}"), None);
+        let nginx = "{\"msec\":\"1.0\",\"request_time\":\"0.1\"}\n";
+        assert_eq!(record_kind(nginx, false), Some(RecordKind::Nginx));
+        assert_eq!(record_kind(nginx, true), Some(RecordKind::Mapped));
+        let envoy =
+            "{\"start_time\":\"2026-12-06T19:00:00Z\",\"duration\":5,\"response_code\":200}";
+        assert_eq!(record_kind(envoy, false), Some(RecordKind::Envoy));
+        let otlp = "\u{feff}\n{\"resourceSpans\":[]}\n";
+        assert_eq!(record_kind(otlp, false), Some(RecordKind::OtlpJson));
+        assert_eq!(record_kind(otlp, true), Some(RecordKind::OtlpJson));
+        assert_eq!(record_kind("vllm:num_requests_running 1\n", true), None);
+        let api = "{\"status\":\"success\",\"data\":{\"resultType\":\"matrix\"}}";
+        assert_eq!(record_kind(api, false), None);
+        assert_eq!(record_kind(api, true), None);
     }
 }
