@@ -115,7 +115,7 @@ fn set_signals(p: &mut Prepared, requests: &[&Request], catalog: &Catalog) -> Ve
         notes.push(engine_note(p, &engine, span, catalog));
     }
     if !gateway.is_empty() && !engine.is_empty() {
-        notes.push(joined_note(&gateway, &engine));
+        notes.push(joined_note(p, &gateway, &engine, catalog));
     }
     notes
 }
@@ -217,7 +217,12 @@ fn engine_note(p: &mut Prepared, engine: &[&Request], span: &str, catalog: &Cata
 /// Gateway records joined to engine spans by request id (the engine's id holds the gateway's:
 /// vLLM takes its id from the `X-Request-Id` the gateway passes, and may prefix it) or trace
 /// id; each pair's time outside the engine is the gateway's time less the engine's end-to-end.
-fn joined_note(gateway: &[&Request], engine: &[&Request]) -> String {
+fn joined_note(
+    p: &mut Prepared,
+    gateway: &[&Request],
+    engine: &[&Request],
+    catalog: &Catalog,
+) -> String {
     let engine_of = |g: &Request| -> Option<&Request> {
         engine.iter().copied().find(|e| {
             let by_id = matches!((&g.id, &e.id), (Some(gi), Some(ei)) if ei == gi || ei.contains(gi.as_str()));
@@ -242,6 +247,14 @@ fn joined_note(gateway: &[&Request], engine: &[&Request]) -> String {
         note.push_str(&format!(
             "; time outside the engine p50 {p50:.3} s, p99 {p99:.3} s"
         ));
+        if joined >= MIN_FOR_P99 {
+            let source = "gateway log joined to engine spans";
+            set_if_absent(p, catalog, "gateway_time_p99_seconds", p99, source);
+        } else {
+            note.push_str(&format!(
+                " ({joined} joined is too few to judge by, at least {MIN_FOR_P99})"
+            ));
+        }
     }
     note
 }

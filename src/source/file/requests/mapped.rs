@@ -10,7 +10,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Request, RequestLogError, SeenBy, Times};
+use super::record::{records, Request, RequestLogError, SeenBy, Times};
 
 /// How a number of a field reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,11 +186,8 @@ pub fn parse_mapped(
     file: &str,
 ) -> Result<Vec<Request>, RequestLogError> {
     let mut out = Vec::new();
-    for (i, raw) in text.trim_start_matches('\u{feff}').lines().enumerate() {
-        let line = i + 1;
-        if raw.trim().is_empty() {
-            continue;
-        }
+    for record in records(text, file) {
+        let (line, raw) = record?;
         let obj: Map<String, Value> =
             serde_json::from_str(raw).map_err(|e| RequestLogError::NotJson {
                 file: file.to_string(),

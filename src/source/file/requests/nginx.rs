@@ -11,17 +11,14 @@
 
 use serde_json::{Map, Value};
 
-use super::{Request, RequestLogError, SeenBy, Times};
+use super::record::{records, Request, RequestLogError, SeenBy, Times};
 
 /// Every request of an nginx JSON access log, in file order. An error stops at the first bad
 /// line and names it.
 pub fn parse_nginx_json(text: &str, file: &str) -> Result<Vec<Request>, RequestLogError> {
     let mut out = Vec::new();
-    for (i, raw) in text.trim_start_matches('\u{feff}').lines().enumerate() {
-        let line = i + 1;
-        if raw.trim().is_empty() {
-            continue;
-        }
+    for record in records(text, file) {
+        let (line, raw) = record?;
         let obj: Map<String, Value> =
             serde_json::from_str(raw).map_err(|e| RequestLogError::NotJson {
                 file: file.to_string(),

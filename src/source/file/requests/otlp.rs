@@ -10,7 +10,7 @@ use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::{status::StatusCode, Span};
 use prost::Message;
 
-use super::{Request, RequestLogError, SeenBy, Times};
+use super::record::{records, Request, RequestLogError, SeenBy, Times};
 
 /// The span an engine writes per request.
 const REQUEST_SPAN: &str = "llm_request";
@@ -18,11 +18,8 @@ const REQUEST_SPAN: &str = "llm_request";
 /// Every request span of a file of OTLP trace exports, one JSON export per line.
 pub fn parse_json_lines(text: &str, file: &str) -> Result<Vec<Request>, RequestLogError> {
     let mut out = Vec::new();
-    for (i, raw) in text.trim_start_matches('\u{feff}').lines().enumerate() {
-        if raw.trim().is_empty() {
-            continue;
-        }
-        let line = i + 1;
+    for record in records(text, file) {
+        let (line, raw) = record?;
         let value: serde_json::Value =
             serde_json::from_str(raw).map_err(|e| RequestLogError::NotJson {
                 file: file.to_string(),
