@@ -407,4 +407,8 @@ fn time_outside_the_engine_is_measured_request_by_request() {
         notes.contains("joined by request or trace id: 120 of 120 gateway requests"),
         "{notes}"
     );
+    // The slowest, one by one, with the time each spent outside the engine.
+    let (_, json, _) = outcome(&run(&["diagnose", m, l, sp, "--format", "json", "-q"]));
+    assert!(json.contains("slowest 5 of 120 requests: "), "{json}");
+    assert!(json.contains("outside the engine 5."), "{json}");
 }

@@ -53,11 +53,13 @@ pub fn attach(prepared: &mut [Prepared], requests: &[Request], catalog: &Catalog
             None => unmatched[usize::from(r.seen_by == SeenBy::Engine)] += 1,
         }
     }
+    let mut seen = Vec::new();
     for (p, mine) in prepared.iter_mut().zip(&matched) {
-        let notes = set_signals(p, mine, catalog);
+        let (notes, in_window) = set_signals(p, mine, catalog);
         p.notes.extend(notes);
+        seen.extend(in_window);
     }
-    let mut notes = Vec::new();
+    let mut notes = super::slowest::notes(&whole_records(&seen).iter().collect::<Vec<_>>());
     for (n, what) in unmatched
         .iter()
         .zip(["requests in the gateway log", "engine request spans"])
@@ -75,8 +77,82 @@ pub fn attach(prepared: &mut [Prepared], requests: &[Request], catalog: &Catalog
     notes
 }
 
-/// The signals of one target from its requests inside its window; notes saying what was read.
-fn set_signals(p: &mut Prepared, requests: &[&Request], catalog: &Catalog) -> Vec<String> {
+/// Each request as completely as its records tell it: an engine span with the gateway's time
+/// and address where a gateway record joins it; gateway records alone when there are no spans.
+fn whole_records(seen: &[&Request]) -> Vec<Request> {
+    let (engine, gateway): (Vec<&Request>, Vec<&Request>) =
+        seen.iter().partition(|r| r.seen_by == SeenBy::Engine);
+    if engine.is_empty() {
+        return gateway.into_iter().cloned().collect();
+    }
+    let index = SpanIndex::new(&engine);
+    let mut whole: Vec<Request> = engine.iter().map(|e| (*e).clone()).collect();
+    for g in &gateway {
+        if let Some(i) = index.find(g) {
+            whole[i].times.gateway = g.times.gateway;
+            whole[i].replica = g.replica.clone().or(whole[i].replica.take());
+            whole[i].status = g.status;
+        }
+    }
+    whole
+}
+
+/// Engine spans by request id and trace id. An engine may dress the id it was given: vLLM
+/// makes `cmpl-<id>-0` of an `X-Request-Id`, so each span is also found by its id without a
+/// leading `word-` and a trailing `-digits`.
+struct SpanIndex {
+    by_key: std::collections::HashMap<String, usize>,
+}
+
+impl SpanIndex {
+    fn new(engine: &[&Request]) -> SpanIndex {
+        let mut by_key = std::collections::HashMap::new();
+        for (i, e) in engine.iter().enumerate() {
+            if let Some(id) = &e.id {
+                by_key.entry(format!("id:{id}")).or_insert(i);
+                by_key.entry(format!("id:{}", bare(id))).or_insert(i);
+            }
+            if let Some(t) = &e.trace_id {
+                by_key.entry(format!("trace:{t}")).or_insert(i);
+            }
+        }
+        SpanIndex { by_key }
+    }
+
+    /// The span of gateway record `g`, by its id or its trace id.
+    fn find(&self, g: &Request) -> Option<usize> {
+        let by_id =
+            g.id.as_ref()
+                .and_then(|id| self.by_key.get(&format!("id:{id}")));
+        let by_trace = g
+            .trace_id
+            .as_ref()
+            .and_then(|t| self.by_key.get(&format!("trace:{t}")));
+        by_id.or(by_trace).copied()
+    }
+}
+
+/// `cmpl-abc-0` → `abc`; an id without such dressing is itself.
+fn bare(id: &str) -> &str {
+    let id = match id.split_once('-') {
+        Some((head, rest)) if !head.is_empty() && head.chars().all(|c| c.is_ascii_alphabetic()) => {
+            rest
+        }
+        _ => id,
+    };
+    match id.rsplit_once('-') {
+        Some((rest, tail)) if !tail.is_empty() && tail.chars().all(|c| c.is_ascii_digit()) => rest,
+        _ => id,
+    }
+}
+
+/// The signals of one target from its requests inside its window; notes saying what was read,
+/// and those requests.
+fn set_signals<'a>(
+    p: &mut Prepared,
+    requests: &[&'a Request],
+    catalog: &Catalog,
+) -> (Vec<String>, Vec<&'a Request>) {
     let w = &p.snapshot.window;
     let span = if w.end_ms.is_some() {
         "in the window"
@@ -106,7 +182,7 @@ fn set_signals(p: &mut Prepared, requests: &[&Request], catalog: &Catalog) -> Ve
             "the {} request records for this target all fall outside the window",
             outside.len()
         ));
-        return notes;
+        return (notes, in_window);
     }
     if !gateway.is_empty() {
         notes.push(gateway_note(p, &gateway, span, catalog));
@@ -117,7 +193,7 @@ fn set_signals(p: &mut Prepared, requests: &[&Request], catalog: &Catalog) -> Ve
     if !gateway.is_empty() && !engine.is_empty() {
         notes.push(joined_note(p, &gateway, &engine, catalog));
     }
-    notes
+    (notes, in_window)
 }
 
 /// Sets `name` to `value` unless the target already holds it (the user's `--signal`, or the
@@ -223,17 +299,11 @@ fn joined_note(
     engine: &[&Request],
     catalog: &Catalog,
 ) -> String {
-    let engine_of = |g: &Request| -> Option<&Request> {
-        engine.iter().copied().find(|e| {
-            let by_id = matches!((&g.id, &e.id), (Some(gi), Some(ei)) if ei == gi || ei.contains(gi.as_str()));
-            let by_trace = matches!((&g.trace_id, &e.trace_id), (Some(a), Some(b)) if a == b);
-            by_id || by_trace
-        })
-    };
+    let index = SpanIndex::new(engine);
     let mut outside: Vec<f64> = gateway
         .iter()
         .filter_map(|g| {
-            let e = engine_of(g)?;
+            let e = engine[index.find(g)?];
             Some((g.times.gateway? - e.times.e2e?).max(0.0))
         })
         .collect();
@@ -322,8 +392,13 @@ mod tests {
         let notes = attach(&mut two, &log, c);
         assert_eq!(client_e2e(&two[0], c), Some(2.0));
         assert_eq!(client_e2e(&two[1], c), Some(9.0));
-        assert_eq!(notes.len(), 1, "{notes:?}");
-        assert!(notes[0].starts_with("5 of 205 requests"), "{notes:?}");
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert!(notes[2].starts_with("5 of 205 requests"), "{notes:?}");
+        // The slow replica behind the same gateway is named by what its requests share.
+        assert!(
+            notes[1].contains("5 of 5 on replica b:8000, which served 50 % of all"),
+            "{notes:?}"
+        );
 
         // One replica: requests naming another upstream are not its own.
         let mut one = vec![target(Some("a:8000"), c)];
