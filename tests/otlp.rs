@@ -188,6 +188,24 @@ fn spans_give_the_latencies_an_engines_metrics_lack() {
         "{}",
         t["notes"]
     );
+
+    // Spans of another hour are read, counted and left out: nothing of theirs is judged.
+    std::fs::write(&spans, export_json(120, end_ms - 3_600_000, 6.0) + "\n").unwrap();
+    let (code, t) = diagnose("llamacpp_healthy");
+    assert_eq!(code, 0, "{t}");
+    let (_, json, _) = outcome(&run(&[
+        "diagnose",
+        dir.path().join("llamacpp_healthy.om").to_str().unwrap(),
+        spans.to_str().unwrap(),
+        "--format",
+        "json",
+        "-q",
+    ]));
+    assert!(
+        json.contains("120 of 120 request records in")
+            && json.contains("end outside the windows read"),
+        "{json}"
+    );
 }
 
 #[test]

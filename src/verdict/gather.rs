@@ -60,7 +60,9 @@ struct Reading {
     /// (host name, notes) of the NVML readings, for the target the GPUs join.
     nvml_notes: Option<(String, Vec<String>)>,
     /// Requests from gateway logs and engine traces.
-    requests: Vec<requests::Request>,
+    /// Request-record files (gateway logs, engine traces), read once the targets' windows are
+    /// known: only their requests are kept.
+    request_files: Vec<(PathBuf, requests::RecordKind)>,
 }
 
 impl Reading {
@@ -91,7 +93,7 @@ pub fn gather(sources: &Sources<'_>, rules: &Rules, options: &Options) -> Result
         query_prometheus(url, live, sources.quiet, rules, options, &mut got)?;
     }
     if got.set.is_none() && got.prepared.is_empty() && sources.prometheus.is_none() {
-        if !got.requests.is_empty() && sources.scrape.is_empty() && sources.nvml.is_none() {
+        if !got.request_files.is_empty() && sources.scrape.is_empty() && sources.nvml.is_none() {
             bail!("request records (a gateway's log, an engine's traces) alone have nothing to judge: give them beside the engine's metrics");
         }
         if sources.nvml.is_some() {
@@ -109,8 +111,23 @@ pub fn gather(sources: &Sources<'_>, rules: &Rules, options: &Options) -> Result
         rules,
         options,
     )?;
-    if !got.requests.is_empty() {
-        let notes = super::requests::attach(&mut prepared, &got.requests, &rules.catalog);
+    if !got.request_files.is_empty() {
+        let keep = span_of(&prepared);
+        let mut read = Vec::new();
+        for (path, kind) in &got.request_files {
+            let map = sources.request_fields.as_ref();
+            let got_file = requests::read_path(path, *kind, map, keep)?;
+            if got_file.outside > 0 {
+                got.warnings.push(format!(
+                    "{} of {} request records in `{}` end outside the windows read and were left out",
+                    got_file.outside,
+                    got_file.outside + got_file.requests.len(),
+                    path.display()
+                ));
+            }
+            read.extend(got_file.requests);
+        }
+        let notes = super::requests::attach(&mut prepared, &read, &rules.catalog);
         got.warnings.extend(notes);
     }
     // The series are read into the prepared targets now. A fleet's are hundreds of thousands of
@@ -123,6 +140,22 @@ pub fn gather(sources: &Sources<'_>, rules: &Rules, options: &Options) -> Result
         prepared,
         warnings: got.warnings,
         errors: got.errors,
+    })
+}
+
+/// The span whose requests the targets' windows read: from the earliest window's start to the
+/// latest window's end; every request when a window has no end (metrics without timestamps).
+fn span_of(prepared: &[Prepared]) -> requests::Keep {
+    let mut span: Option<(i64, i64)> = None;
+    for p in prepared {
+        let w = &p.snapshot.window;
+        let (Some(end), Some(len)) = (w.end_ms, w.length_ms) else {
+            return requests::Keep::All;
+        };
+        span = Some(span.map_or((end - len, end), |(a, b)| (a.min(end - len), b.max(end))));
+    }
+    span.map_or(requests::Keep::All, |(from_ms, to_ms)| {
+        requests::Keep::Ending { from_ms, to_ms }
     })
 }
 
@@ -181,10 +214,10 @@ fn read_files(
                     .extend(snapshot::parse(&text, &name, &rules.catalog, at_ms)?);
             }
             InputKind::Requests(k) => {
-                let text = read_text(f)?;
-                let name = f.display().to_string();
-                got.requests
-                    .extend(requests::parse(k, request_fields, &text, &name)?);
+                if k == requests::RecordKind::Mapped && request_fields.is_none() {
+                    bail!("`{}` needs --request-fields", f.display());
+                }
+                got.request_files.push((f.clone(), k));
             }
             InputKind::Metrics => series_files.push(f.clone()),
         }

@@ -59,7 +59,12 @@ pub fn attach(prepared: &mut [Prepared], requests: &[Request], catalog: &Catalog
         p.notes.extend(notes);
         seen.extend(in_window);
     }
-    let mut notes = super::slowest::notes(&whole_records(&seen).iter().collect::<Vec<_>>());
+    // Gateway records alone are read as they are; engine spans are completed first.
+    let mut notes = if seen.iter().any(|r| r.seen_by == SeenBy::Engine) {
+        super::slowest::notes(&whole_records(&seen).iter().collect::<Vec<_>>())
+    } else {
+        super::slowest::notes(&seen)
+    };
     for (n, what) in unmatched
         .iter()
         .zip(["requests in the gateway log", "engine request spans"])
@@ -77,14 +82,11 @@ pub fn attach(prepared: &mut [Prepared], requests: &[Request], catalog: &Catalog
     notes
 }
 
-/// Each request as completely as its records tell it: an engine span with the gateway's time
-/// and address where a gateway record joins it; gateway records alone when there are no spans.
+/// Each engine span as completely as the records tell it: with the gateway's time and address
+/// where a gateway record joins it.
 fn whole_records(seen: &[&Request]) -> Vec<Request> {
     let (engine, gateway): (Vec<&Request>, Vec<&Request>) =
         seen.iter().partition(|r| r.seen_by == SeenBy::Engine);
-    if engine.is_empty() {
-        return gateway.into_iter().cloned().collect();
-    }
     let index = SpanIndex::new(&engine);
     let mut whole: Vec<Request> = engine.iter().map(|e| (*e).clone()).collect();
     for g in &gateway {

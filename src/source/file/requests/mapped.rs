@@ -185,18 +185,25 @@ pub fn parse_mapped(
     text: &str,
     file: &str,
 ) -> Result<Vec<Request>, RequestLogError> {
-    let mut out = Vec::new();
-    for record in records(text, file) {
-        let (line, raw) = record?;
-        let obj: Map<String, Value> =
-            serde_json::from_str(raw).map_err(|e| RequestLogError::NotJson {
-                file: file.to_string(),
-                line,
-                detail: e.to_string(),
-            })?;
-        out.push(request(map, &obj, file, line)?);
-    }
-    Ok(out)
+    records(text, file)
+        .map(|r| r.and_then(|(line, raw)| parse_line(map, raw, file, line)))
+        .collect()
+}
+
+/// One line of the log, read through `map` (`line`: its 1-based number, for errors).
+pub fn parse_line(
+    map: &FieldMap,
+    raw: &str,
+    file: &str,
+    line: usize,
+) -> Result<Request, RequestLogError> {
+    let obj: Map<String, Value> =
+        serde_json::from_str(raw).map_err(|e| RequestLogError::NotJson {
+            file: file.to_string(),
+            line,
+            detail: e.to_string(),
+        })?;
+    request(map, &obj, file, line)
 }
 
 fn request(

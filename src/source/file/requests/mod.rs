@@ -6,10 +6,12 @@
 pub mod mapped;
 pub mod nginx;
 pub mod otlp;
+pub mod read;
 mod record;
 
 pub use mapped::FieldMap;
 pub use nginx::parse_nginx_json;
+pub use read::{read_path, FileRead, Keep};
 pub use record::{quantile, Request, RequestLogError, SeenBy, Times, MAX_LINE_BYTES};
 
 /// What kind of request record a file's first bytes begin.
@@ -50,28 +52,6 @@ pub fn record_kind(head: &str, mapped: bool) -> Option<RecordKind> {
         Some(RecordKind::Envoy)
     } else {
         None
-    }
-}
-
-/// Every request of a request-record file of `kind`, in file order (`map`: the user's
-/// `--request-fields`, for [`RecordKind::Mapped`]).
-pub fn parse(
-    kind: RecordKind,
-    map: Option<&FieldMap>,
-    text: &str,
-    file: &str,
-) -> Result<Vec<Request>, RequestLogError> {
-    match (kind, map) {
-        (RecordKind::Nginx, _) => nginx::parse_nginx_json(text, file),
-        (RecordKind::Envoy, _) => mapped::parse_mapped(&FieldMap::envoy(), text, file),
-        (RecordKind::Mapped, Some(map)) => mapped::parse_mapped(map, text, file),
-        (RecordKind::Mapped, None) => Err(RequestLogError::Field {
-            file: file.to_string(),
-            line: 1,
-            field: "request-fields",
-            problem: "is needed to read this log: no field map was given".into(),
-        }),
-        (RecordKind::OtlpJson, _) => otlp::parse_json_lines(text, file),
     }
 }
 

@@ -16,18 +16,20 @@ use super::record::{records, Request, RequestLogError, SeenBy, Times};
 /// Every request of an nginx JSON access log, in file order. An error stops at the first bad
 /// line and names it.
 pub fn parse_nginx_json(text: &str, file: &str) -> Result<Vec<Request>, RequestLogError> {
-    let mut out = Vec::new();
-    for record in records(text, file) {
-        let (line, raw) = record?;
-        let obj: Map<String, Value> =
-            serde_json::from_str(raw).map_err(|e| RequestLogError::NotJson {
-                file: file.to_string(),
-                line,
-                detail: e.to_string(),
-            })?;
-        out.push(request(&obj, file, line)?);
-    }
-    Ok(out)
+    records(text, file)
+        .map(|r| r.and_then(|(line, raw)| parse_line(raw, file, line)))
+        .collect()
+}
+
+/// One line of the log (`line`: its 1-based number, for errors).
+pub fn parse_line(raw: &str, file: &str, line: usize) -> Result<Request, RequestLogError> {
+    let obj: Map<String, Value> =
+        serde_json::from_str(raw).map_err(|e| RequestLogError::NotJson {
+            file: file.to_string(),
+            line,
+            detail: e.to_string(),
+        })?;
+    request(&obj, file, line)
 }
 
 fn request(obj: &Map<String, Value>, file: &str, line: usize) -> Result<Request, RequestLogError> {

@@ -20,21 +20,26 @@ pub fn parse_json_lines(text: &str, file: &str) -> Result<Vec<Request>, RequestL
     let mut out = Vec::new();
     for record in records(text, file) {
         let (line, raw) = record?;
-        let value: serde_json::Value =
-            serde_json::from_str(raw).map_err(|e| RequestLogError::NotJson {
-                file: file.to_string(),
-                line,
-                detail: e.to_string(),
-            })?;
-        let export: ExportTraceServiceRequest =
-            serde_json::from_value(value).map_err(|e| RequestLogError::NotOtlp {
-                file: file.to_string(),
-                line,
-                detail: e.to_string(),
-            })?;
-        out.extend(requests_of(&export));
+        out.extend(parse_line(raw, file, line)?);
     }
     Ok(out)
+}
+
+/// The request spans of one line: one JSON export (`line`: its 1-based number, for errors).
+pub fn parse_line(raw: &str, file: &str, line: usize) -> Result<Vec<Request>, RequestLogError> {
+    let value: serde_json::Value =
+        serde_json::from_str(raw).map_err(|e| RequestLogError::NotJson {
+            file: file.to_string(),
+            line,
+            detail: e.to_string(),
+        })?;
+    let export: ExportTraceServiceRequest =
+        serde_json::from_value(value).map_err(|e| RequestLogError::NotOtlp {
+            file: file.to_string(),
+            line,
+            detail: e.to_string(),
+        })?;
+    Ok(requests_of(&export))
 }
 
 /// One OTLP/HTTP protobuf body (an `ExportTraceServiceRequest`).

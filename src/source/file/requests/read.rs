@@ -1,0 +1,185 @@
+//! A request-record file read as a stream of lines: one line in memory at a time, plain or
+//! gzip, and only the requests that end inside the span asked for kept. A day's access log
+//! beside a five-minute window costs the window's requests, not the day's.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use super::record::{Request, RequestLogError, MAX_LINE_BYTES};
+use super::{mapped, nginx, otlp, FieldMap, RecordKind};
+
+/// Which requests a read keeps, by when they ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Every one.
+    All,
+    /// Those ending in `(from_ms, to_ms]`.
+    Ending {
+        /// Exclusive.
+        from_ms: i64,
+        /// Inclusive.
+        to_ms: i64,
+    },
+}
+
+impl Keep {
+    fn keeps(self, r: &Request) -> bool {
+        match self {
+            Keep::All => true,
+            Keep::Ending { from_ms, to_ms } => r.end_ms > from_ms && r.end_ms <= to_ms,
+        }
+    }
+}
+
+/// What a read kept, and how many it left out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileRead {
+    /// The requests kept, in file order.
+    pub requests: Vec<Request>,
+    /// Requests read that ended outside the span.
+    pub outside: usize,
+}
+
+/// The requests of `path` (a file of `kind`; `map`: the user's `--request-fields`) that `keep`
+/// keeps. An error names the file and the line.
+pub fn read_path(
+    path: &Path,
+    kind: RecordKind,
+    map: Option<&FieldMap>,
+    keep: Keep,
+) -> Result<FileRead> {
+    let name = path.display().to_string();
+    let mut file = std::fs::File::open(path).with_context(|| format!("reading `{name}`"))?;
+    let mut magic = [0u8; 2];
+    let n = file
+        .read(&mut magic)
+        .with_context(|| format!("reading `{name}`"))?;
+    let head = std::io::Cursor::new(magic[..n].to_vec()).chain(file);
+    let src: Box<dyn Read> = if magic[..n] == [0x1f, 0x8b] {
+        Box::new(flate2::read::MultiGzDecoder::new(head))
+    } else {
+        Box::new(head)
+    };
+    read_lines(
+        BufReader::with_capacity(1 << 20, src),
+        &name,
+        kind,
+        map,
+        keep,
+    )
+}
+
+fn read_lines(
+    mut src: impl BufRead,
+    name: &str,
+    kind: RecordKind,
+    map: Option<&FieldMap>,
+    keep: Keep,
+) -> Result<FileRead> {
+    let mut out = FileRead {
+        requests: Vec::new(),
+        outside: 0,
+    };
+    let mut buf = Vec::new();
+    let mut line = 0usize;
+    loop {
+        buf.clear();
+        // At most one byte past the longest line: enough to tell that it is too long.
+        let n = (&mut src)
+            .take(MAX_LINE_BYTES as u64 + 2)
+            .read_until(b'\n', &mut buf)
+            .with_context(|| format!("reading `{name}`"))?;
+        if n == 0 {
+            break;
+        }
+        line += 1;
+        while matches!(buf.last(), Some(b'\n' | b'\r')) {
+            buf.pop();
+        }
+        if buf.len() > MAX_LINE_BYTES {
+            return Err(RequestLogError::LineTooLong {
+                file: name.to_string(),
+                line,
+                bytes: buf.len(),
+            }
+            .into());
+        }
+        let text = std::str::from_utf8(&buf).map_err(|e| RequestLogError::NotJson {
+            file: name.to_string(),
+            line,
+            detail: format!("not UTF-8 text ({e})"),
+        })?;
+        let text = if line == 1 {
+            text.trim_start_matches('\u{feff}')
+        } else {
+            text
+        };
+        if text.trim().is_empty() {
+            continue;
+        }
+        let got = match (kind, map) {
+            (RecordKind::Nginx, _) => vec![nginx::parse_line(text, name, line)?],
+            (RecordKind::Envoy, _) => {
+                vec![mapped::parse_line(&FieldMap::envoy(), text, name, line)?]
+            }
+            (RecordKind::Mapped, Some(m)) => vec![mapped::parse_line(m, text, name, line)?],
+            (RecordKind::Mapped, None) => {
+                return Err(RequestLogError::Field {
+                    file: name.to_string(),
+                    line,
+                    field: "request-fields",
+                    problem: "is needed to read this log: no field map was given".into(),
+                }
+                .into())
+            }
+            (RecordKind::OtlpJson, _) => otlp::parse_line(text, name, line)?,
+        };
+        for r in got {
+            if keep.keeps(&r) {
+                out.requests.push(r);
+            } else {
+                out.outside += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINE: &str = r#"{"msec":"1796570000.250","status":"200","request_time":"2.500"}"#;
+
+    fn read(text: &[u8], keep: Keep) -> Result<Vec<Request>> {
+        read_lines(text, "access.log", RecordKind::Nginx, None, keep).map(|r| r.requests)
+    }
+
+    #[test]
+    fn lines_stream_and_only_the_span_asked_for_is_kept() {
+        let late = LINE.replace("1796570000.250", "1796570100.000");
+        let text = format!("\u{feff}{LINE}\r\n\n{late}\n{LINE}");
+        assert_eq!(read(text.as_bytes(), Keep::All).unwrap().len(), 3);
+        let keep = Keep::Ending {
+            from_ms: 1_796_570_050_000,
+            to_ms: 1_796_570_100_000,
+        };
+        let got = read_lines(text.as_bytes(), "a", RecordKind::Nginx, None, keep).unwrap();
+        assert_eq!((got.requests.len(), got.outside), (1, 2));
+        assert_eq!(got.requests[0].end_ms, 1_796_570_100_000);
+    }
+
+    #[test]
+    fn a_bad_line_is_named_with_its_number() {
+        let text = format!("{LINE}\n\n{{\"msec\":\"17\n");
+        let e = read(text.as_bytes(), Keep::All).unwrap_err().to_string();
+        assert!(e.starts_with("access.log:3: not a JSON object"), "{e}");
+        let e = read(b"\xff\xfe\n", Keep::All).unwrap_err().to_string();
+        assert!(
+            e.contains("access.log:1: not a JSON object: not UTF-8"),
+            "{e}"
+        );
+    }
+}
