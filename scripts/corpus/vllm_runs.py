@@ -257,6 +257,13 @@ RUNS = [
      "load": load("0.45cap", 120, seed=188, abort="0.2:3")},
     {"id": "vllm-burst-50-moderate", "design": "burst",
      "load": load("0.4cap", 120, seed=189, burst="60:50")},
+    {"id": "vllm-engine-killed-mid", "design": "crash",
+     "load": load("0.4cap", 180, seed=190), "faults": [{"at": 90, "do": "kill_engine"}]},
+    {"id": "vllm-kv-44-blocks", "design": "kv_small", "flags": ["--num-gpu-blocks-override", "44"],
+     "load": load("0.65cap", 120, seed=191, drain=90, max_tokens="256-384")},
+    {"id": "vllm-max-num-seqs-2-b", "design": "batch_cap", "flags": ["--max-num-seqs", "2"],
+     "load": load("0.7cap", 120, seed=192, drain=90)},
+    {"id": "vllm-healthy-25pct-c", "design": "healthy", "load": load("0.25cap", 120, seed=193)},
 ]
 
 
