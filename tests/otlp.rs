@@ -257,3 +257,45 @@ fn a_real_vllm_runs_spans_match_what_its_client_saw() {
         "{notes}"
     );
 }
+
+/// Real nginx in front of a real vLLM (a corpus run): nginx passed its `$request_id` as
+/// `X-Request-Id`, vLLM took it as the request's id, and its access log joins vLLM's own spans
+/// request by request: every request the client sent, with milliseconds outside the engine.
+#[test]
+fn a_real_nginx_log_joins_a_real_vllms_spans_by_request_id() {
+    let id = "vllm-max-num-seqs-4-heavy";
+    let case: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(crate::support::root().join(format!("corpus/vllm/{id}.yaml")))
+            .unwrap(),
+    )
+    .unwrap();
+    let sent = case["ground_truth"]["sent"].as_u64().unwrap();
+    let (_, json, err) = outcome(&run(&[
+        "diagnose",
+        &format!("corpus/vllm/{id}.om.gz"),
+        &format!("corpus/vllm/requests/{id}.jsonl.gz"),
+        &format!("corpus/vllm/traces/{id}.jsonl.gz"),
+        "--format",
+        "json",
+        "-q",
+    ]));
+    let v: serde_json::Value =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}{err}"));
+    let notes = v["targets"][0]["notes"].to_string();
+    assert!(
+        notes.contains(&format!(
+            "joined by request or trace id: {sent} of {sent} gateway requests ({sent} engine spans)"
+        )),
+        "{notes}"
+    );
+    // The hop from nginx to vLLM on one machine: milliseconds, so network_latency stays out.
+    assert!(notes.contains("time outside the engine p50 0.0"), "{notes}");
+    assert!(
+        !crate::support::cause_ids(&v["targets"][0]).contains(&"network_latency".to_string()),
+        "{json}"
+    );
+    assert!(
+        notes.contains(&format!("slowest 5 of {sent} requests: cmpl-")),
+        "{notes}"
+    );
+}

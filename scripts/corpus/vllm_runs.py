@@ -480,6 +480,60 @@ class TraceSink(threading.Thread):
         self.server.server_close()
 
 
+# The README's nginx log format, word for word.
+NGINX_LOG_FORMAT = (
+    "log_format llm_doctor escape=json '{\"msec\":\"$msec\",\"request_id\":\"$request_id\","
+    "\"status\":\"$status\",'\n    '\"request_time\":\"$request_time\",\"upstream_addr\":"
+    "\"$upstream_addr\",'\n    '\"upstream_connect_time\":\"$upstream_connect_time\","
+    "\"upstream_header_time\":\"$upstream_header_time\",'\n    '\"upstream_response_time\":"
+    "\"$upstream_response_time\",\"request_uri\":\"$request_uri\"}';")
+
+
+class Gateway:
+    """nginx in front of the replica, as users run one: the client's requests go through it,
+    it passes its $request_id as X-Request-Id (vLLM takes it as the request's id) and writes
+    the JSON access log of the README. Streaming passes through (proxy_buffering off)."""
+
+    def __init__(self, work, run_id, upstream_port):
+        self.dir = os.path.join(work, run_id + ".nginx")
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+        self.port = free_port()
+        self.log = os.path.join(self.dir, "access.log")
+        d = self.dir
+        conf = ("daemon off;\nmaster_process off;\npid %s/nginx.pid;\nerror_log %s/error.log;\n"
+                "events {}\nhttp {\n  %s\n  access_log %s llm_doctor;\n"
+                "  client_body_temp_path %s/body;\n  proxy_temp_path %s/proxy;\n"
+                "  fastcgi_temp_path %s/fastcgi;\n  uwsgi_temp_path %s/uwsgi;\n"
+                "  scgi_temp_path %s/scgi;\n  server {\n    listen 127.0.0.1:%d;\n"
+                "    location / {\n      proxy_pass http://127.0.0.1:%d;\n"
+                "      proxy_http_version 1.1;\n      proxy_buffering off;\n"
+                "      proxy_set_header X-Request-Id $request_id;\n"
+                "      proxy_read_timeout 600s;\n    }\n  }\n}\n"
+                % (d, d, NGINX_LOG_FORMAT, self.log, d, d, d, d, d, self.port, upstream_port))
+        with open(os.path.join(d, "nginx.conf"), "w") as fh:
+            fh.write(conf)
+        self.proc = subprocess.Popen(["nginx", "-e", os.path.join(d, "error.log"), "-p", d,
+                                      "-c", os.path.join(d, "nginx.conf")],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.time() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("nginx did not start: see " + d + "/error.log")
+                time.sleep(0.1)
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
 def load1():
     with open("/proc/loadavg") as fh:
         return float(fh.read().split()[0])
@@ -521,6 +575,7 @@ def do_run(run, cal, work, idle=8):
     run = dict(run, trace_port=sink.port)
     sup = Supervisor(run, port, log)
     scraper = None
+    gateway = None
     faults_done = []
     load_before = load1()
     try:
@@ -532,7 +587,8 @@ def do_run(run, cal, work, idle=8):
         ld = run["load"]
         rate = resolve_rate(ld["rate"], cal)
         out = os.path.join(work, run["id"] + ".load.json")
-        largv = load_argv(ld, port, rate, out, run["id"])
+        gateway = Gateway(work, run["id"], port)
+        largv = load_argv(ld, gateway.port, rate, out, run["id"])
         lp = subprocess.Popen(largv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         t_load = time.time()
         for f in sorted(run.get("faults", []), key=lambda f: f["at"]):
@@ -564,6 +620,8 @@ def do_run(run, cal, work, idle=8):
             scraper.join()
         sup.stop()
         sink.stop()
+        if gateway:
+            gateway.stop()
         log.close()
     run = {k: v for k, v in run.items() if k != "trace_port"}
     with open(out) as fh:
@@ -575,7 +633,8 @@ def do_run(run, cal, work, idle=8):
            "summary": loaddata["summary"], "requests": loaddata["requests"],
            "scrapes": scraper.scrapes, "calibration": cal,
            "log_facts": log_facts(log_path), "log_path": log_path,
-           "traces": {"path": traces, "batches": sink.batches, "bytes": sink.bytes}}
+           "traces": {"path": traces, "batches": sink.batches, "bytes": sink.bytes},
+           "gateway": {"access_log": gateway.log, "port": gateway.port}}
     raw["engine"] = engine_numbers(raw)
     with gzip.open(os.path.join(work, run["id"] + ".raw.json.gz"), "wt") as fh:
         json.dump(raw, fh)
@@ -986,6 +1045,13 @@ def write_case(raw, out_dir):
             % (VERSION, raw["startup_s"], raw["load_before"], raw["load_after"],
                info["scrapes"], info["series"], raw["run"]["design"])),
     }
+    access = copy_access_log(raw, out_dir)
+    if access:
+        case["notes"] = Lit(case["notes"] + (
+            "The client's requests went through nginx (proxy_buffering off, its $request_id "
+            "passed as X-Request-Id, which vLLM takes as the request's id); its JSON access log "
+            "(the README's format, %d requests, upstream relabelled %s:8000 as the metrics are) "
+            "is requests/%s.\n" % (access["requests"], HOST, os.path.basename(access["path"]))))
     traces = replay_traces(raw, out_dir)
     if traces:
         case["notes"] = Lit(case["notes"] + (
@@ -997,6 +1063,26 @@ def write_case(raw, out_dir):
         fh.write("# %s\n" % RUN_TITLES.get(raw["run"]["design"], raw["run"]["design"]))
         yaml.dump(case, fh, sort_keys=False, width=100, allow_unicode=True)
     return case
+
+
+def copy_access_log(raw, out_dir):
+    """The run's nginx access log as requests/<id>.jsonl.gz, its upstream address relabelled as
+    the recording's instance; None when the run had no gateway."""
+    src = (raw.get("gateway") or {}).get("access_log")
+    if not src or not os.path.exists(src):
+        return None
+    os.makedirs(os.path.join(out_dir, "requests"), exist_ok=True)
+    out = os.path.join(out_dir, "requests", raw["id"] + ".jsonl.gz")
+    n = 0
+    with open(src) as fh, gzip.open(out, "wt") as gz:
+        for line in fh:
+            rec = json.loads(line)
+            if rec.get("upstream_addr") not in (None, "", "-"):
+                rec["upstream_addr"] = re.sub(r"127\.0\.0\.1:\d+", "%s:8000" % HOST,
+                                              rec["upstream_addr"])
+            gz.write(json.dumps(rec, separators=(",", ":")) + "\n")
+            n += 1
+    return {"path": out, "requests": n}
 
 
 def replay_traces(raw, out_dir):
