@@ -404,7 +404,7 @@ fn time_outside_the_engine_is_measured_request_by_request() {
     );
     let notes = t["notes"].to_string();
     assert!(
-        notes.contains("joined by request or trace id: 120 of 120 gateway requests"),
+        notes.contains("joined by request or trace id: 120 of 120 gateway requests answered"),
         "{notes}"
     );
     // The slowest, one by one, with the time each spent outside the engine.

@@ -35,10 +35,20 @@ fn export_json(n: usize, end_ms: i64, ttft: f64) -> String {
 
 /// POSTs `body` to `/v1/traces` on `port`; the status line and the body of the answer.
 fn post(port: u16, content_type: &str, body: &[u8]) -> (String, String) {
+    post_to(
+        port,
+        "/v1/traces",
+        &format!("Content-Type: {content_type}"),
+        body,
+    )
+}
+
+/// POSTs `body` to `path` with the header lines `headers`.
+fn post_to(port: u16, path: &str, headers: &str, body: &[u8]) -> (String, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     write!(
         s,
-        "POST /v1/traces HTTP/1.1\r\nHost: collector\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nHost: collector\r\n{headers}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     )
     .unwrap();
@@ -57,20 +67,23 @@ fn post(port: u16, content_type: &str, body: &[u8]) -> (String, String) {
 fn record_otlp_keeps_what_an_engine_posts_and_diagnose_reads_it() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("traces.jsonl");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
-        .args([
-            "record",
-            "--otlp",
-            "127.0.0.1:0",
-            "--duration",
-            "60s",
-            "--out",
-        ])
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = Killed(
+        Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
+            .args([
+                "record",
+                "--otlp",
+                "127.0.0.1:0",
+                "--duration",
+                "60s",
+                "--out",
+            ])
+            .arg(&out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut child.0;
     // The address it bound, from its first line.
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
@@ -99,6 +112,18 @@ fn record_otlp_keeps_what_an_engine_posts_and_diagnose_reads_it() {
     assert!(body.contains("not an OTLP trace export"), "{body}");
     let (status, _) = post(port, "text/plain", b"hello");
     assert!(status.contains(" 415 "), "{status}");
+    let (status, body) = post_to(port, "/v1/metrics", "Content-Type: application/json", b"{}");
+    assert!(
+        status.contains(" 404 ") && body.contains("POST /v1/traces"),
+        "{status} {body}"
+    );
+    // Compressed, as the Collector's otlphttp exporter sends by default.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&export.encode_to_vec()).unwrap();
+    let zipped = gz.finish().unwrap();
+    let headers = "Content-Type: application/x-protobuf\r\nContent-Encoding: gzip";
+    let (status, _) = post_to(port, "/v1/traces", headers, &zipped);
+    assert!(status.contains(" 200 "), "{status}");
 
     // Stopped as a service manager stops it: what came is kept.
     Command::new("kill")
@@ -116,12 +141,12 @@ fn record_otlp_keeps_what_an_engine_posts_and_diagnose_reads_it() {
     stderr.read_to_string(&mut rest).unwrap();
     assert!(child.wait().unwrap().success(), "{rest}");
     assert!(
-        stdout.contains("(2 exports, 3 request spans)"),
+        stdout.contains("(3 exports, 5 request spans)"),
         "{stdout}{rest}"
     );
-    assert!(rest.contains("2 posts refused"), "{rest}");
+    assert!(rest.contains("3 posts refused"), "{rest}");
     let text = std::fs::read_to_string(&out).unwrap();
-    assert_eq!(text.lines().count(), 2, "{text}");
+    assert_eq!(text.lines().count(), 3, "{text}");
 
     // The file reads beside an engine's metrics whose window holds the spans.
     let (om, _) = end_recording_at(&fixture_text("healthy_idle"), end_ms);
@@ -139,7 +164,7 @@ fn record_otlp_keeps_what_an_engine_posts_and_diagnose_reads_it() {
     let notes = serde_json::from_str::<serde_json::Value>(&json).unwrap()["targets"][0]["notes"]
         .to_string();
     assert!(
-        notes.contains("engine spans: 3 requests in the window (0 failed)"),
+        notes.contains("engine spans: 5 requests in the window (0 failed)"),
         "{notes}"
     );
 }
@@ -181,13 +206,12 @@ fn spans_give_the_latencies_an_engines_metrics_lack() {
         t["notes"]
     );
     let (_, t) = diagnose("healthy_idle");
-    assert!(
-        t["notes"]
-            .to_string()
-            .contains("the metrics' own ttft_p99_seconds"),
-        "{}",
-        t["notes"]
-    );
+    let notes = t["notes"].to_string();
+    let kept = notes
+        .split("; ")
+        .find(|part| part.contains("already known (from the metrics or --signal) and kept"))
+        .unwrap_or_else(|| panic!("{notes}"));
+    assert!(kept.contains("ttft_p99_seconds"), "{notes}");
 
     // Spans of another hour are read, counted and left out: nothing of theirs is judged.
     std::fs::write(&spans, export_json(120, end_ms - 3_600_000, 6.0) + "\n").unwrap();
@@ -206,6 +230,40 @@ fn spans_give_the_latencies_an_engines_metrics_lack() {
             && json.contains("end outside the windows read"),
         "{json}"
     );
+}
+
+/// A child process killed when the test ends, passed or not.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A recording that received nothing says so and exits 1: the engine was not pointed here.
+#[test]
+fn a_recording_that_received_nothing_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.jsonl.gz");
+    let (code, stdout, err) = outcome(&run(&[
+        "record",
+        "--otlp",
+        "127.0.0.1:0",
+        "--duration",
+        "1s",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 1, "{stdout}{err}");
+    assert!(err.contains("no traces came"), "{err}");
+    // Even empty, the gzip file is whole.
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&out).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    assert_eq!(text, "");
 }
 
 #[test]
@@ -284,7 +342,7 @@ fn a_real_nginx_log_joins_a_real_vllms_spans_by_request_id() {
     let notes = v["targets"][0]["notes"].to_string();
     assert!(
         notes.contains(&format!(
-            "joined by request or trace id: {sent} of {sent} gateway requests ({sent} engine spans)"
+            "joined by request or trace id: {sent} of {sent} gateway requests answered ({sent} engine spans)"
         )),
         "{notes}"
     );

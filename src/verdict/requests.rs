@@ -12,7 +12,7 @@
 use llm_doctor_engine::{Catalog, SignalValue};
 
 use crate::prepared::Prepared;
-use crate::source::file::requests::{quantile, Request, SeenBy};
+use crate::source::file::requests::{quantile, Request, SeenBy, Times};
 
 /// Fewest requests in a window for a p99 that is not simply the slowest one: below 100 the
 /// nearest-rank p99 is the maximum.
@@ -46,11 +46,12 @@ pub fn attach(prepared: &mut [Prepared], requests: &[Request], catalog: &Catalog
         }
     };
     let mut matched = vec![Vec::new(); prepared.len()];
-    let mut unmatched = [0usize; 2];
+    let (mut lost_gateway, mut lost_engine) = (0usize, 0usize);
     for r in requests {
-        match target_of(r) {
-            Some(i) => matched[i].push(r),
-            None => unmatched[usize::from(r.seen_by == SeenBy::Engine)] += 1,
+        match (target_of(r), r.seen_by) {
+            (Some(i), _) => matched[i].push(r),
+            (None, SeenBy::Gateway) => lost_gateway += 1,
+            (None, SeenBy::Engine) => lost_engine += 1,
         }
     }
     let mut seen = Vec::new();
@@ -59,51 +60,60 @@ pub fn attach(prepared: &mut [Prepared], requests: &[Request], catalog: &Catalog
         p.notes.extend(notes);
         seen.extend(in_window);
     }
-    // Gateway records alone are read as they are; engine spans are completed first.
-    let mut notes = if seen.iter().any(|r| r.seen_by == SeenBy::Engine) {
-        super::slowest::notes(&whole_records(&seen).iter().collect::<Vec<_>>())
-    } else {
-        super::slowest::notes(&seen)
-    };
-    for (n, what) in unmatched
-        .iter()
-        .zip(["requests in the gateway log", "engine request spans"])
-    {
-        if *n > 0 {
-            let of = requests
-                .iter()
-                .filter(|r| (r.seen_by == SeenBy::Engine) == (what == "engine request spans"))
-                .count();
-            notes.push(format!(
-                "{n} of {of} {what} went to no target read here (their replica matched no target's instance)"
-            ));
-        }
+    let mut notes = super::slowest::notes(&whole_records(&seen).iter().collect::<Vec<_>>());
+    let of = |by: SeenBy| requests.iter().filter(|r| r.seen_by == by).count();
+    if lost_gateway > 0 {
+        notes.push(format!(
+            "{lost_gateway} of {} requests in the gateway log went to no target read here (their upstream matched no target's instance)",
+            of(SeenBy::Gateway)
+        ));
+    }
+    if lost_engine > 0 {
+        notes.push(format!(
+            "{lost_engine} of {} engine request spans went to no target read here (with several targets a span needs its replica's address as service.instance.id: OTEL_RESOURCE_ATTRIBUTES=service.instance.id=host:port)",
+            of(SeenBy::Engine)
+        ));
     }
     notes
 }
 
-/// Each engine span as completely as the records tell it: with the gateway's time and address
-/// where a gateway record joins it.
+/// Each request as completely as its records tell it, all timed the same way: the gateway's
+/// records, each completed by the engine span it joins (queue, prefill, decode, tokens); the
+/// engine's spans alone when no gateway record was read.
 fn whole_records(seen: &[&Request]) -> Vec<Request> {
     let (engine, gateway): (Vec<&Request>, Vec<&Request>) =
         seen.iter().partition(|r| r.seen_by == SeenBy::Engine);
-    let index = SpanIndex::new(&engine);
-    let mut whole: Vec<Request> = engine.iter().map(|e| (*e).clone()).collect();
-    for g in &gateway {
-        if let Some(i) = index.find(g) {
-            whole[i].times.gateway = g.times.gateway;
-            whole[i].replica = g.replica.clone().or(whole[i].replica.take());
-            whole[i].status = g.status;
-        }
+    if gateway.is_empty() {
+        return engine.into_iter().cloned().collect();
     }
-    whole
+    let mut index = SpanIndex::new(&engine);
+    gateway
+        .iter()
+        .map(|g| {
+            let mut whole = (*g).clone();
+            if let Some(e) = index.take(g).map(|i| engine[i]) {
+                whole.times = Times {
+                    gateway: g.times.gateway,
+                    upstream: g.times.upstream,
+                    upstream_header: g.times.upstream_header,
+                    ..e.times
+                };
+                whole.prompt_tokens = e.prompt_tokens;
+                whole.output_tokens = e.output_tokens;
+                whole.model = g.model.clone().or_else(|| e.model.clone());
+                whole.id = e.id.clone().or(whole.id);
+            }
+            whole
+        })
+        .collect()
 }
 
-/// Engine spans by request id and trace id. An engine may dress the id it was given: vLLM
-/// makes `cmpl-<id>-0` of an `X-Request-Id`, so each span is also found by its id without a
-/// leading `word-` and a trailing `-digits`.
+/// Engine spans by request id and trace id, each joined once. An engine may dress the id it was
+/// given: vLLM makes `cmpl-<id>-0` of an `X-Request-Id`, so each span is also found by its id
+/// without a leading `word-` and a trailing `-digits`, after every exact id.
 struct SpanIndex {
     by_key: std::collections::HashMap<String, usize>,
+    taken: std::collections::HashSet<usize>,
 }
 
 impl SpanIndex {
@@ -112,25 +122,30 @@ impl SpanIndex {
         for (i, e) in engine.iter().enumerate() {
             if let Some(id) = &e.id {
                 by_key.entry(format!("id:{id}")).or_insert(i);
-                by_key.entry(format!("id:{}", bare(id))).or_insert(i);
             }
             if let Some(t) = &e.trace_id {
                 by_key.entry(format!("trace:{t}")).or_insert(i);
             }
         }
-        SpanIndex { by_key }
+        for (i, e) in engine.iter().enumerate() {
+            if let Some(id) = &e.id {
+                by_key.entry(format!("id:{}", bare(id))).or_insert(i);
+            }
+        }
+        SpanIndex {
+            by_key,
+            taken: Default::default(),
+        }
     }
 
-    /// The span of gateway record `g`, by its id or its trace id.
-    fn find(&self, g: &Request) -> Option<usize> {
+    /// The span of gateway record `g`, by its id or its trace id, unless another record took it.
+    fn take(&mut self, g: &Request) -> Option<usize> {
         let by_id =
             g.id.as_ref()
                 .and_then(|id| self.by_key.get(&format!("id:{id}")));
-        let by_trace = g
-            .trace_id
-            .as_ref()
-            .and_then(|t| self.by_key.get(&format!("trace:{t}")));
-        by_id.or(by_trace).copied()
+        let by_trace = (g.trace_id.as_ref()).and_then(|t| self.by_key.get(&format!("trace:{t}")));
+        let i = *by_id.or(by_trace)?;
+        self.taken.insert(i).then_some(i)
     }
 }
 
@@ -222,9 +237,10 @@ fn set_if_absent(
 }
 
 fn gateway_note(p: &mut Prepared, gateway: &[&Request], span: &str, catalog: &Catalog) -> String {
+    // Envoy writes status 0 when no answer was sent at all (the client left, a reset).
     let mut answered: Vec<f64> = gateway
         .iter()
-        .filter(|r| !r.server_error())
+        .filter(|r| !r.server_error() && r.status != Some(0))
         .filter_map(|r| r.times.gateway)
         .collect();
     let failed = gateway.iter().filter(|r| r.server_error()).count();
@@ -240,12 +256,29 @@ fn gateway_note(p: &mut Prepared, gateway: &[&Request], span: &str, catalog: &Ca
             let shown = crate::report::with_unit("client_e2e_p99_seconds", v);
             note.push_str(&format!(", p99 of the whole request {shown}"));
             if !set {
-                note.push_str(" (not used: client_e2e_p99_seconds was given)");
+                note.push_str(" (not used: already known from the metrics or --signal)");
             }
         }
         _ => note.push_str(&format!(
             "; {n} answered is too few for a p99 (at least {MIN_FOR_P99})"
         )),
+    }
+    // Shares of the requests, for an engine whose metrics count none (llama.cpp counts no
+    // errors): 5xx as failed on the server, nginx's 499 (the client closed the connection
+    // first) as given up by the client, which is not a server error.
+    if gateway.len() >= MIN_FOR_P99 {
+        let all = gateway.len() as f64;
+        let aborted = gateway.iter().filter(|r| r.status == Some(499)).count();
+        let used: Vec<String> = [("error_ratio", failed), ("abort_ratio", aborted)]
+            .into_iter()
+            .filter(|(name, count)| {
+                set_if_absent(p, catalog, name, *count as f64 / all, "gateway log")
+            })
+            .map(|(name, count)| format!("{name} {:.1} %", 100.0 * count as f64 / all))
+            .collect();
+        if !used.is_empty() {
+            note.push_str(&format!("; from it: {}", used.join(", ")));
+        }
     }
     note
 }
@@ -284,7 +317,10 @@ fn engine_note(p: &mut Prepared, engine: &[&Request], span: &str, catalog: &Cata
         note.push_str(&format!("; from them: {}", used.join(", ")));
     }
     if !kept.is_empty() {
-        note.push_str(&format!("; the metrics' own {} kept", kept.join(", ")));
+        note.push_str(&format!(
+            "; {} already known (from the metrics or --signal) and kept",
+            kept.join(", ")
+        ));
     }
     if used.is_empty() && kept.is_empty() {
         note.push_str(&format!("; too few for a p99 (at least {MIN_FOR_P99})"));
@@ -301,17 +337,20 @@ fn joined_note(
     engine: &[&Request],
     catalog: &Catalog,
 ) -> String {
-    let index = SpanIndex::new(engine);
+    let mut index = SpanIndex::new(engine);
+    // A failed request's gateway time is how long the gateway waited for nothing (a 504 after
+    // its timeout), not time its answer spent on the way: answered requests only.
     let mut outside: Vec<f64> = gateway
         .iter()
+        .filter(|g| !g.server_error())
         .filter_map(|g| {
-            let e = engine[index.find(g)?];
+            let e = engine[index.take(g)?];
             Some((g.times.gateway? - e.times.e2e?).max(0.0))
         })
         .collect();
     let joined = outside.len();
     let mut note = format!(
-        "joined by request or trace id: {joined} of {} gateway requests ({} engine spans)",
+        "joined by request or trace id: {joined} of {} gateway requests answered ({} engine spans)",
         gateway.len(),
         engine.len()
     );
@@ -338,7 +377,6 @@ mod tests {
     use llm_doctor_engine::{Snapshot, Target, Window};
 
     use super::*;
-    use crate::source::file::requests::Times;
 
     fn target(instance: Option<&str>, catalog: &Catalog) -> Prepared {
         let labels: BTreeMap<String, String> = instance
@@ -411,6 +449,51 @@ mod tests {
         let mut one = vec![target(Some("a:8000"), c)];
         attach(&mut one, &requests(100, None, 3.0), c);
         assert_eq!(client_e2e(&one[0], c), Some(3.0));
+    }
+
+    /// llama.cpp counts no errors: a gateway's 5xx answers give the error ratio, and the
+    /// requests its clients gave up on (499) the abort ratio, never an error.
+    #[test]
+    fn a_gateway_log_gives_the_shares_an_engine_does_not_count() {
+        let rules = crate::rules::load_rules(None).unwrap();
+        let c = &rules.catalog;
+        let mut log = requests(100, None, 1.0);
+        for (i, r) in log.iter_mut().enumerate().take(30) {
+            r.status = Some(if i < 20 { 502 } else { 499 });
+        }
+        let mut one = vec![target(None, c)];
+        attach(&mut one, &log, c);
+        let share = |name: &str| one[0].snapshot.signal(c, name).map(|s| s.value);
+        assert_eq!(share("error_ratio"), Some(0.2));
+        assert_eq!(share("abort_ratio"), Some(0.1));
+        assert!(
+            one[0].notes[0].contains("from it: error_ratio 20.0 %, abort_ratio 10.0 %"),
+            "{:?}",
+            one[0].notes
+        );
+    }
+
+    #[test]
+    fn spans_join_once_by_exact_id_first_then_without_vllms_dressing() {
+        assert_eq!(bare("cmpl-0f25-0"), "0f25");
+        assert_eq!(bare("chatcmpl-1b4e-2fa1-0"), "1b4e-2fa1");
+        assert_eq!(bare("abc"), "abc");
+        let span = |id: &str| Request {
+            id: Some(id.into()),
+            ..Request::new(SeenBy::Engine, 0)
+        };
+        let gw = |id: &str| Request {
+            id: Some(id.into()),
+            ..Request::new(SeenBy::Gateway, 0)
+        };
+        // `x-0`'s bare form is `x`, but a span whose exact id is `x` wins it.
+        let spans = [span("cmpl-x-0"), span("x")];
+        let refs: Vec<&Request> = spans.iter().collect();
+        let mut index = SpanIndex::new(&refs);
+        assert_eq!(index.take(&gw("x")), Some(1));
+        assert_eq!(index.take(&gw("cmpl-x-0")), Some(0));
+        // A reused id joins once.
+        assert_eq!(index.take(&gw("x")), None);
     }
 
     #[test]

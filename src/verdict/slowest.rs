@@ -54,12 +54,36 @@ pub fn notes(requests: &[&Request]) -> Vec<String> {
     .into_iter()
     .flatten()
     .collect();
-    notes.push(if shared.is_empty() {
-        format!("the slowest {k} share no replica, model or prompt-length band beyond the others")
-    } else {
-        format!("the slowest {k}: {}", shared.join("; "))
-    });
+    if !shared.is_empty() {
+        notes.push(format!("the slowest {k}: {}", shared.join("; ")));
+    } else if let Some(compared) = comparable(&all) {
+        notes.push(format!(
+            "the slowest {k} share no {compared} beyond the others"
+        ));
+    }
     notes
+}
+
+/// The traits the records let one compare ("replica, prompt-length band"), None when none.
+fn comparable(all: &[&Request]) -> Option<String> {
+    let distinct = |of: &dyn Fn(&Request) -> Option<&str>| {
+        let mut v: Vec<&str> = all.iter().filter_map(|r| of(r)).collect();
+        v.sort_unstable();
+        v.dedup();
+        v.len() >= 2
+    };
+    let traits: Vec<&str> = [
+        (distinct(&|r| r.replica.as_deref()), "replica"),
+        (distinct(&|r| r.model.as_deref()), "model"),
+        (
+            all.iter().any(|r| r.prompt_tokens.is_some()),
+            "prompt-length band",
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(can, name)| can.then_some(name))
+    .collect();
+    (!traits.is_empty()).then(|| traits.join(", "))
 }
 
 /// `id 12.3 s (gateway 0.1 s, queue 9 s, prefill 2 s, decode 1.2 s)`, the parts it records.
@@ -213,7 +237,10 @@ mod tests {
             .collect();
         let refs: Vec<&Request> = rs.iter().collect();
         let n = notes(&refs);
-        assert!(n[1].contains("share no replica"), "{n:?}");
+        assert!(
+            n[1].contains("share no replica, prompt-length band beyond"),
+            "{n:?}"
+        );
         assert!(notes(&refs[..99]).is_empty());
     }
 }

@@ -67,7 +67,8 @@ pub struct RecordArgs {
     /// With --prometheus: resolution of the recording.
     #[arg(long, default_value = "15s", value_parser = parse::positive_duration)]
     pub step: Duration,
-    /// Output file: OpenMetrics with timestamps in seconds and `# EOF`, gzip when it ends in `.gz`.
+    /// Output file: OpenMetrics with timestamps in seconds and `# EOF`, gzip when it ends in `.gz`
+    /// (with --otlp: one OTLP/JSON export per line).
     /// With --scrape it is written whole after rounds 1, 2, 4, 8, … (beside the rounds, which
     /// keep their schedule) and the rounds in between are kept in `OUT.parts/` until the next
     /// whole save is done.
@@ -95,7 +96,7 @@ fn from_otlp(addr: std::net::SocketAddr, args: &RecordArgs) -> Result<Outcome> {
     check_writable(&args.out)?;
     let file = std::fs::File::create(&args.out)
         .with_context(|| format!("writing `{}`", args.out.display()))?;
-    let out: Box<dyn std::io::Write + Send> = if file::is_gzip_name(&args.out) {
+    let out: Box<dyn crate::source::live::otlp::Output> = if file::is_gzip_name(&args.out) {
         Box::new(flate2::write::GzEncoder::new(
             file,
             flate2::Compression::fast(),
@@ -122,9 +123,13 @@ fn from_otlp(addr: std::net::SocketAddr, args: &RecordArgs) -> Result<Outcome> {
     })?;
     if received.refused > 0 {
         tracing::warn!(
-            "{} posts refused (not an OTLP trace export)",
+            refused = received.refused,
+            "{} posts refused (not an OTLP trace export, or not POST /v1/traces)",
             received.refused
         );
+    }
+    if received.exports == 0 {
+        tracing::warn!("no traces came: is the engine pointed at http://{addr}/v1/traces over OTLP/HTTP (vLLM: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf)?");
     }
     Ok(Outcome {
         stdout: format!(
@@ -133,7 +138,7 @@ fn from_otlp(addr: std::net::SocketAddr, args: &RecordArgs) -> Result<Outcome> {
             received.exports,
             received.requests
         ),
-        code: 0,
+        code: u8::from(received.exports == 0),
     })
 }
 

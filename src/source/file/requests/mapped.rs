@@ -21,6 +21,8 @@ pub enum Unit {
     Millis,
     /// Microseconds.
     Micros,
+    /// Nanoseconds (Traefik's `Duration`).
+    Nanos,
 }
 
 impl Unit {
@@ -29,6 +31,7 @@ impl Unit {
             Unit::Seconds => 1.0,
             Unit::Millis => 1e3,
             Unit::Micros => 1e6,
+            Unit::Nanos => 1e9,
         }
     }
 }
@@ -87,9 +90,12 @@ pub enum FieldMapError {
         /// The list.
         known: String,
     },
-    /// A unit not among s, ms, us.
-    #[error("unknown unit `{0}` (s, ms or us)")]
+    /// A unit not among s, ms, us, ns.
+    #[error("unknown unit `{0}` (s, ms, us or ns)")]
     Unit(String),
+    /// A role named twice.
+    #[error("role `{0}` is named twice")]
+    Twice(String),
     /// What the log needs is not mapped.
     #[error("a request log needs `total` and one of `end` or `start` mapped")]
     Incomplete,
@@ -120,9 +126,18 @@ impl FieldMap {
                 .split_once('=')
                 .filter(|(r, f)| !r.trim().is_empty() && !f.trim().is_empty())
                 .ok_or_else(|| FieldMapError::Item(item.to_string()))?;
+            // A key may hold `:` itself: only a known unit after the last one is a unit.
             let (key, unit) = match field.rsplit_once(':') {
-                Some((k, u)) => (k, unit(u)?),
-                None => (field, Unit::Seconds),
+                Some((k, u)) if unit(u).is_ok() => (k, unit(u)?),
+                // A short word after it is a unit misspelled (`:sec`), a longer one part of
+                // the key (`log:time`).
+                Some((_, u))
+                    if (1..=3).contains(&u.trim().len())
+                        && u.trim().chars().all(|c| c.is_ascii_alphabetic()) =>
+                {
+                    return Err(FieldMapError::Unit(u.trim().to_string()))
+                }
+                _ => (field, Unit::Seconds),
             };
             let f = Some(Field {
                 key: key.trim().to_string(),
@@ -132,6 +147,9 @@ impl FieldMap {
                 role: role.trim().to_string(),
                 known: ROLES.join(", "),
             })?;
+            if slot.is_some() {
+                return Err(FieldMapError::Twice(role.trim().to_string()));
+            }
             *slot = f;
         }
         if map.total.is_none() || (map.end.is_none() && map.start.is_none()) {
@@ -174,6 +192,7 @@ fn unit(u: &str) -> Result<Unit, FieldMapError> {
         "s" => Ok(Unit::Seconds),
         "ms" => Ok(Unit::Millis),
         "us" => Ok(Unit::Micros),
+        "ns" => Ok(Unit::Nanos),
         other => Err(FieldMapError::Unit(other.to_string())),
     }
 }
@@ -254,27 +273,29 @@ fn request(
             return Ok(None);
         };
         let unit = f.as_ref().map_or(Unit::Seconds, |f| f.unit);
-        let ms = match unit {
-            Unit::Seconds => crate::time::parse_time(&v).ok(),
+        match unit {
+            Unit::Seconds => crate::time::parse_time(&v)
+                .map(Some)
+                .map_err(|e| error(role, format!("is not a time: {e}"))),
             _ => v
                 .trim()
                 .parse::<f64>()
                 .ok()
-                .map(|x| (x * 1e3 / unit.per_second()).round() as i64),
-        };
-        ms.map(Some).ok_or_else(|| {
-            error(
-                role,
-                format!("is not a time (Unix seconds or RFC 3339): `{v}`"),
-            )
-        })
+                .map(|x| x * 1e3 / unit.per_second())
+                .filter(|ms| ms.is_finite() && ms.abs() < 253_402_300_800_000.0)
+                .map(|ms| Some(ms.round() as i64))
+                .ok_or_else(|| error(role, format!("is not a Unix time in its unit: `{v}`"))),
+        }
     };
     let total = time("total", &map.total)?
         .ok_or_else(|| error("total", format!("(`{}`) is missing", key(&map.total))))?;
     let start = instant("start", &map.start)?;
     let end = match (instant("end", &map.end)?, start) {
         (Some(e), _) => e,
-        (None, Some(s)) => s + (total * 1000.0).round() as i64,
+        (None, Some(s)) => s
+            .checked_add((total * 1000.0).round() as i64)
+            .filter(|e| *e < 253_402_300_800_000)
+            .ok_or_else(|| error("total", format!("is too long a time: {total} s")))?,
         (None, None) => {
             let which = if map.end.is_some() {
                 &map.end
@@ -371,6 +392,22 @@ mod tests {
             FieldMap::parse("end=t,total=d:min").unwrap_err(),
             FieldMapError::Unit("min".into())
         );
+        assert_eq!(
+            FieldMap::parse("end=t,total=d,end=u").unwrap_err(),
+            FieldMapError::Twice("end".into())
+        );
+        // A key with `:` in it, and nanoseconds.
+        let map = FieldMap::parse("end=log:time,total=Duration:ns").unwrap();
+        assert_eq!(map.end.as_ref().unwrap().key, "log:time");
+        let r = &parse_mapped(
+            &map,
+            r#"{"log:time":"1796570000","Duration":2500000000}"#,
+            "f",
+        )
+        .unwrap()[0];
+        assert_eq!(r.times.gateway, Some(2.5));
+        let huge = parse_mapped(&FieldMap::envoy(), &ENVOY.replace("2500", "1e20"), "e");
+        assert!(huge.unwrap_err().to_string().contains("too long a time"));
         assert_eq!(
             FieldMap::parse("end=t,total").unwrap_err(),
             FieldMapError::Item("total".into())

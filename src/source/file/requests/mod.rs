@@ -43,8 +43,12 @@ pub fn record_kind(head: &str, mapped: bool) -> Option<RecordKind> {
     let has = |k: &str| first.contains(&format!("\"{k}\""));
     if has("resourceSpans") || has("resource_spans") {
         Some(RecordKind::OtlpJson)
-    } else if mapped && !has("resultType") {
-        // Any JSON line but a Prometheus API answer saved with curl.
+    } else if mapped
+        && !has("resultType")
+        && serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(first).is_ok()
+    {
+        // Any JSON-lines log (a first line that is a whole object) but a Prometheus API
+        // answer saved with curl.
         Some(RecordKind::Mapped)
     } else if has("request_time") {
         Some(RecordKind::Nginx)

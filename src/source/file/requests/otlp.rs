@@ -1,6 +1,6 @@
 //! An engine's own per-request records: the OpenTelemetry span it exports for each request it
-//! serves (vLLM and SGLang with `--otlp-traces-endpoint`: one `llm_request` span with
-//! `gen_ai.latency.*` and `gen_ai.usage.*` attributes). Read from OTLP trace exports, as JSON
+//! serves (vLLM with `--otlp-traces-endpoint`: one `llm_request` span with `gen_ai.latency.*`
+//! and `gen_ai.usage.*` attributes; SGLang's per-stage spans are not read yet). Read from OTLP trace exports, as JSON
 //! lines (what the OpenTelemetry Collector's file exporter and `llm-doctor record --otlp` write)
 //! or as the protobuf an OTLP/HTTP exporter posts. Spans that are not requests (an engine's
 //! start-up spans, a gateway's own) are skipped.

@@ -78,6 +78,7 @@ fn read_lines(
     map: Option<&FieldMap>,
     keep: Keep,
 ) -> Result<FileRead> {
+    let envoy = FieldMap::envoy();
     let mut out = FileRead {
         requests: Vec::new(),
         outside: 0,
@@ -121,9 +122,7 @@ fn read_lines(
         }
         let got = match (kind, map) {
             (RecordKind::Nginx, _) => vec![nginx::parse_line(text, name, line)?],
-            (RecordKind::Envoy, _) => {
-                vec![mapped::parse_line(&FieldMap::envoy(), text, name, line)?]
-            }
+            (RecordKind::Envoy, _) => vec![mapped::parse_line(&envoy, text, name, line)?],
             (RecordKind::Mapped, Some(m)) => vec![mapped::parse_line(m, text, name, line)?],
             (RecordKind::Mapped, None) => {
                 return Err(RequestLogError::Field {
@@ -169,6 +168,32 @@ mod tests {
         let got = read_lines(text.as_bytes(), "a", RecordKind::Nginx, None, keep).unwrap();
         assert_eq!((got.requests.len(), got.outside), (1, 2));
         assert_eq!(got.requests[0].end_ms, 1_796_570_100_000);
+    }
+
+    #[test]
+    fn a_line_too_long_and_a_gzip_file_read_as_lines() {
+        let long = format!("{LINE}\n{}\n", "x".repeat(MAX_LINE_BYTES + 1));
+        let e = read(long.as_bytes(), Keep::All).unwrap_err().to_string();
+        assert!(
+            e.starts_with("access.log:2: a line of 67108865 bytes"),
+            "{e}"
+        );
+        // The window's start is not in it: a request ending exactly there is left out.
+        let keep = Keep::Ending {
+            from_ms: 1_796_570_000_250,
+            to_ms: 1_796_570_000_251,
+        };
+        assert!(read(LINE.as_bytes(), keep).unwrap().is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.log.gz");
+        let mut gz = flate2::write::GzEncoder::new(
+            std::fs::File::create(&path).unwrap(),
+            flate2::Compression::fast(),
+        );
+        std::io::Write::write_all(&mut gz, format!("{LINE}\n{LINE}\n").as_bytes()).unwrap();
+        gz.finish().unwrap();
+        let got = read_path(&path, RecordKind::Nginx, None, Keep::All).unwrap();
+        assert_eq!((got.requests.len(), got.outside), (2, 0));
     }
 
     #[test]
