@@ -221,7 +221,7 @@ mod tests {
         .unwrap();
         std::fs::write(
             &scrape_b,
-            "vllm:num_requests_running 5\nvllm:num_requests_running 6\n",
+            "vllm:num_requests_running 6\n",
         )
         .unwrap();
         let sets: [Vec<PathBuf>; 3] = [

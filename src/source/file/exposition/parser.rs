@@ -377,7 +377,7 @@ impl<'a> Parser<'a> {
         }
         self.value_and_rest(line, b, i, start, lineno, None)?;
         let idx = self.resolve(key, bare_name, quoted_name, line, lineno)?;
-        self.series[idx].samples.push(self.pending);
+        self.push_sample(idx, self.pending, line, lineno, start)?;
         if let Some(prev) = self.last_idx {
             self.next_of[prev] = idx;
         }
@@ -473,9 +473,36 @@ impl<'a> Parser<'a> {
 
         let sample = Sample { t_ms, value };
         match idx {
-            Some(idx) => self.series[idx].samples.push(sample),
+            Some(idx) => self.push_sample(idx, sample, line, lineno, start)?,
             None => self.pending = sample,
         }
+        Ok(())
+    }
+
+    /// Adds a sample to series `idx`. A second sample without a timestamp is the same series
+    /// at the same instant, which Prometheus refuses (a duplicate sample): so is it here, at
+    /// once, rather than holding a file of one line repeated gigabytes deep.
+    fn push_sample(
+        &mut self,
+        idx: usize,
+        sample: Sample,
+        line: &str,
+        lineno: usize,
+        start: usize,
+    ) -> Result<(), ParseError> {
+        let samples = &mut self.series[idx].samples;
+        if sample.t_ms.is_none() && samples.last().is_some_and(|s| s.t_ms.is_none()) {
+            return Err(self.error(
+                lineno,
+                line,
+                start,
+                format!(
+                    "`{}` again without a timestamp: a series has one sample per instant (give each sample its timestamp, or one scrape per file)",
+                    self.raw_of[idx]
+                ),
+            ));
+        }
+        samples.push(sample);
         Ok(())
     }
 

@@ -264,6 +264,21 @@ fn every_error_kind_is_located() {
         ),
         ("x 1 abc", 1, 5, "invalid timestamp `abc`"),
         (
+            "x{a=\"1\"} 1\ny 2\nx{a=\"1\"} 3\n",
+            3,
+            1,
+            "`x{a=\"1\"}` again without a timestamp: a series has one sample per instant \
+             (give each sample its timestamp, or one scrape per file)",
+        ),
+        // The predicted-key path (the series that followed last time) too.
+        (
+            "x 1\ny 2\nx 3\ny 4\n",
+            3,
+            1,
+            "`x` again without a timestamp: a series has one sample per instant \
+             (give each sample its timestamp, or one scrape per file)",
+        ),
+        (
             "x 1 1717000000.5",
             1,
             5,
