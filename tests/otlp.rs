@@ -357,3 +357,68 @@ fn a_real_nginx_log_joins_a_real_vllms_spans_by_request_id() {
         "{notes}"
     );
 }
+
+/// One vLLM-style request span as OTLP/JSON: `start_s` its arrival, with its prompt length and
+/// queue, prefill and e2e times.
+fn span_json(i: usize, start_s: f64, prompt: u64, queue: f64, prefill: f64, e2e: f64) -> String {
+    let start = (start_s * 1e9) as i128;
+    let end = start + (e2e * 1e9) as i128;
+    format!(
+        r#"{{"traceId":"{i:032x}","spanId":"{i:016x}","name":"llm_request","startTimeUnixNano":"{start}","endTimeUnixNano":"{end}","attributes":[{{"key":"gen_ai.usage.prompt_tokens","value":{{"intValue":"{prompt}"}}}},{{"key":"gen_ai.latency.time_in_queue","value":{{"doubleValue":{queue}}}}},{{"key":"gen_ai.latency.time_in_model_prefill","value":{{"doubleValue":{prefill}}}}},{{"key":"gen_ai.latency.time_to_first_token","value":{{"doubleValue":{}}}}},{{"key":"gen_ai.latency.e2e","value":{{"doubleValue":{e2e}}}}}]}}"#,
+        queue + prefill
+    )
+}
+
+/// Short requests queued while a long prompt prefilled, measured from the spans, decide
+/// long_prompt_prefill on a llama.cpp replica whose metrics could not.
+#[test]
+fn short_requests_waiting_behind_a_long_prefill_are_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let end_s = 1_800_000_000.0;
+    // 150 short requests a second apart in the window's last 200 s; a 6,000-token prompt
+    // prefills for 40 s from 120 s before the end; the short ones arriving meanwhile wait.
+    let long_from = end_s - 120.0;
+    let mut spans: Vec<String> = (0..150)
+        .map(|i| {
+            let t = end_s - 190.0 + i as f64;
+            let queue = if t >= long_from && t < long_from + 40.0 {
+                long_from + 40.0 - t
+            } else {
+                0.02
+            };
+            span_json(i + 1, t, 250, queue, 0.1, queue + 2.0)
+        })
+        .collect();
+    spans.push(span_json(999, long_from, 6000, 0.0, 40.0, 45.0));
+    let export = format!(
+        r#"{{"resourceSpans":[{{"resource":{{"attributes":[]}},"scopeSpans":[{{"spans":[{}]}}]}}]}}"#,
+        spans.join(",")
+    );
+    let path = dir.path().join("spans.jsonl");
+    std::fs::write(&path, export + "\n").unwrap();
+    let (om, _) = end_recording_at(&fixture_text("llamacpp_healthy"), end_s as i64 * 1000);
+    let metrics = dir.path().join("llamacpp.om");
+    std::fs::write(&metrics, om).unwrap();
+    let (code, json, err) = outcome(&run(&[
+        "diagnose",
+        metrics.to_str().unwrap(),
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+        "-q",
+    ]));
+    assert_eq!(code, 1, "{json}{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let t = &v["targets"][0];
+    assert!(
+        t["notes"]
+            .to_string()
+            .contains("head-of-line: 40 of 150 short requests"),
+        "{}",
+        t["notes"]
+    );
+    assert!(
+        crate::support::cause_ids(t).contains(&"long_prompt_prefill".to_string()),
+        "{json}"
+    );
+}

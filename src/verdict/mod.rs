@@ -8,6 +8,7 @@
 //! ```
 
 pub mod gather;
+pub mod head_of_line;
 pub mod input;
 pub mod judge;
 pub mod range;

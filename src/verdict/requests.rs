@@ -206,6 +206,16 @@ fn set_signals<'a>(
     }
     if !engine.is_empty() {
         notes.push(engine_note(p, &engine, span, catalog));
+        if let Some(h) = super::head_of_line::measure(&engine) {
+            notes.push(h.note());
+            set_if_absent(
+                p,
+                catalog,
+                "head_of_line_share_ratio",
+                h.share(),
+                "engine spans",
+            );
+        }
     }
     if !gateway.is_empty() && !engine.is_empty() {
         notes.push(joined_note(p, &gateway, &engine, catalog));

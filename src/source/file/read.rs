@@ -219,11 +219,7 @@ mod tests {
             "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 3\n",
         )
         .unwrap();
-        std::fs::write(
-            &scrape_b,
-            "vllm:num_requests_running 6\n",
-        )
-        .unwrap();
+        std::fs::write(&scrape_b, "vllm:num_requests_running 6\n").unwrap();
         let sets: [Vec<PathBuf>; 3] = [
             vec![
                 root.join("tests/data/inputs/vllm_query_range.json"),
