@@ -70,6 +70,19 @@ fn start_nginx(dir: &Path, upstream: u16) -> (Child, u16) {
     (child, port)
 }
 
+/// The log's text once it has `n` lines (nginx writes a request's line once it has sent the
+/// answer), or after 10 s.
+fn wait_for_lines(log: &Path, n: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.lines().count() >= n || Instant::now() > deadline {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn post(port: u16) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let body = "{\"prompt\":\"hi\",\"max_tokens\":4}";
@@ -96,16 +109,8 @@ fn a_slow_hop_behind_nginx_is_measured_from_its_access_log() {
     for s in senders {
         s.join().unwrap();
     }
-    // nginx writes a request's line once it has sent the answer: wait for the last ones.
     let log = dir.path().join("access.log");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let text = loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if text.lines().count() >= 120 || Instant::now() > deadline {
-            break text;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let text = wait_for_lines(&log, 120);
     let _ = nginx.kill();
     let _ = nginx.wait();
     assert_eq!(text.lines().count(), 120, "{text}");
@@ -352,16 +357,7 @@ fn time_outside_the_engine_is_measured_request_by_request() {
         s.join().unwrap();
     }
     let log = dir.path().join("access.log");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .lines()
-        .count()
-        < 120
-        && Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_lines(&log, 120);
     let _ = nginx.kill();
     let _ = nginx.wait();
     let served = served.lock().unwrap().clone();

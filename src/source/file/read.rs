@@ -18,7 +18,9 @@ pub fn read_text(path: &Path) -> Result<String> {
     read_text_within(path, limit::max_input())
 }
 
-fn read_text_within(path: &Path, (max, mib): (u64, f64)) -> Result<String> {
+/// `path` opened for reading, decompressed when its first bytes are gzip's magic; whether it
+/// was gzip.
+pub fn open_maybe_gzip(path: &Path) -> Result<(Box<dyn std::io::Read>, bool)> {
     use std::io::Read;
     let name = path.display().to_string();
     let mut file = std::fs::File::open(path).with_context(|| format!("reading `{name}`"))?;
@@ -33,6 +35,13 @@ fn read_text_within(path: &Path, (max, mib): (u64, f64)) -> Result<String> {
     } else {
         Box::new(head)
     };
+    Ok((src, gz))
+}
+
+fn read_text_within(path: &Path, (max, mib): (u64, f64)) -> Result<String> {
+    use std::io::Read;
+    let name = path.display().to_string();
+    let (src, gz) = open_maybe_gzip(path)?;
     // One byte past the limit tells "exactly at the limit" from "over it".
     let mut bytes = Vec::new();
     src.take(max + 1)

@@ -10,7 +10,7 @@
 
 use serde_json::{Map, Value};
 
-use super::record::{records, Request, RequestLogError, SeenBy, Times};
+use super::record::{json_object, records, Request, RequestLogError, SeenBy, Times};
 
 /// How a number of a field reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,12 +216,7 @@ pub fn parse_line(
     file: &str,
     line: usize,
 ) -> Result<Request, RequestLogError> {
-    let obj: Map<String, Value> =
-        serde_json::from_str(raw).map_err(|e| RequestLogError::NotJson {
-            file: file.to_string(),
-            line,
-            detail: e.to_string(),
-        })?;
+    let obj = json_object(raw, file, line)?;
     request(map, &obj, file, line)
 }
 

@@ -11,7 +11,7 @@
 
 use serde_json::{Map, Value};
 
-use super::record::{records, Request, RequestLogError, SeenBy, Times};
+use super::record::{json_object, records, Request, RequestLogError, SeenBy, Times};
 
 /// Every request of an nginx JSON access log, in file order. An error stops at the first bad
 /// line and names it.
@@ -23,12 +23,7 @@ pub fn parse_nginx_json(text: &str, file: &str) -> Result<Vec<Request>, RequestL
 
 /// One line of the log (`line`: its 1-based number, for errors).
 pub fn parse_line(raw: &str, file: &str, line: usize) -> Result<Request, RequestLogError> {
-    let obj: Map<String, Value> =
-        serde_json::from_str(raw).map_err(|e| RequestLogError::NotJson {
-            file: file.to_string(),
-            line,
-            detail: e.to_string(),
-        })?;
+    let obj = json_object(raw, file, line)?;
     request(&obj, file, line)
 }
 

@@ -51,17 +51,7 @@ pub fn read_path(
     keep: Keep,
 ) -> Result<FileRead> {
     let name = path.display().to_string();
-    let mut file = std::fs::File::open(path).with_context(|| format!("reading `{name}`"))?;
-    let mut magic = [0u8; 2];
-    let n = file
-        .read(&mut magic)
-        .with_context(|| format!("reading `{name}`"))?;
-    let head = std::io::Cursor::new(magic[..n].to_vec()).chain(file);
-    let src: Box<dyn Read> = if magic[..n] == [0x1f, 0x8b] {
-        Box::new(flate2::read::MultiGzDecoder::new(head))
-    } else {
-        Box::new(head)
-    };
+    let (src, _) = crate::source::file::read::open_maybe_gzip(path)?;
     read_lines(
         BufReader::with_capacity(1 << 20, src),
         &name,

@@ -165,6 +165,19 @@ pub(crate) fn records<'a>(
         })
 }
 
+/// One line of a JSON-lines log as an object, or an error naming the file and the line.
+pub(crate) fn json_object(
+    raw: &str,
+    file: &str,
+    line: usize,
+) -> Result<serde_json::Map<String, serde_json::Value>, RequestLogError> {
+    serde_json::from_str(raw).map_err(|e| RequestLogError::NotJson {
+        file: file.to_string(),
+        line,
+        detail: e.to_string(),
+    })
+}
+
 /// The `q` quantile (0..1) of `values` by the nearest-rank method; None when empty.
 pub fn quantile(values: &mut [f64], q: f64) -> Option<f64> {
     if values.is_empty() {
