@@ -70,6 +70,23 @@ fn start_nginx(dir: &Path, upstream: u16) -> (Child, u16) {
     (child, port)
 }
 
+/// `n` requests at once through a real nginx in front of `upstream`, nginx stopped once its
+/// access log holds them: the log's path and text.
+fn through_nginx(dir: &Path, upstream: u16, n: usize) -> (std::path::PathBuf, String) {
+    let (mut nginx, port) = start_nginx(dir, upstream);
+    let senders: Vec<_> = (0..n)
+        .map(|_| std::thread::spawn(move || post(port)))
+        .collect();
+    for s in senders {
+        s.join().unwrap();
+    }
+    let log = dir.join("access.log");
+    let text = wait_for_lines(&log, n);
+    let _ = nginx.kill();
+    let _ = nginx.wait();
+    (log, text)
+}
+
 /// The log's text once it has `n` lines (nginx writes a request's line once it has sent the
 /// answer), or after 10 s.
 fn wait_for_lines(log: &Path, n: usize) -> String {
@@ -102,17 +119,7 @@ fn a_slow_hop_behind_nginx_is_measured_from_its_access_log() {
     let dir = tempfile::tempdir().unwrap();
     // The replica's own e2e p99 is about 4.9 s (healthy_idle); the hop adds 8 s to each request.
     let upstream = slow_upstream(Duration::from_secs(8));
-    let (mut nginx, port) = start_nginx(dir.path(), upstream);
-    let senders: Vec<_> = (0..120)
-        .map(|_| std::thread::spawn(move || post(port)))
-        .collect();
-    for s in senders {
-        s.join().unwrap();
-    }
-    let log = dir.path().join("access.log");
-    let text = wait_for_lines(&log, 120);
-    let _ = nginx.kill();
-    let _ = nginx.wait();
+    let (log, text) = through_nginx(dir.path(), upstream, 120);
     assert_eq!(text.lines().count(), 120, "{text}");
 
     // The engine's metrics, moved to end now (the requests lie inside their window) and scraped
@@ -349,17 +356,7 @@ fn time_outside_the_engine_is_measured_request_by_request() {
         Duration::from_millis(1000),
         served.clone(),
     );
-    let (mut nginx, port) = start_nginx(dir.path(), upstream);
-    let senders: Vec<_> = (0..120)
-        .map(|_| std::thread::spawn(move || post(port)))
-        .collect();
-    for s in senders {
-        s.join().unwrap();
-    }
-    let log = dir.path().join("access.log");
-    wait_for_lines(&log, 120);
-    let _ = nginx.kill();
-    let _ = nginx.wait();
+    let (log, _) = through_nginx(dir.path(), upstream, 120);
     let served = served.lock().unwrap().clone();
     assert_eq!(served.len(), 120);
     assert!(served.iter().all(|(id, _, _)| id.len() == 32), "{served:?}");

@@ -60,7 +60,14 @@ pub fn attach(prepared: &mut [Prepared], requests: &[Request], catalog: &Catalog
         p.notes.extend(notes);
         seen.extend(in_window);
     }
-    let mut notes = super::slowest::notes(&whole_records(&seen).iter().collect::<Vec<_>>());
+    // Records of one kind are whole as they are (a million gateway lines are not copied); gateway
+    // records are completed by the spans they join.
+    let both = [SeenBy::Gateway, SeenBy::Engine].map(|by| seen.iter().any(|r| r.seen_by == by));
+    let mut notes = if both == [true, true] {
+        super::slowest::notes(&whole_records(&seen).iter().collect::<Vec<_>>())
+    } else {
+        super::slowest::notes(&seen)
+    };
     let of = |by: SeenBy| requests.iter().filter(|r| r.seen_by == by).count();
     if lost_gateway > 0 {
         notes.push(format!(
@@ -78,14 +85,10 @@ pub fn attach(prepared: &mut [Prepared], requests: &[Request], catalog: &Catalog
 }
 
 /// Each request as completely as its records tell it, all timed the same way: the gateway's
-/// records, each completed by the engine span it joins (queue, prefill, decode, tokens); the
-/// engine's spans alone when no gateway record was read.
+/// records, each completed by the engine span it joins (queue, prefill, decode, tokens).
 fn whole_records(seen: &[&Request]) -> Vec<Request> {
     let (engine, gateway): (Vec<&Request>, Vec<&Request>) =
         seen.iter().partition(|r| r.seen_by == SeenBy::Engine);
-    if gateway.is_empty() {
-        return engine.into_iter().cloned().collect();
-    }
     let mut index = SpanIndex::new(&engine);
     gateway
         .iter()

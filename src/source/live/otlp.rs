@@ -146,7 +146,17 @@ async fn traces(State(sink): State<Shared>, headers: HeaderMap, body: Bytes) -> 
         }
     };
     let requests = otlp::requests_of(&export).len();
-    let line = otlp::to_json_line(&export);
+    let line = match otlp::to_json_line(&export) {
+        Ok(line) => line,
+        Err(e) => {
+            refuse(&sink);
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("the export cannot be written as OTLP/JSON: {e}\n"),
+            )
+                .into_response();
+        }
+    };
     let written = {
         let mut s = sink.lock().unwrap_or_else(|e| e.into_inner());
         let r = match s.out.as_mut() {

@@ -10,7 +10,7 @@
 
 use serde_json::{Map, Value};
 
-use super::record::{json_object, records, Request, RequestLogError, SeenBy, Times};
+use super::record::{json_object, Request, RequestLogError, SeenBy, Times};
 
 /// How a number of a field reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,18 +197,6 @@ fn unit(u: &str) -> Result<Unit, FieldMapError> {
     }
 }
 
-/// Every request of a JSON-lines log read through `map`, in file order. An error stops at the
-/// first bad line and names it.
-pub fn parse_mapped(
-    map: &FieldMap,
-    text: &str,
-    file: &str,
-) -> Result<Vec<Request>, RequestLogError> {
-    records(text, file)
-        .map(|r| r.and_then(|(line, raw)| parse_line(map, raw, file, line)))
-        .collect()
-}
-
 /// One line of the log, read through `map` (`line`: its 1-based number, for errors).
 pub fn parse_line(
     map: &FieldMap,
@@ -332,6 +320,8 @@ fn key(f: &Option<Field>) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::file::requests::read::parse_text;
+    use crate::source::file::requests::RecordKind;
 
     /// A line of Envoy's JSON access log in the README's format (as Envoy writes it: numbers
     /// for %DURATION% and %RESPONSE_CODE%, a string for a header).
@@ -339,7 +329,13 @@ mod tests {
 
     #[test]
     fn an_envoy_line_becomes_a_request() {
-        let r = parse_mapped(&FieldMap::envoy(), ENVOY, "envoy.log").unwrap();
+        let r = parse_text(
+            ENVOY,
+            "envoy.log",
+            RecordKind::Mapped,
+            Some(&FieldMap::envoy()),
+        )
+        .unwrap();
         let start = crate::time::parse_time("2026-12-06T19:00:00.250Z").unwrap();
         assert_eq!(
             r,
@@ -365,7 +361,7 @@ mod tests {
         )
         .unwrap();
         let line = r#"{"ts":1796570000250,"latency_ms":1500,"code":"503","rid":"x","in_tok":812}"#;
-        let r = &parse_mapped(&map, line, "f").unwrap()[0];
+        let r = &parse_text(line, "f", RecordKind::Mapped, Some(&map)).unwrap()[0];
         assert_eq!(
             (r.end_ms, r.times.gateway, r.status, r.prompt_tokens),
             (1_796_570_000_250, Some(1.5), Some(503), Some(812))
@@ -394,23 +390,30 @@ mod tests {
         // A key with `:` in it, and nanoseconds.
         let map = FieldMap::parse("end=log:time,total=Duration:ns").unwrap();
         assert_eq!(map.end.as_ref().unwrap().key, "log:time");
-        let r = &parse_mapped(
-            &map,
+        let r = &parse_text(
             r#"{"log:time":"1796570000","Duration":2500000000}"#,
             "f",
+            RecordKind::Mapped,
+            Some(&map),
         )
         .unwrap()[0];
         assert_eq!(r.times.gateway, Some(2.5));
-        let huge = parse_mapped(&FieldMap::envoy(), &ENVOY.replace("2500", "1e20"), "e");
+        let huge = parse_text(
+            &ENVOY.replace("2500", "1e20"),
+            "e",
+            RecordKind::Mapped,
+            Some(&FieldMap::envoy()),
+        );
         assert!(huge.unwrap_err().to_string().contains("too long a time"));
         assert_eq!(
             FieldMap::parse("end=t,total").unwrap_err(),
             FieldMapError::Item("total".into())
         );
-        let e = parse_mapped(
-            &FieldMap::envoy(),
+        let e = parse_text(
             &ENVOY.replace("2500", "\"soon\""),
             "envoy.log",
+            RecordKind::Mapped,
+            Some(&FieldMap::envoy()),
         )
         .unwrap_err()
         .to_string();
@@ -418,9 +421,14 @@ mod tests {
             e,
             "envoy.log:1: field `total` (`duration`) is not a number: `soon`"
         );
-        let e = parse_mapped(&FieldMap::envoy(), r#"{"duration":5}"#, "envoy.log")
-            .unwrap_err()
-            .to_string();
+        let e = parse_text(
+            r#"{"duration":5}"#,
+            "envoy.log",
+            RecordKind::Mapped,
+            Some(&FieldMap::envoy()),
+        )
+        .unwrap_err()
+        .to_string();
         assert_eq!(e, "envoy.log:1: field `end` (`start_time`) is missing");
     }
 }

@@ -10,7 +10,6 @@ pub mod read;
 mod record;
 
 pub use mapped::FieldMap;
-pub use nginx::parse_nginx_json;
 pub use read::{read_path, FileRead, Keep};
 pub use record::{quantile, Request, RequestLogError, SeenBy, Times, MAX_LINE_BYTES};
 

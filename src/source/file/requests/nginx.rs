@@ -11,15 +11,7 @@
 
 use serde_json::{Map, Value};
 
-use super::record::{json_object, records, Request, RequestLogError, SeenBy, Times};
-
-/// Every request of an nginx JSON access log, in file order. An error stops at the first bad
-/// line and names it.
-pub fn parse_nginx_json(text: &str, file: &str) -> Result<Vec<Request>, RequestLogError> {
-    records(text, file)
-        .map(|r| r.and_then(|(line, raw)| parse_line(raw, file, line)))
-        .collect()
-}
+use super::record::{json_object, Request, RequestLogError, SeenBy, Times};
 
 /// One line of the log (`line`: its 1-based number, for errors).
 pub fn parse_line(raw: &str, file: &str, line: usize) -> Result<Request, RequestLogError> {
@@ -103,12 +95,14 @@ fn request(obj: &Map<String, Value>, file: &str, line: usize) -> Result<Request,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::file::requests::read::parse_text;
+    use crate::source::file::requests::RecordKind;
 
     const LINE: &str = r#"{"msec":"1796570000.250","request_id":"a1b2","status":"200","request_time":"2.500","upstream_addr":"127.0.0.1:8000","upstream_connect_time":"0.000","upstream_header_time":"0.010","upstream_response_time":"2.499","request_uri":"/v1/completions"}"#;
 
     #[test]
     fn an_nginx_line_becomes_a_request() {
-        let r = parse_nginx_json(LINE, "access.log").unwrap();
+        let r = parse_text(LINE, "access.log", RecordKind::Nginx, None).unwrap();
         assert_eq!(
             r,
             vec![Request {
@@ -137,7 +131,7 @@ mod tests {
                 r#""upstream_response_time":"2.499""#,
                 r#""upstream_response_time":"0.500, 1.999""#,
             );
-        let r = &parse_nginx_json(&tried, "f").unwrap()[0];
+        let r = &parse_text(&tried, "f", RecordKind::Nginx, None).unwrap()[0];
         assert_eq!(r.retries, 1);
         assert_eq!(r.replica.as_deref(), Some("10.0.0.2:8000"));
         assert!((r.times.upstream.unwrap() - 2.499).abs() < 1e-9);
@@ -147,23 +141,27 @@ mod tests {
                 r#""upstream_response_time":"2.499""#,
                 r#""upstream_response_time":"-""#,
             );
-        let r = &parse_nginx_json(&refused, "f").unwrap()[0];
+        let r = &parse_text(&refused, "f", RecordKind::Nginx, None).unwrap()[0];
         assert_eq!((r.status, r.times.upstream), (Some(502), None));
     }
 
     #[test]
     fn bad_lines_are_named_with_file_and_line() {
         let truncated = format!("{LINE}\n{}", &LINE[..40]);
-        let e = parse_nginx_json(&truncated, "access.log").unwrap_err();
+        let e = parse_text(&truncated, "access.log", RecordKind::Nginx, None).unwrap_err();
         assert!(
             e.to_string().starts_with("access.log:2: not a JSON object"),
             "{e}"
         );
         let no_time = LINE.replace(r#""request_time":"2.500","#, "");
-        let e = parse_nginx_json(&no_time, "a").unwrap_err().to_string();
+        let e = parse_text(&no_time, "a", RecordKind::Nginx, None)
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, "a:1: field `request_time` is missing");
         let bad = LINE.replace(r#""request_time":"2.500""#, r#""request_time":"soon""#);
-        let e = parse_nginx_json(&bad, "a").unwrap_err().to_string();
+        let e = parse_text(&bad, "a", RecordKind::Nginx, None)
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             "a:1: field `request_time` is not a number of seconds: `soon`"

@@ -10,20 +10,10 @@ use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::{status::StatusCode, Span};
 use prost::Message;
 
-use super::record::{records, Request, RequestLogError, SeenBy, Times};
+use super::record::{Request, RequestLogError, SeenBy, Times};
 
 /// The span an engine writes per request.
 const REQUEST_SPAN: &str = "llm_request";
-
-/// Every request span of a file of OTLP trace exports, one JSON export per line.
-pub fn parse_json_lines(text: &str, file: &str) -> Result<Vec<Request>, RequestLogError> {
-    let mut out = Vec::new();
-    for record in records(text, file) {
-        let (line, raw) = record?;
-        out.extend(parse_line(raw, file, line)?);
-    }
-    Ok(out)
-}
 
 /// The request spans of one line: one JSON export (`line`: its 1-based number, for errors).
 pub fn parse_line(raw: &str, file: &str, line: usize) -> Result<Vec<Request>, RequestLogError> {
@@ -47,9 +37,9 @@ pub fn decode_protobuf(body: &[u8]) -> Result<ExportTraceServiceRequest, prost::
     ExportTraceServiceRequest::decode(body)
 }
 
-/// One export as a JSON line (no newline), the form [`parse_json_lines`] reads.
-pub fn to_json_line(export: &ExportTraceServiceRequest) -> String {
-    serde_json::to_string(export).expect("an OTLP export serializes")
+/// One export as a JSON line (no newline), the form [`parse_line`] reads.
+pub fn to_json_line(export: &ExportTraceServiceRequest) -> Result<String, serde_json::Error> {
+    serde_json::to_string(export)
 }
 
 /// The request spans of one export.
@@ -157,6 +147,8 @@ fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::file::requests::read::parse_text;
+    use crate::source::file::requests::RecordKind;
 
     /// One export as the OTLP/JSON encoding writes it (camelCase fields, hex ids, 64-bit
     /// integers as strings), written here by hand from the OTLP specification, not by the
@@ -187,7 +179,13 @@ mod tests {
 
     #[test]
     fn a_request_span_becomes_a_request_and_other_spans_are_skipped() {
-        let got = parse_json_lines(&format!("{EXPORT}\n\n{EXPORT}\n"), "traces.jsonl").unwrap();
+        let got = parse_text(
+            &format!("{EXPORT}\n\n{EXPORT}\n"),
+            "traces.jsonl",
+            RecordKind::OtlpJson,
+            None,
+        )
+        .unwrap();
         assert_eq!(got, vec![the_request(), the_request()]);
     }
 
@@ -198,23 +196,36 @@ mod tests {
         let back = decode_protobuf(&body).unwrap();
         assert_eq!(requests_of(&back), vec![the_request()]);
         // What `record --otlp` writes reads back the same.
-        let line = to_json_line(&back);
+        let line = to_json_line(&back).unwrap();
         assert!(!line.contains('\n'));
-        assert_eq!(parse_json_lines(&line, "f").unwrap(), vec![the_request()]);
+        assert_eq!(
+            parse_text(&line, "f", RecordKind::OtlpJson, None).unwrap(),
+            vec![the_request()]
+        );
         assert!(decode_protobuf(b"\xff\xff\xff").is_err());
     }
 
     #[test]
     fn a_failed_span_and_bad_lines_are_told() {
         let failed = EXPORT.replacen(r#""status":{}"#, r#""status":{"code":2}"#, 1);
-        assert!(parse_json_lines(&failed, "f").unwrap()[0].server_error());
-        let e = parse_json_lines(&format!("{EXPORT}\n{}", &EXPORT[..50]), "t.jsonl")
-            .unwrap_err()
-            .to_string();
+        assert!(parse_text(&failed, "f", RecordKind::OtlpJson, None).unwrap()[0].server_error());
+        let e = parse_text(
+            &format!("{EXPORT}\n{}", &EXPORT[..50]),
+            "t.jsonl",
+            RecordKind::OtlpJson,
+            None,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with("t.jsonl:2: not a JSON object"), "{e}");
-        let e = parse_json_lines(r#"{"resourceSpans":7}"#, "t.jsonl")
-            .unwrap_err()
-            .to_string();
+        let e = parse_text(
+            r#"{"resourceSpans":7}"#,
+            "t.jsonl",
+            RecordKind::OtlpJson,
+            None,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with("t.jsonl:1: not an OTLP trace export"), "{e}");
     }
 }

@@ -61,6 +61,18 @@ pub fn read_path(
     )
 }
 
+/// Every request of `text`, a request-record file's whole text, through the same line reader
+/// as a file.
+#[cfg(test)]
+pub(crate) fn parse_text(
+    text: &str,
+    name: &str,
+    kind: RecordKind,
+    map: Option<&FieldMap>,
+) -> Result<Vec<Request>> {
+    read_lines(text.as_bytes(), name, kind, map, Keep::All).map(|r| r.requests)
+}
+
 fn read_lines(
     mut src: impl BufRead,
     name: &str,
@@ -184,6 +196,22 @@ mod tests {
         gz.finish().unwrap();
         let got = read_path(&path, RecordKind::Nginx, None, Keep::All).unwrap();
         assert_eq!((got.requests.len(), got.outside), (2, 0));
+    }
+
+    /// Blank lines count in the numbering; the long line is named by its own number.
+    #[test]
+    fn a_line_too_long_is_named_after_blank_lines() {
+        let long = format!("{LINE}\n\n{}\n", "x".repeat(MAX_LINE_BYTES + 1));
+        let e = parse_text(&long, "big.log", RecordKind::Nginx, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("big.log:3: a line of 67108865 bytes"), "{e}");
+        assert_eq!(
+            parse_text(LINE, "big.log", RecordKind::Nginx, None)
+                .unwrap()
+                .len(),
+            1
+        );
     }
 
     #[test]

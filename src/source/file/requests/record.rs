@@ -142,29 +142,6 @@ pub enum RequestLogError {
 /// megabytes; a line past this is a broken file (a missing newline), refused with its place.
 pub const MAX_LINE_BYTES: usize = 64 << 20;
 
-/// The non-empty lines of a request-record file with their 1-based numbers, a byte-order mark
-/// skipped; a line longer than [`MAX_LINE_BYTES`] is an error naming it.
-pub(crate) fn records<'a>(
-    text: &'a str,
-    file: &'a str,
-) -> impl Iterator<Item = Result<(usize, &'a str), RequestLogError>> + 'a {
-    text.trim_start_matches('\u{feff}')
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(move |(i, l)| {
-            if l.len() > MAX_LINE_BYTES {
-                Err(RequestLogError::LineTooLong {
-                    file: file.to_string(),
-                    line: i + 1,
-                    bytes: l.len(),
-                })
-            } else {
-                Ok((i + 1, l))
-            }
-        })
-}
-
 /// One line of a JSON-lines log as an object, or an error naming the file and the line.
 pub(crate) fn json_object(
     raw: &str,
@@ -198,14 +175,5 @@ mod tests {
         assert_eq!(quantile(&mut v, 0.99), Some(99.0));
         assert_eq!(quantile(&mut v, 0.5), Some(50.0));
         assert_eq!(quantile(&mut [], 0.5), None);
-    }
-
-    #[test]
-    fn a_line_too_long_is_named() {
-        let long = format!("{{}}\n\n{}\n", "x".repeat(MAX_LINE_BYTES + 1));
-        let got: Vec<_> = records(&long, "big.log").collect();
-        assert_eq!(got[0], Ok((1, "{}")));
-        let e = got[1].clone().unwrap_err().to_string();
-        assert!(e.starts_with("big.log:3: a line of 67108865 bytes"), "{e}");
     }
 }
