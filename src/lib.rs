@@ -24,4 +24,5 @@ pub mod signal;
 pub mod source;
 pub mod target;
 pub mod time;
+pub mod traffic;
 pub mod verdict;

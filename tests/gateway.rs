@@ -166,7 +166,7 @@ fn a_slow_hop_behind_nginx_is_measured_from_its_access_log() {
 }
 
 #[test]
-fn a_broken_log_line_is_named_with_file_and_line() {
+fn a_broken_log_line_is_named_with_file_and_line_beside_the_diagnosis() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("access.log");
     std::fs::write(
@@ -174,14 +174,26 @@ fn a_broken_log_line_is_named_with_file_and_line() {
         "{\"msec\":\"1796570000.250\",\"status\":\"200\",\"request_time\":\"0.5\"}\n{\"msec\":\"17965\n",
     )
     .unwrap();
-    let (code, _, err) = outcome(&run(&[
+    let (code, out, err) = outcome(&run(&[
         "diagnose",
         "fixtures/healthy_idle.om.gz",
         log.to_str().unwrap(),
+        "--format",
+        "json",
         "-q",
     ]));
-    assert_ne!(code, 0);
-    assert!(err.contains("access.log:2: not a JSON object"), "{err}");
+    // The file is an error beside the diagnosis, as a failed source is: the metrics are still
+    // judged, and the exit code says the picture is incomplete.
+    assert_eq!(code, 1, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        v["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("access.log:2: not a JSON object"),
+        "{out}"
+    );
+    assert_eq!(v["targets"][0]["status"], "healthy", "{out}");
 }
 
 /// 120 requests of `seconds` each, ending one second apart before `end_ms`, to `upstream`, as

@@ -30,6 +30,7 @@ const SRC_LAYERS: &[&[&str]] = &[
     &["verdict"],
     &["report"],
     &["postmortem"],
+    &["traffic"],
     &["source", "pipeline"],
     &["prepared"],
     &["target", "rules", "parallel", "http", "log"],

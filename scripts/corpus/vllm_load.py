@@ -16,7 +16,10 @@ the same first K tokens (one prefix for the whole run, as a system prompt). --bu
 requests sent at once AT seconds after the start. --abort F:S makes a share F of the requests
 close their connection S seconds after sending (a client that gives up). Arrivals stop at
 --duration; requests still open --drain seconds later are abandoned (counted as unfinished).
---max-tokens LO-HI draws each request's max_tokens uniformly.
+--max-tokens LO-HI draws each request's max_tokens uniformly. --long-prompts F:LO-HI gives a
+share F of the requests a prompt drawn from LO-HI instead (long prompts among short ones).
+--accept-gzip sends Accept-Encoding: gzip (as the OpenAI SDK's httpx and browsers do) and reads
+a compressed stream as it arrives.
 """
 
 import argparse
@@ -27,6 +30,7 @@ import socket
 import sys
 import threading
 import time
+import zlib
 
 
 def pct(values, q):
@@ -44,14 +48,36 @@ def span(text):
     return int(lo), int(hi or lo)
 
 
+def line_reader(resp):
+    """A function returning the response's next line (b"" at the end), decompressing a gzip
+    body as it arrives, as a client that sent Accept-Encoding: gzip (most HTTP libraries do)."""
+    if resp.getheader("Content-Encoding", "").lower() != "gzip":
+        return resp.readline
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    pending = [b""]
+
+    def read_line():
+        while b"\n" not in pending[0]:
+            data = resp.read1(65536)
+            if not data:
+                rest, pending[0] = pending[0] + inflate.flush(), b""
+                return rest
+            pending[0] += inflate.decompress(data)
+        line, _, pending[0] = pending[0].partition(b"\n")
+        return line + b"\n"
+    return read_line
+
+
 def one_request(args, rec, body, results, lock):
     t0 = time.time()
     rec["t_start"] = t0
     conn = None
     try:
         conn = http.client.HTTPConnection("127.0.0.1", args.port, timeout=args.timeout)
-        conn.request("POST", "/v1/completions", body=json.dumps(body),
-                     headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"}
+        if args.accept_gzip:
+            headers["Accept-Encoding"] = "gzip"
+        conn.request("POST", "/v1/completions", body=json.dumps(body), headers=headers)
         if rec.get("abort_after") is not None:
             conn.sock.settimeout(max(0.01, rec["abort_after"]))
         resp = conn.getresponse()
@@ -61,12 +87,13 @@ def one_request(args, rec, body, results, lock):
             rec["e2e"] = time.time() - t0
             return
         last = None
+        read_line = line_reader(resp)
         gaps = rec["gaps"]  # filled as chunks come, so a request still open at the end keeps them
         while True:
             if rec.get("abort_after") is not None and time.time() - t0 >= rec["abort_after"]:
                 rec["aborted"] = True
                 break
-            line = resp.readline()
+            line = read_line()
             if not line:
                 break
             line = line.strip()
@@ -167,7 +194,7 @@ def summarize(args, results, t_begin, t_arrivals_end, t_end, abandoned):
         "output_tokens": sum(r["tokens"] for r in ok),
         "output_tokens_per_s": round(sum(r["tokens"] for r in ok) / (t_end - t_begin), 2),
         "max_tokens": args.max_tokens, "prompt_tokens": args.prompt_tokens,
-        "shared_prefix": args.shared_prefix,
+        "shared_prefix": args.shared_prefix, "long_prompts": args.long_prompts,
     }
     bursts = [r for r in ok if r.get("burst")]
     if any(r.get("burst") for r in results):
@@ -194,6 +221,9 @@ def main(argv=None):
     ap.add_argument("--shared-prefix", default=None, help="K:F")
     ap.add_argument("--burst", default=None, help="AT:N")
     ap.add_argument("--abort", default=None, help="F:S")
+    ap.add_argument("--long-prompts", default=None, help="F:LO-HI")
+    ap.add_argument("--accept-gzip", action="store_true",
+                    help="send Accept-Encoding: gzip, as most HTTP clients do")
     ap.add_argument("--drain", type=float, default=60)
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--seed", type=int, default=1)
@@ -218,6 +248,10 @@ def main(argv=None):
         at, n = args.burst.split(":")
         schedule += [(float(at), True)] * int(n)
         schedule.sort(key=lambda x: x[0])
+    long_prompts = None
+    if args.long_prompts:
+        f, rng_text = args.long_prompts.split(":")
+        long_prompts = (float(f), span(rng_text))
     abort = None
     if args.abort:
         f, secs = args.abort.split(":")
@@ -227,6 +261,8 @@ def main(argv=None):
     t_begin = time.time()
     for i, (at, burst) in enumerate(schedule):
         n = rng.randint(plo, phi)
+        if long_prompts and rng.random() < long_prompts[0]:
+            n = rng.randint(*long_prompts[1])
         ids = [rng.randint(100, 31000) for _ in range(n)]
         if prefix and rng.random() < prefix[1]:
             ids = prefix[0] + ids[len(prefix[0]):]

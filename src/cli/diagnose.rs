@@ -179,6 +179,7 @@ pub fn run(args: DiagnoseArgs) -> Result<Outcome> {
         Report {
             targets,
             errors: got.errors,
+            slowest_requests: got.slowest,
         },
         args.format,
         View::of(&args),

@@ -125,12 +125,28 @@ pub fn run(args: PostmortemArgs) -> Result<Outcome> {
         None => range::read_recordings(&args.input.files, &rules, (args.from, args.to), window_ms)?,
     };
     let (set, notes, span) = (recording.set, recording.notes, recording.span);
+    let request_files = recording.request_files;
     let range = range::instants(&set, span, (args.from, args.to), args.step, window_ms)?;
     let options = options(&args.input)?;
     let progress = Progress::new(args.quiet);
     let mut pm = postmortem::analyse(&set, &rules, &options, &slos, range, &progress)?;
     progress.finish();
     pm.notes.extend(notes);
+    if !request_files.is_empty() {
+        // The requests that ended in the judged range, its first window included.
+        let from = pm.from_ms.saturating_sub(pm.window_ms);
+        let (view, errors) = postmortem::requests::view(&request_files, from, pm.to_ms);
+        pm.notes.extend(
+            errors
+                .into_iter()
+                .map(|e| format!("request records not read: {e}")),
+        );
+        if view.is_none() {
+            pm.notes
+                .push("no request record ended inside the range judged".to_string());
+        }
+        pm.requests = view;
+    }
 
     let code = u8::from(pm.targets.iter().any(|t| !t.incidents.is_empty()));
     let stdout_terminal = std::io::stdout().is_terminal();

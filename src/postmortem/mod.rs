@@ -10,6 +10,7 @@ pub mod episodes;
 pub mod fleet;
 pub mod incident;
 pub mod model;
+pub mod requests;
 pub mod timeline;
 
 use anyhow::Result;
@@ -98,6 +99,7 @@ pub fn analyse(
         targets,
         fleet,
         notes: Vec::new(),
+        requests: None,
     })
 }
 

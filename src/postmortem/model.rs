@@ -26,6 +26,9 @@ pub struct Postmortem {
     /// How the inputs were read.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The requests of the range, where gateway logs or engine traces were read beside it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests: Option<super::requests::RequestsView>,
 }
 
 /// One target through the range.

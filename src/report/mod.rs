@@ -37,6 +37,10 @@ pub struct Report {
     pub targets: Vec<TargetReport>,
     /// Sources that failed, with the reason.
     pub errors: Vec<String>,
+    /// The slowest requests read beside the metrics (gateway logs, engine traces), each with
+    /// where its time went, and what they share.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slowest_requests: Option<crate::traffic::slowest::Slowest>,
 }
 
 /// A number with few significant digits.

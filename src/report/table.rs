@@ -131,6 +131,31 @@ pub fn render(report: &Report, style: Style) -> String {
             out.push('\n');
         }
     }
+    if let Some(slow) = &report.slowest_requests {
+        out.push_str(&format!(
+            "\n{}\n",
+            style.bold(&format!(
+                "slowest {} of {} requests",
+                slow.slow, slow.requests
+            ))
+        ));
+        for r in &slow.listed {
+            let line = format!(
+                "{} · ended {}{}",
+                r.describe(),
+                crate::time::format_time(r.end_ms),
+                r.replica
+                    .as_deref()
+                    .map_or(String::new(), |u| format!(" · {u}"))
+            );
+            out.push_str(&wrap("  ", &line, usize::from(style.width), 4));
+            out.push('\n');
+        }
+        for n in slow.notes().iter().skip(1) {
+            out.push_str(&wrap("  ", n, usize::from(style.width), 4));
+            out.push('\n');
+        }
+    }
     for e in &report.errors {
         out.push_str(&format!("error: {e}\n"));
     }

@@ -43,7 +43,7 @@ pub fn find(dir: &Path, id: &str) -> Result<PathBuf> {
 pub fn explain(path: &Path, rules: &Rules, why: &[String]) -> Result<CaseExplained> {
     report::why::check_ids(&rules.playbook, why)?;
     let spec: CaseSpec = corpus::load_case(path)?;
-    let diagnosis = corpus::diagnose_case_checking(path, &spec, rules, why)?;
+    let diagnosis = corpus::diagnose_case_checking(path, &spec, rules, why, true)?;
     let mut case = CaseResult::of(&spec);
     corpus::score_case(&mut case, &spec, &diagnosis);
     Ok(CaseExplained {
@@ -90,6 +90,7 @@ pub fn render_text(x: &CaseExplained) -> String {
         &Report {
             targets: vec![x.diagnosis.clone()],
             errors: vec![],
+            slowest_requests: None,
         },
         style,
     ));

@@ -49,6 +49,10 @@ pub struct CaseSpec {
     /// Measurements the metrics lack (`--signal`).
     #[serde(default)]
     pub signals: BTreeMap<String, f64>,
+    /// Request records kept beside the recording (a gateway's access log, the engine's request
+    /// spans), relative to the case file: read as `diagnose` reads them beside the metrics.
+    #[serde(default)]
+    pub requests: Vec<String>,
     /// The deployment's own objectives (`--slo`, same names): the label's predicate and the
     /// diagnosis judge by the same ones. Absent: the product's defaults, for both.
     #[serde(default)]
@@ -179,6 +183,19 @@ pub struct CaseResult {
     /// The case could not be run (bad file); counted as wrong.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// A case with request records: how it came out from its metrics alone (its outcome and
+    /// first cause), beside the score above, which reads them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub without_requests: Option<WithoutRequests>,
+}
+
+/// How a case with request records came out from its metrics alone.
+#[derive(Debug, Clone, Serialize)]
+pub struct WithoutRequests {
+    /// top-1, top-3, MISS, FALSE ALARM, quiet, untraceable, or the error.
+    pub outcome: String,
+    /// The first-ranked cause, or what stood in its place.
+    pub predicted: String,
 }
 
 impl CaseResult {
@@ -206,6 +223,7 @@ impl CaseResult {
             top3: false,
             false_alarm: false,
             error: None,
+            without_requests: None,
         }
     }
 
@@ -420,16 +438,17 @@ pub fn load_case(path: &Path) -> Result<CaseSpec> {
 
 /// Diagnoses one case as `diagnose` would and returns the (worst) target's report.
 pub fn diagnose_case(path: &Path, case: &CaseSpec, rules: &Rules) -> Result<TargetReport> {
-    diagnose_case_checking(path, case, rules, &[])
+    diagnose_case_checking(path, case, rules, &[], true)
 }
 
 /// [`diagnose_case`], with how each rule in `why` (a symptom or cause id) judged the same
-/// snapshot, fired or not.
+/// snapshot, fired or not; the case's request records read only `with_requests`.
 pub fn diagnose_case_checking(
     path: &Path,
     case: &CaseSpec,
     rules: &Rules,
     why: &[String],
+    with_requests: bool,
 ) -> Result<TargetReport> {
     if let Some(c) = &case.label.cause {
         if c != NO_MEASURED_CAUSE && rules.playbook.causes.iter().all(|x| &x.id != c) {
@@ -441,7 +460,28 @@ pub fn diagnose_case_checking(
     let text = crate::source::file::read_text(&file)?;
     let set = crate::source::file::parse_inputs(&[(file.display().to_string(), text)])?;
     let opts = case_options(case, &set)?;
-    let prepared = pipeline::prepare(&set, rules, &opts)?;
+    let mut prepared = pipeline::prepare(&set, rules, &opts)?;
+    if with_requests && !case.requests.is_empty() {
+        let files = case
+            .requests
+            .iter()
+            .map(|r| {
+                let f = dir.join(r);
+                match crate::verdict::input::kind(&f, false)? {
+                    crate::verdict::input::InputKind::Requests(k) => Ok((f, k)),
+                    _ => bail!("`{}` is not a request log or a trace export", f.display()),
+                }
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let attached =
+            crate::verdict::gather::attach_request_files(&mut prepared, &files, None, rules)?;
+        if let Some(e) = attached.errors.first() {
+            bail!("{e}");
+        }
+        for p in &mut prepared {
+            p.notes.extend(attached.notes.iter().cloned());
+        }
+    }
     let slos = rules.playbook.slo_values(&case.slos).context("slos")?;
     let mut reports: Vec<TargetReport> = prepared
         .into_iter()
@@ -509,6 +549,17 @@ pub fn run_case(path: &Path, rules: &Rules) -> CaseResult {
     match diagnose_case(path, &case, rules) {
         Ok(report) => score_case(&mut result, &case, &report),
         Err(e) => result.error = Some(format!("{e:#}")),
+    }
+    if !case.requests.is_empty() {
+        let mut alone = CaseResult::of(&case);
+        match diagnose_case_checking(path, &case, rules, &[], false) {
+            Ok(report) => score_case(&mut alone, &case, &report),
+            Err(e) => alone.error = Some(format!("{e:#}")),
+        }
+        result.without_requests = Some(WithoutRequests {
+            outcome: alone.outcome(),
+            predicted: alone.predicted().to_string(),
+        });
     }
     result
 }
@@ -738,6 +789,7 @@ pub fn render_summary(report: &EvalReport) -> String {
     for (k, s) in &report.by_engine {
         out.push_str(&score_row(&format!("engine {k}"), s));
     }
+    out.push_str(&render_request_evidence(report));
     out.push_str("\nConfusion (expected → first cause, or alarm for quiet runs):\n\n");
     out.push_str("| expected | predicted | n |\n| --- | --- | --- |\n");
     for (expected, row) in &report.confusion {
@@ -746,6 +798,52 @@ pub fn render_summary(report: &EvalReport) -> String {
         }
     }
     out
+}
+
+/// The cases that carry request records, each scored with them (as above) and from its
+/// metrics alone: what the per-request evidence decides. Empty when no case carries any.
+fn render_request_evidence(report: &EvalReport) -> String {
+    let with: Vec<&CaseResult> = report
+        .cases
+        .iter()
+        .filter(|c| c.without_requests.is_some())
+        .collect();
+    if with.is_empty() {
+        return String::new();
+    }
+    let right = |outcome: &str, verdict: Verdict| match verdict {
+        Verdict::Fault => outcome == "top-1" || outcome.starts_with("untraceable"),
+        _ => outcome == "quiet",
+    };
+    let (mut right_with, mut right_alone) = (0, 0);
+    let mut rows = String::new();
+    for c in &with {
+        let alone = c.without_requests.as_ref().expect("filtered");
+        right_with += usize::from(right(&c.outcome(), c.verdict));
+        right_alone += usize::from(right(&alone.outcome, c.verdict));
+        // What came first matters for a fault or an alarm; a quiet run names nothing.
+        let shown = |outcome: &str, predicted: &str| {
+            if outcome == "quiet" {
+                outcome.to_string()
+            } else {
+                format!("{outcome} ({predicted})")
+            }
+        };
+        rows.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            c.id,
+            c.split_name(),
+            c.expected
+                .clone()
+                .unwrap_or_else(|| c.verdict.as_str().to_string()),
+            shown(&c.outcome(), c.predicted()),
+            shown(&alone.outcome, &alone.predicted)
+        ));
+    }
+    format!(
+        "\nCases with request records (a gateway log, engine spans): right with them {right_with} of {n}, from the metrics alone {right_alone} of {n}:\n\n| case | split | expected | with the records | metrics alone |\n| --- | --- | --- | --- | --- |\n{rows}",
+        n = with.len()
+    )
 }
 
 /// The report as JSON.

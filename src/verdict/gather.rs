@@ -46,6 +46,8 @@ pub struct Gathered {
     pub warnings: Vec<String>,
     /// Sources that failed, with the reason.
     pub errors: Vec<String>,
+    /// The slowest requests read (gateway logs, engine traces), each with its time split.
+    pub slowest: Option<crate::traffic::slowest::Slowest>,
 }
 
 /// The sources' state while they are read.
@@ -111,24 +113,17 @@ pub fn gather(sources: &Sources<'_>, rules: &Rules, options: &Options) -> Result
         rules,
         options,
     )?;
+    let mut slowest = None;
     if !got.request_files.is_empty() {
-        let keep = span_of(&prepared);
-        let mut read = Vec::new();
-        for (path, kind) in &got.request_files {
-            let map = sources.request_fields.as_ref();
-            let got_file = requests::read_path(path, *kind, map, keep)?;
-            if got_file.outside > 0 {
-                got.warnings.push(format!(
-                    "{} of {} request records in `{}` end outside the windows read and were left out",
-                    got_file.outside,
-                    got_file.outside + got_file.requests.len(),
-                    path.display()
-                ));
-            }
-            read.extend(got_file.requests);
-        }
-        let notes = super::requests::attach(&mut prepared, &read, &rules.catalog);
-        got.warnings.extend(notes);
+        let attached = attach_request_files(
+            &mut prepared,
+            &got.request_files,
+            sources.request_fields.as_ref(),
+            rules,
+        )?;
+        got.warnings.extend(attached.notes);
+        got.errors.extend(attached.errors);
+        slowest = attached.slowest;
     }
     // The series are read into the prepared targets now. A fleet's are hundreds of thousands of
     // small allocations, and freeing them took about a tenth of the run: another thread frees
@@ -140,7 +135,53 @@ pub fn gather(sources: &Sources<'_>, rules: &Rules, options: &Options) -> Result
         prepared,
         warnings: got.warnings,
         errors: got.errors,
+        slowest,
     })
+}
+
+/// Reads request-record files (gateway logs, engine traces), keeping the requests of the
+/// targets' windows, and joins them to the targets; what they show as a whole.
+pub fn attach_request_files(
+    prepared: &mut [Prepared],
+    files: &[(PathBuf, requests::RecordKind)],
+    fields: Option<&requests::FieldMap>,
+    rules: &Rules,
+) -> Result<super::requests::Attached> {
+    let keep = span_of(prepared);
+    let mut read = Vec::new();
+    let mut notes = Vec::new();
+    let mut errors = Vec::new();
+    for (path, kind) in files {
+        // A file that does not read is an error beside the diagnosis, as a failed source is:
+        // the metrics and the other files are still judged.
+        let got_file = match requests::read_path(path, *kind, fields, keep) {
+            Ok(got) => got,
+            Err(e) => {
+                errors.push(format!("{e:#}"));
+                continue;
+            }
+        };
+        if got_file.outside > 0 {
+            notes.push(format!(
+                "{} of {} request records in `{}` end outside the windows read and were left out",
+                got_file.outside,
+                got_file.outside + got_file.requests.len(),
+                path.display()
+            ));
+        }
+        // The first file's records are taken as they are, not copied: a million of them is
+        // a few hundred megabytes.
+        if read.is_empty() {
+            read = got_file.requests;
+        } else {
+            read.extend(got_file.requests);
+        }
+    }
+    let mut attached = super::requests::attach(prepared, &read, &rules.catalog);
+    notes.append(&mut attached.notes);
+    attached.notes = notes;
+    attached.errors = errors;
+    Ok(attached)
 }
 
 /// The span whose requests the targets' windows read: from the earliest window's start to the

@@ -48,14 +48,14 @@ pub fn measure(spans: &[&Request]) -> Option<HeadOfLine> {
         .iter()
         .filter(|t| t.2 >= long_from)
         .filter_map(|(r, start, _)| {
-            let from = start + r.times.queue.unwrap_or(0.0);
-            Some((from, from + r.times.prefill?))
+            let from = start + r.times().queue.unwrap_or(0.0);
+            Some((from, from + r.times().prefill?))
         })
         .collect();
     let short: Vec<(f64, f64)> = timed
         .iter()
         .filter(|t| t.2 <= median)
-        .filter_map(|(r, start, _)| Some((*start, start + r.times.queue?)))
+        .filter_map(|(r, start, _)| Some((*start, start + r.times().queue?)))
         .collect();
     if short.len() < MIN_SHORT || prefills.is_empty() || short.len() * prefills.len() > MAX_PAIRS {
         return None;
@@ -94,7 +94,7 @@ mod tests {
     use super::*;
     use crate::source::file::requests::{SeenBy, Times};
 
-    fn span(start_s: f64, prompt: u64, queue: f64, prefill: f64) -> Request {
+    fn span(start_s: f64, prompt: u32, queue: f64, prefill: f64) -> Request {
         Request {
             start_ms: Some((start_s * 1000.0) as i64),
             prompt_tokens: Some(prompt),
@@ -102,7 +102,8 @@ mod tests {
                 queue: Some(queue),
                 prefill: Some(prefill),
                 ..Times::default()
-            },
+            }
+            .into(),
             ..Request::new(SeenBy::Engine, 0)
         }
     }

@@ -13,7 +13,6 @@ pub mod input;
 pub mod judge;
 pub mod range;
 pub mod requests;
-pub mod slowest;
 
 pub use gather::{gather, window_ms, Gathered, Sources};
 pub use judge::{judge, judge_all};

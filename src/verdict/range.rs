@@ -11,7 +11,7 @@ use crate::postmortem::Range;
 use crate::rules::Rules;
 use crate::signal::selector::Selector;
 use crate::signal::series::SeriesSet;
-use crate::source::file::{ReadOptions, Retention};
+use crate::source::file::{requests, ReadOptions, Retention};
 use crate::source::live::prometheus::LiveOptions;
 
 /// A recording over a range: the series, notes about how they were read, and the span of every
@@ -23,6 +23,8 @@ pub struct Recording {
     pub notes: Vec<String>,
     /// Oldest and newest sample read.
     pub span: Option<(i64, i64)>,
+    /// Request-record files given beside the recording (gateway logs, engine traces).
+    pub request_files: Vec<(PathBuf, requests::RecordKind)>,
 }
 
 /// A range asked of a Prometheus-compatible API.
@@ -70,6 +72,7 @@ pub fn query_prometheus(query: &RangeQuery<'_>, rules: &Rules, quiet: bool) -> R
         set: got.set,
         notes: got.notes,
         span,
+        request_files: Vec::new(),
     })
 }
 
@@ -94,19 +97,26 @@ fn read_files(
     range: (Option<i64>, Option<i64>),
     window_ms: i64,
 ) -> Result<Recording> {
+    let mut request_files = Vec::new();
+    let mut metrics = Vec::new();
     for f in files {
         match super::input::kind(f, false)? {
             InputKind::Snapshot => bail!(
                 "`{}` is an llm-doctor snapshot: it holds one window, not a range; give the recording it was made from",
                 f.display()
             ),
-            InputKind::Requests(_) => bail!(
-                "`{}` holds request records (a gateway's log or an engine's traces): postmortem reads metrics over a range; give them to diagnose beside the metrics",
+            InputKind::Requests(requests::RecordKind::Mapped) => bail!(
+                "`{}` is a JSON request log of no format postmortem knows (nginx's, Envoy's or OTLP traces)",
                 f.display()
             ),
-            InputKind::Metrics => {}
+            InputKind::Requests(k) => request_files.push((f.clone(), k)),
+            InputKind::Metrics => metrics.push(f.clone()),
         }
     }
+    if metrics.is_empty() {
+        bail!("request records alone have no range to judge: give the recording of the engine's metrics beside them");
+    }
+    let files = &metrics[..];
     let names = rules.adapters.read_names();
     let retention = match range {
         (None, None) => Retention::All,
@@ -130,6 +140,7 @@ fn read_files(
         set: read.set,
         notes: read.warnings,
         span: read.span,
+        request_files,
     })
 }
 

@@ -12,15 +12,26 @@
 use llm_doctor_engine::{Catalog, SignalValue};
 
 use crate::prepared::Prepared;
-use crate::source::file::requests::{quantile, Request, SeenBy, Times};
+use crate::source::file::requests::{quantile, Request, SeenBy};
+use crate::traffic::join::{whole_records, SpanIndex};
 
 /// Fewest requests in a window for a p99 that is not simply the slowest one: below 100 the
 /// nearest-rank p99 is the maximum.
 const MIN_FOR_P99: usize = 100;
 
+/// What the requests said as a whole, beside the signals they set on each target.
+pub struct Attached {
+    /// Notes about the requests read (the slowest among them, what could not be matched).
+    pub notes: Vec<String>,
+    /// The slowest requests of the targets' windows, each with its time split.
+    pub slowest: Option<crate::traffic::slowest::Slowest>,
+    /// Request files that could not be read, each with its reason (file and line).
+    pub errors: Vec<String>,
+}
+
 /// Sets each target's signals from the requests of its window (a `--signal` the user gave, or
-/// a value the metrics hold, wins) and returns notes about the requests as a whole.
-pub fn attach(prepared: &mut [Prepared], requests: &[Request], catalog: &Catalog) -> Vec<String> {
+/// a value the metrics hold, wins) and says what the requests show as a whole.
+pub fn attach(prepared: &mut [Prepared], requests: &[Request], catalog: &Catalog) -> Attached {
     let instances: Vec<Option<&str>> = prepared
         .iter()
         .map(|p| p.snapshot.target.labels.get("instance").map(String::as_str))
@@ -46,28 +57,56 @@ pub fn attach(prepared: &mut [Prepared], requests: &[Request], catalog: &Catalog
         }
     };
     let mut matched = vec![Vec::new(); prepared.len()];
-    let (mut lost_gateway, mut lost_engine) = (0usize, 0usize);
+    let mut elsewhere = Vec::new();
+    let mut lost_engine = 0usize;
     for r in requests {
         match (target_of(r), r.seen_by) {
             (Some(i), _) => matched[i].push(r),
-            (None, SeenBy::Gateway) => lost_gateway += 1,
+            (None, SeenBy::Gateway) => elsewhere.push(r),
             (None, SeenBy::Engine) => lost_engine += 1,
         }
     }
+    let lost_gateway = elsewhere.len();
     let mut seen = Vec::new();
     for (p, mine) in prepared.iter_mut().zip(&matched) {
-        let (notes, in_window) = set_signals(p, mine, catalog);
+        let (notes, kept) = set_signals(p, mine, catalog);
         p.notes.extend(notes);
-        seen.extend(in_window);
+        seen.extend(kept);
+        // The gateway's whole pool in this window, whichever upstream each request went to:
+        // one upstream slower than the rest is the pool's fault, seen from every replica.
+        let pool: Vec<&Request> = requests
+            .iter()
+            .filter(|r| r.seen_by == SeenBy::Gateway && in_window(p, r))
+            .collect();
+        if let Some(spread) = crate::traffic::upstreams::measure(&pool) {
+            p.notes.push(spread.note());
+            let ratio = spread.ratio();
+            set_if_absent(
+                p,
+                catalog,
+                "upstream_time_spread_ratio",
+                ratio,
+                "gateway log",
+            );
+        }
     }
+    // Requests the gateway sent to upstreams read here as no target still count among the
+    // slowest: what the slow ones share may be exactly that upstream.
+    seen.extend(
+        elsewhere
+            .iter()
+            .copied()
+            .filter(|r| prepared.iter().any(|p| in_window(p, r))),
+    );
     // Records of one kind are whole as they are (a million gateway lines are not copied); gateway
     // records are completed by the spans they join.
     let both = [SeenBy::Gateway, SeenBy::Engine].map(|by| seen.iter().any(|r| r.seen_by == by));
-    let mut notes = if both == [true, true] {
-        super::slowest::notes(&whole_records(&seen).iter().collect::<Vec<_>>())
+    let slowest = if both == [true, true] {
+        crate::traffic::slowest::measure(&whole_records(&seen).iter().collect::<Vec<_>>())
     } else {
-        super::slowest::notes(&seen)
+        crate::traffic::slowest::measure(&seen)
     };
+    let mut notes = slowest.as_ref().map_or_else(Vec::new, |s| s.notes());
     let of = |by: SeenBy| requests.iter().filter(|r| r.seen_by == by).count();
     if lost_gateway > 0 {
         notes.push(format!(
@@ -81,88 +120,10 @@ pub fn attach(prepared: &mut [Prepared], requests: &[Request], catalog: &Catalog
             of(SeenBy::Engine)
         ));
     }
-    notes
-}
-
-/// Each request as completely as its records tell it, all timed the same way: the gateway's
-/// records, each completed by the engine span it joins (queue, prefill, decode, tokens).
-fn whole_records(seen: &[&Request]) -> Vec<Request> {
-    let (engine, gateway): (Vec<&Request>, Vec<&Request>) =
-        seen.iter().partition(|r| r.seen_by == SeenBy::Engine);
-    let mut index = SpanIndex::new(&engine);
-    gateway
-        .iter()
-        .map(|g| {
-            let mut whole = (*g).clone();
-            if let Some(e) = index.take(g).map(|i| engine[i]) {
-                whole.times = Times {
-                    gateway: g.times.gateway,
-                    upstream: g.times.upstream,
-                    upstream_header: g.times.upstream_header,
-                    ..e.times
-                };
-                whole.prompt_tokens = e.prompt_tokens;
-                whole.output_tokens = e.output_tokens;
-                whole.model = g.model.clone().or_else(|| e.model.clone());
-                whole.id = e.id.clone().or(whole.id);
-            }
-            whole
-        })
-        .collect()
-}
-
-/// Engine spans by request id and trace id, each joined once. An engine may dress the id it was
-/// given: vLLM makes `cmpl-<id>-0` of an `X-Request-Id`, so each span is also found by its id
-/// without a leading `word-` and a trailing `-digits`, after every exact id.
-struct SpanIndex {
-    by_key: std::collections::HashMap<String, usize>,
-    taken: std::collections::HashSet<usize>,
-}
-
-impl SpanIndex {
-    fn new(engine: &[&Request]) -> SpanIndex {
-        let mut by_key = std::collections::HashMap::new();
-        for (i, e) in engine.iter().enumerate() {
-            if let Some(id) = &e.id {
-                by_key.entry(format!("id:{id}")).or_insert(i);
-            }
-            if let Some(t) = &e.trace_id {
-                by_key.entry(format!("trace:{t}")).or_insert(i);
-            }
-        }
-        for (i, e) in engine.iter().enumerate() {
-            if let Some(id) = &e.id {
-                by_key.entry(format!("id:{}", bare(id))).or_insert(i);
-            }
-        }
-        SpanIndex {
-            by_key,
-            taken: Default::default(),
-        }
-    }
-
-    /// The span of gateway record `g`, by its id or its trace id, unless another record took it.
-    fn take(&mut self, g: &Request) -> Option<usize> {
-        let by_id =
-            g.id.as_ref()
-                .and_then(|id| self.by_key.get(&format!("id:{id}")));
-        let by_trace = (g.trace_id.as_ref()).and_then(|t| self.by_key.get(&format!("trace:{t}")));
-        let i = *by_id.or(by_trace)?;
-        self.taken.insert(i).then_some(i)
-    }
-}
-
-/// `cmpl-abc-0` → `abc`; an id without such dressing is itself.
-fn bare(id: &str) -> &str {
-    let id = match id.split_once('-') {
-        Some((head, rest)) if !head.is_empty() && head.chars().all(|c| c.is_ascii_alphabetic()) => {
-            rest
-        }
-        _ => id,
-    };
-    match id.rsplit_once('-') {
-        Some((rest, tail)) if !tail.is_empty() && tail.chars().all(|c| c.is_ascii_digit()) => rest,
-        _ => id,
+    Attached {
+        notes,
+        slowest,
+        errors: Vec::new(),
     }
 }
 
@@ -173,19 +134,13 @@ fn set_signals<'a>(
     requests: &[&'a Request],
     catalog: &Catalog,
 ) -> (Vec<String>, Vec<&'a Request>) {
-    let w = &p.snapshot.window;
-    let span = if w.end_ms.is_some() {
+    let span = if p.snapshot.window.end_ms.is_some() {
         "in the window"
     } else {
         "in the log (the metrics have no timestamps: the whole log counts)"
     };
     let (in_window, outside): (Vec<&Request>, Vec<&Request>) =
-        requests
-            .iter()
-            .partition(|r| match (w.end_ms, w.length_ms) {
-                (Some(end), Some(len)) => r.end_ms > end - len && r.end_ms <= end,
-                _ => true,
-            });
+        requests.iter().partition(|r| in_window(p, r));
     let gateway: Vec<&Request> = in_window
         .iter()
         .copied()
@@ -226,6 +181,16 @@ fn set_signals<'a>(
     (notes, in_window)
 }
 
+/// Whether `r` ended inside the target's window (every request, when the metrics have no
+/// timestamps and so no window).
+fn in_window(p: &Prepared, r: &Request) -> bool {
+    let w = &p.snapshot.window;
+    match (w.end_ms, w.length_ms) {
+        (Some(end), Some(len)) => r.end_ms > end - len && r.end_ms <= end,
+        _ => true,
+    }
+}
+
 /// Sets `name` to `value` unless the target already holds it (the user's `--signal`, or the
 /// metrics); whether it was set.
 fn set_if_absent(
@@ -254,7 +219,7 @@ fn gateway_note(p: &mut Prepared, gateway: &[&Request], span: &str, catalog: &Ca
     let mut answered: Vec<f64> = gateway
         .iter()
         .filter(|r| !r.server_error() && r.status != Some(0))
-        .filter_map(|r| r.times.gateway)
+        .filter_map(|r| r.times().gateway)
         .collect();
     let failed = gateway.iter().filter(|r| r.server_error()).count();
     let retried = gateway.iter().filter(|r| r.retries > 0).count();
@@ -307,9 +272,9 @@ fn engine_note(p: &mut Prepared, engine: &[&Request], span: &str, catalog: &Cata
         engine.len()
     );
     let pick: [(&str, TimeOf); 3] = [
-        ("ttft_p99_seconds", |r| r.times.ttft),
-        ("e2e_p99_seconds", |r| r.times.e2e),
-        ("queue_time_p99_seconds", |r| r.times.queue),
+        ("ttft_p99_seconds", |r| r.times().ttft),
+        ("e2e_p99_seconds", |r| r.times().e2e),
+        ("queue_time_p99_seconds", |r| r.times().queue),
     ];
     let mut used = Vec::new();
     let mut kept = Vec::new();
@@ -358,7 +323,7 @@ fn joined_note(
         .filter(|g| !g.server_error())
         .filter_map(|g| {
             let e = engine[index.take(g)?];
-            Some((g.times.gateway? - e.times.e2e?).max(0.0))
+            Some((g.times().gateway? - e.times().e2e?).max(0.0))
         })
         .collect();
     let joined = outside.len();
@@ -390,6 +355,7 @@ mod tests {
     use llm_doctor_engine::{Snapshot, Target, Window};
 
     use super::*;
+    use crate::source::file::requests::Times;
 
     fn target(instance: Option<&str>, catalog: &Catalog) -> Prepared {
         let labels: BTreeMap<String, String> = instance
@@ -418,11 +384,12 @@ mod tests {
         (0..n)
             .map(|i| Request {
                 status: Some(200),
-                replica: upstream.map(str::to_string),
+                replica: upstream.map(Into::into),
                 times: Times {
                     gateway: Some(seconds),
                     ..Times::default()
-                },
+                }
+                .into(),
                 ..Request::new(SeenBy::Gateway, 900_000 + i as i64)
             })
             .collect()
@@ -442,22 +409,33 @@ mod tests {
         let mut log = requests(100, Some("a:8000"), 2.0);
         log.extend(requests(100, Some("b:8000"), 9.0));
         log.extend(requests(5, Some("c:8000"), 1.0));
-        let notes = attach(&mut two, &log, c);
+        let notes = attach(&mut two, &log, c).notes;
         assert_eq!(client_e2e(&two[0], c), Some(2.0));
         assert_eq!(client_e2e(&two[1], c), Some(9.0));
         assert_eq!(notes.len(), 3, "{notes:?}");
         assert!(notes[2].starts_with("5 of 205 requests"), "{notes:?}");
         // The slow replica behind the same gateway is named by what its requests share.
         assert!(
-            notes[1].contains("5 of 5 on replica b:8000, which served 50 % of all"),
+            notes[1].contains("5 of 5 on replica b:8000, which served 49 % of all"),
             "{notes:?}"
         );
 
+        // The gateway's pool compared upstream by upstream (c:8000 has too few to count): b
+        // answers in four and a half times a's time, seen from either replica.
+        for p in &two {
+            let spread = p
+                .snapshot
+                .signal(c, "upstream_time_spread_ratio")
+                .map(|s| s.value);
+            assert!((spread.unwrap() - 4.5).abs() < 0.01, "{spread:?}");
+        }
         // One replica: requests naming another upstream are not its own.
         let mut one = vec![target(Some("a:8000"), c)];
-        let notes = attach(&mut one, &requests(100, Some("b:8000"), 9.0), c);
+        let notes = attach(&mut one, &requests(100, Some("b:8000"), 9.0), c).notes;
         assert_eq!(client_e2e(&one[0], c), None);
-        assert!(notes[0].starts_with("100 of 100"), "{notes:?}");
+        assert!(notes[1].starts_with("100 of 100"), "{notes:?}");
+        // They still count among the gateway's slowest.
+        assert!(notes[0].starts_with("slowest 5 of 100"), "{notes:?}");
         // ...but requests that name none are.
         let mut one = vec![target(Some("a:8000"), c)];
         attach(&mut one, &requests(100, None, 3.0), c);
@@ -484,29 +462,6 @@ mod tests {
             "{:?}",
             one[0].notes
         );
-    }
-
-    #[test]
-    fn spans_join_once_by_exact_id_first_then_without_vllms_dressing() {
-        assert_eq!(bare("cmpl-0f25-0"), "0f25");
-        assert_eq!(bare("chatcmpl-1b4e-2fa1-0"), "1b4e-2fa1");
-        assert_eq!(bare("abc"), "abc");
-        let span = |id: &str| Request {
-            id: Some(id.into()),
-            ..Request::new(SeenBy::Engine, 0)
-        };
-        let gw = |id: &str| Request {
-            id: Some(id.into()),
-            ..Request::new(SeenBy::Gateway, 0)
-        };
-        // `x-0`'s bare form is `x`, but a span whose exact id is `x` wins it.
-        let spans = [span("cmpl-x-0"), span("x")];
-        let refs: Vec<&Request> = spans.iter().collect();
-        let mut index = SpanIndex::new(&refs);
-        assert_eq!(index.take(&gw("x")), Some(1));
-        assert_eq!(index.take(&gw("cmpl-x-0")), Some(0));
-        // A reused id joins once.
-        assert_eq!(index.take(&gw("x")), None);
     }
 
     #[test]

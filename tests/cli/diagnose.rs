@@ -724,6 +724,27 @@ fn json_output_follows_the_published_schema() {
         crate::inputs::validate(&schema, &v).unwrap_or_else(|e| panic!("{f}: {e}"));
         outputs.push(v);
     }
+    // Beside request records (a real nginx log, a real vLLM's spans) the slowest requests come
+    // too, each with its split, in the same schema.
+    let id = "vllm-max-num-seqs-4-heavy";
+    let (_, out, err) = crate::support::outcome(&crate::support::run(&[
+        "diagnose",
+        &format!("corpus/vllm/{id}.om.gz"),
+        &format!("corpus/vllm/requests/{id}.jsonl.gz"),
+        &format!("corpus/vllm/traces/{id}.jsonl.gz"),
+        "--format",
+        "json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"));
+    crate::inputs::validate(&schema, &v).unwrap_or_else(|e| panic!("{id}: {e}"));
+    let slowest = &v["slowest_requests"];
+    assert_eq!(slowest["slow"], 5, "{slowest}");
+    let first = &slowest["listed"][0];
+    assert!(first["queue_seconds"].as_f64().unwrap() > 0.0, "{first}");
+    assert!(first["outside_engine_seconds"].is_number(), "{first}");
+    let mut doctored = v.clone();
+    doctored["slowest_requests"]["listed"][0]["surprise"] = serde_json::json!(1);
+    assert!(crate::inputs::validate(&schema, &doctored).is_err());
     // The schema has teeth: a field it does not know, or a status it does not list, fails.
     let mut doctored = outputs[0].clone();
     doctored["targets"][0]["surprise"] = serde_json::json!(1);

@@ -33,7 +33,7 @@ fn the_corpus_meets_its_floor_with_enough_cases_of_each_kind() {
         3 * quiet >= cases,
         "{quiet} healthy or near-miss cases of {cases}"
     );
-    for family in ["llamacpp", "report", "vidur", "vllm"] {
+    for family in ["gateway", "llamacpp", "report", "vidur", "vllm"] {
         assert!(
             report["by_family"][family]["cases"].as_u64().unwrap_or(0) > 0,
             "no {family} cases"
@@ -393,4 +393,45 @@ fn no_measured_cause_is_right_only_when_the_answer_says_so() {
         "{out}"
     );
     assert_eq!(report["total"]["top1"], 1, "{out}");
+}
+
+/// A case that keeps request records beside its recording (`requests:`) is scored with them
+/// and also from its metrics alone, on a table of its own: one upstream of two slow is decided
+/// by the gateway's log (slow_replica), while the metrics and the client's TTFT alone can only
+/// say the time went outside the engine.
+#[test]
+fn a_case_with_request_records_is_scored_with_and_without_them() {
+    let id = "gw-one-upstream-slow-4s";
+    let dir = tempfile::tempdir().unwrap();
+    copy_case(dir.path(), "gateway", id, |y| y);
+    for sub in ["requests", "traces"] {
+        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        std::fs::copy(
+            root().join(format!("corpus/gateway/{sub}/{id}.jsonl.gz")),
+            dir.path().join(format!("{sub}/{id}.jsonl.gz")),
+        )
+        .unwrap();
+    }
+    let (code, out, err) = outcome(&run(&["eval", dir.path().to_str().unwrap()]));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("right with them 1 of 1, from the metrics alone 0 of 1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("| top-1 (slow_replica) | MISS (network_latency) |"),
+        "{out}"
+    );
+    let (_, json, _) = outcome(&run(&[
+        "eval",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["cases"][0]["without_requests"]["outcome"], "MISS");
+    // A request file that is missing is an error of the case, not a silent pass.
+    std::fs::remove_file(dir.path().join(format!("requests/{id}.jsonl.gz"))).unwrap();
+    let (_, out, _) = outcome(&run(&["eval", dir.path().to_str().unwrap()]));
+    assert!(out.contains("| ERROR: "), "{out}");
 }

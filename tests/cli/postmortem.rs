@@ -334,7 +334,7 @@ fn bad_input_gets_a_clear_error() {
     .unwrap();
     let (code, _, err) = outcome(&run(&["postmortem", log.to_str().unwrap()]));
     assert_eq!(code, 2);
-    assert!(err.contains("holds request records"), "{err}");
+    assert!(err.contains("request records alone have no range"), "{err}");
 }
 
 /// 2026-12-01T00:00:00Z, where the recordings of `tests/data/postmortem/` start.
@@ -503,4 +503,59 @@ fn real_llama_server_runs_get_their_labelled_cause_and_a_quiet_control() {
     );
     assert_eq!(i["start_ms"], pm["from_ms"]);
     assert!(i["end_ms"].as_i64() < pm["to_ms"].as_i64());
+}
+
+/// A real vLLM's recording beside its nginx access log and its own request spans: the
+/// postmortem lists the slowest requests with their split, charts every request, and the
+/// JSON carries the same; the records alone are refused.
+#[test]
+fn request_records_beside_a_recording_show_which_requests_were_slow() {
+    let id = "vllm-max-num-seqs-4-heavy";
+    let rec = format!("corpus/vllm/{id}.om.gz");
+    let log = format!("corpus/vllm/requests/{id}.jsonl.gz");
+    let spans = format!("corpus/vllm/traces/{id}.jsonl.gz");
+    let (_, pm, err) = postmortem_json(&[&rec, &log, &spans]);
+    let r = &pm["requests"];
+    assert!(r["gateway_records"].as_u64().unwrap() >= 100, "{r}\n{err}");
+    assert_eq!(r["gateway_records"], r["engine_records"], "{r}");
+    assert_eq!(r["slowest"]["slow"], 5, "{r}");
+    assert!(r["slowest"]["listed"][0]["queue_seconds"].as_f64().unwrap() > 0.0);
+
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    let (_, _, err) = outcome(&run(&[
+        "postmortem",
+        &rec,
+        &log,
+        &spans,
+        "-o",
+        page.to_str().unwrap(),
+    ]));
+    let html = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let section = &html[html.find("id=\"requests\"").expect("a requests section")..];
+    assert!(
+        section.contains("each request&apos;s time by part (104 requests)"),
+        "{section}"
+    );
+    assert!(section.contains("<table class=\"slowest\">"));
+
+    let md = dir.path().join("report.md");
+    outcome(&run(&[
+        "postmortem",
+        &rec,
+        &log,
+        "-o",
+        md.to_str().unwrap(),
+    ]));
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(text.contains("## Requests"), "{text}");
+    assert!(
+        text.contains("![requests.svg](report-charts/requests.svg)"),
+        "{text}"
+    );
+    assert!(dir.path().join("report-charts/requests.svg").exists());
+
+    let (code, _, err) = outcome(&run(&["postmortem", &log, "-q"]));
+    assert_eq!(code, 2);
+    assert!(err.contains("request records alone have no range"), "{err}");
 }

@@ -125,7 +125,120 @@ pub fn charts(pm: &Postmortem, rules: &Rules, slos: &[f64]) -> Vec<(String, Stri
             out.push((name, svg));
         }
     }
+    if let Some(svg) = pm.requests.as_ref().and_then(requests_chart) {
+        out.push((REQUESTS_CHART.to_string(), svg));
+    }
     out
+}
+
+/// The file name of the request chart.
+pub const REQUESTS_CHART: &str = "requests.svg";
+
+/// The parts of a request's time, bottom up, and their colours.
+const PARTS: [(&str, RGBColor); 5] = [
+    ("outside the engine", RGBColor(255, 127, 14)),
+    ("queue", RGBColor(214, 39, 40)),
+    ("prefill", RGBColor(31, 119, 180)),
+    ("decode", RGBColor(44, 160, 44)),
+    ("not split", RGBColor(170, 170, 170)),
+];
+
+/// Each request as a bar at the time it ended, as tall as its whole time and split into the
+/// parts its records time (outside the engine, queue, prefill, decode; the rest grey). None
+/// when no request was drawn.
+pub fn requests_chart(view: &crate::postmortem::requests::RequestsView) -> Option<String> {
+    let drawn = &view.drawn;
+    let first = drawn.first()?.end_ms as f64;
+    let last = drawn.last()?.end_ms as f64;
+    let x1 = if last > first { last } else { first + 1000.0 };
+    let top = drawn.iter().map(|r| r.total_seconds).fold(0.0f64, f64::max);
+    let hi = if top > 0.0 { top * 1.08 } else { 1.0 };
+    let half = ((x1 - first) / 900.0).max(1.0);
+    let bars = |r: &crate::traffic::slowest::SlowRequest| {
+        let parts = [
+            r.outside_engine_seconds,
+            r.queue_seconds,
+            r.prefill_seconds,
+            r.decode_seconds,
+        ];
+        let mut y = 0.0;
+        let mut out = Vec::new();
+        for (k, p) in parts.iter().enumerate() {
+            if let Some(v) = p.filter(|v| *v > 0.0) {
+                out.push((k, y, y + v));
+                y += v;
+            }
+        }
+        if r.total_seconds > y {
+            out.push((4, y, r.total_seconds));
+        }
+        out
+    };
+    let title = if view.not_drawn > 0 {
+        format!(
+            "each request's time by part (the slowest {} of {})",
+            drawn.len(),
+            drawn.len() + view.not_drawn
+        )
+    } else {
+        format!("each request's time by part ({} requests)", drawn.len())
+    };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (SIZE.0, 240)).into_drawing_area();
+        root.fill(&WHITE).ok()?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 14))
+            .margin(8)
+            .margin_right(36)
+            .x_label_area_size(24)
+            .y_label_area_size(64)
+            .build_cartesian_2d(first - half..x1 + half, 0.0..hi)
+            .ok()?;
+        chart
+            .configure_mesh()
+            .x_labels(7)
+            .y_labels(4)
+            .light_line_style(RGBColor(238, 238, 238))
+            .x_label_formatter(&|x| clock(*x as i64))
+            .y_label_formatter(&|y| format!("{y:.1} s"))
+            .draw()
+            .ok()?;
+        for (k, (name, color)) in PARTS.iter().enumerate() {
+            let rects: Vec<Rectangle<(f64, f64)>> = drawn
+                .iter()
+                .flat_map(|r| {
+                    let x = r.end_ms as f64;
+                    bars(r)
+                        .into_iter()
+                        .filter(|(part, _, _)| *part == k)
+                        .map(move |(_, y0, y1)| {
+                            Rectangle::new([(x - half, y0), (x + half, y1)], color.filled())
+                        })
+                })
+                .collect();
+            if rects.is_empty() {
+                continue;
+            }
+            let color = *color;
+            chart
+                .draw_series(rects)
+                .ok()?
+                .label(*name)
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 4), (x + 12, y + 4)], color.filled())
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.8))
+            .border_style(RGBColor(200, 200, 200))
+            .draw()
+            .ok()?;
+        root.present().ok()?;
+    }
+    Some(svg)
 }
 
 /// The SVG charts of one target, in [`chart_names`] order.

@@ -150,7 +150,53 @@ pub fn html(pm: &Postmortem, rules: &Rules, slos: &[f64]) -> String {
         }
         out.push_str("</section>\n");
     }
+    if let Some(r) = &pm.requests {
+        out.push_str(&requests_section(r));
+    }
     out.push_str("<p class=\"muted\">Made by llm-doctor postmortem.</p></body></html>\n");
+    out
+}
+
+/// The requests of the range: what was read, the chart of each request's split, the slowest.
+fn requests_section(r: &crate::postmortem::requests::RequestsView) -> String {
+    let mut out = format!(
+        "<section class=\"requests\" id=\"requests\"><h2>Requests</h2><p>{}</p>\n",
+        esc(&r.summary())
+    );
+    if let Some(svg) = super::chart::requests_chart(r) {
+        let _ = writeln!(out, "<div class=\"chart\">{svg}</div>");
+    }
+    if let Some(u) = &r.upstreams {
+        let _ = writeln!(out, "<p>{}</p>", esc(u));
+    }
+    if let Some(slow) = &r.slowest {
+        let _ = writeln!(
+            out,
+            "<p><b>Slowest {} of {}</b></p><table class=\"slowest\"><tr><th>request</th><th>ended</th><th>replica</th><th>total</th><th>outside the engine</th><th>queue</th><th>prefill</th><th>decode</th><th>prompt tokens</th></tr>",
+            slow.slow, slow.requests
+        );
+        let secs = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.2} s"));
+        for q in &slow.listed {
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2} s</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(q.id.as_deref().unwrap_or("(no id)")),
+                format_time(q.end_ms),
+                esc(q.replica.as_deref().unwrap_or("")),
+                q.total_seconds,
+                secs(q.outside_engine_seconds),
+                secs(q.queue_seconds),
+                secs(q.prefill_seconds),
+                secs(q.decode_seconds),
+                q.prompt_tokens.map_or(String::new(), |p| p.to_string())
+            );
+        }
+        out.push_str("</table>\n");
+        for n in slow.notes().iter().skip(1) {
+            let _ = writeln!(out, "<p>{}</p>", esc(n));
+        }
+    }
+    out.push_str("</section>\n");
     out
 }
 

@@ -203,6 +203,21 @@ pub fn table(pm: &Postmortem, _rules: &Rules) -> String {
             }
         }
     }
+    if let Some(r) = &pm.requests {
+        let _ = writeln!(out, "\n== Requests ==\n{}", r.summary());
+        if let Some(u) = &r.upstreams {
+            let _ = writeln!(out, "{u}");
+        }
+        if let Some(slow) = &r.slowest {
+            let _ = writeln!(out, "slowest {} of {}:", slow.slow, slow.requests);
+            for q in &slow.listed {
+                let _ = writeln!(out, "  {} · ended {}", q.describe(), format_time(q.end_ms));
+            }
+            for n in slow.notes().iter().skip(1) {
+                let _ = writeln!(out, "  {n}");
+            }
+        }
+    }
     out
 }
 
@@ -304,6 +319,23 @@ pub fn markdown(pm: &Postmortem, _rules: &Rules, charts: Option<&str>) -> String
                 }
                 out.push('\n');
             }
+        }
+    }
+    if let Some(r) = &pm.requests {
+        let _ = writeln!(out, "## Requests\n\n{}.\n", r.summary());
+        if let Some(dir) = charts.filter(|_| !r.drawn.is_empty()) {
+            let _ = writeln!(
+                out,
+                "![{}]({dir}/{})\n",
+                chart::REQUESTS_CHART,
+                chart::REQUESTS_CHART
+            );
+        }
+        if let Some(u) = &r.upstreams {
+            let _ = writeln!(out, "{u}.\n");
+        }
+        if let Some(slow) = &r.slowest {
+            out.push_str(&crate::report::markdown::slowest_section(slow));
         }
     }
     out

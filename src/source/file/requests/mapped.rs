@@ -296,20 +296,21 @@ fn request(
     };
     let mut r = Request::new(SeenBy::Gateway, end);
     r.start_ms = start;
-    r.id = text(&map.id);
-    r.trace_id = text(&map.trace_id);
-    r.replica = text(&map.upstream);
-    r.model = text(&map.model);
+    r.id = text(&map.id).map(Into::into);
+    r.trace_id = text(&map.trace_id).map(Into::into);
+    r.replica = text(&map.upstream).map(Into::into);
+    r.model = text(&map.model).map(Into::into);
     r.status = status;
-    r.prompt_tokens = number("prompt_tokens", &map.prompt_tokens)?.map(|x| x as u64);
-    r.output_tokens = number("output_tokens", &map.output_tokens)?.map(|x| x as u64);
-    r.finish_reason = text(&map.finish_reason);
+    r.prompt_tokens = number("prompt_tokens", &map.prompt_tokens)?.map(|x| x as u32);
+    r.output_tokens = number("output_tokens", &map.output_tokens)?.map(|x| x as u32);
+    r.finish_reason = text(&map.finish_reason).map(Into::into);
     r.times = Times {
         gateway: Some(total),
         upstream: time("upstream_time", &map.upstream_time)?,
         ttft: time("ttft", &map.ttft)?,
         ..Times::default()
-    };
+    }
+    .into();
     Ok(r)
 }
 
@@ -348,7 +349,8 @@ mod tests {
                     gateway: Some(2.5),
                     upstream: Some(2.48),
                     ..Times::default()
-                },
+                }
+                .into(),
                 ..Request::new(SeenBy::Gateway, start + 2500)
             }]
         );
@@ -363,7 +365,7 @@ mod tests {
         let line = r#"{"ts":1796570000250,"latency_ms":1500,"code":"503","rid":"x","in_tok":812}"#;
         let r = &parse_text(line, "f", RecordKind::Mapped, Some(&map)).unwrap()[0];
         assert_eq!(
-            (r.end_ms, r.times.gateway, r.status, r.prompt_tokens),
+            (r.end_ms, r.times().gateway, r.status, r.prompt_tokens),
             (1_796_570_000_250, Some(1.5), Some(503), Some(812))
         );
         assert!(r.server_error());
@@ -397,7 +399,7 @@ mod tests {
             Some(&map),
         )
         .unwrap()[0];
-        assert_eq!(r.times.gateway, Some(2.5));
+        assert_eq!(r.times().gateway, Some(2.5));
         let huge = parse_text(
             &ENVOY.replace("2500", "1e20"),
             "e",

@@ -11,7 +11,9 @@ mod record;
 
 pub use mapped::FieldMap;
 pub use read::{read_path, FileRead, Keep};
-pub use record::{quantile, Request, RequestLogError, SeenBy, Times, MAX_LINE_BYTES};
+pub use record::{
+    quantile, Interner, PackedTimes, Request, RequestLogError, SeenBy, Times, MAX_LINE_BYTES,
+};
 
 /// What kind of request record a file's first bytes begin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

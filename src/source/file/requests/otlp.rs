@@ -47,9 +47,10 @@ pub fn requests_of(export: &ExportTraceServiceRequest) -> Vec<Request> {
     let mut out = Vec::new();
     for rs in &export.resource_spans {
         let resource = rs.resource.as_ref().map_or(&[][..], |r| &r.attributes[..]);
-        let replica = ["service.instance.id", "host.name"]
+        let replica: Option<std::sync::Arc<str>> = ["service.instance.id", "host.name"]
             .iter()
-            .find_map(|k| text(resource, k));
+            .find_map(|k| text(resource, k))
+            .map(Into::into);
         for ss in &rs.scope_spans {
             for span in ss.spans.iter().filter(|s| is_request(s)) {
                 let mut r = request_of(span);
@@ -70,14 +71,16 @@ fn request_of(span: &Span) -> Request {
     let ms = |nanos: u64| (nanos / 1_000_000) as i64;
     let mut r = Request::new(SeenBy::Engine, ms(span.end_time_unix_nano));
     r.start_ms = (span.start_time_unix_nano > 0).then(|| ms(span.start_time_unix_nano));
-    r.id = text(a, "gen_ai.request.id");
-    r.trace_id = (!span.trace_id.is_empty()).then(|| hex(&span.trace_id));
-    r.model = text(a, "gen_ai.response.model").or_else(|| text(a, "gen_ai.request.model"));
+    r.id = text(a, "gen_ai.request.id").map(Into::into);
+    r.trace_id = (!span.trace_id.is_empty()).then(|| hex(&span.trace_id).into());
+    r.model = text(a, "gen_ai.response.model")
+        .or_else(|| text(a, "gen_ai.request.model"))
+        .map(Into::into);
     r.prompt_tokens =
         count(a, "gen_ai.usage.prompt_tokens").or(count(a, "gen_ai.usage.input_tokens"));
     r.output_tokens =
         count(a, "gen_ai.usage.completion_tokens").or(count(a, "gen_ai.usage.output_tokens"));
-    r.finish_reason = first_text(a, "gen_ai.response.finish_reasons");
+    r.finish_reason = first_text(a, "gen_ai.response.finish_reasons").map(Into::into);
     r.failed = span
         .status
         .as_ref()
@@ -89,7 +92,8 @@ fn request_of(span: &Span) -> Request {
         decode: seconds(a, "gen_ai.latency.time_in_model_decode"),
         e2e: seconds(a, "gen_ai.latency.e2e"),
         ..Times::default()
-    };
+    }
+    .into();
     r
 }
 
@@ -131,10 +135,14 @@ fn seconds(attrs: &[KeyValue], key: &str) -> Option<f64> {
     (v.is_finite() && v >= 0.0).then_some(v)
 }
 
-fn count(attrs: &[KeyValue], key: &str) -> Option<u64> {
+fn count(attrs: &[KeyValue], key: &str) -> Option<u32> {
     match attr(attrs, key)? {
-        any_value::Value::IntValue(i) => u64::try_from(*i).ok(),
-        any_value::Value::DoubleValue(d) if *d >= 0.0 && d.fract() == 0.0 => Some(*d as u64),
+        any_value::Value::IntValue(i) => u32::try_from(*i).ok(),
+        any_value::Value::DoubleValue(d)
+            if *d >= 0.0 && d.fract() == 0.0 && *d <= f64::from(u32::MAX) =>
+        {
+            Some(*d as u32)
+        }
         any_value::Value::StringValue(s) => s.trim().parse().ok(),
         _ => None,
     }
@@ -172,7 +180,8 @@ mod tests {
                 decode: Some(1.75),
                 e2e: Some(2.5),
                 ..Times::default()
-            },
+            }
+            .into(),
             ..Request::new(SeenBy::Engine, 1_796_570_002_500)
         }
     }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::record::{Request, RequestLogError, MAX_LINE_BYTES};
+use super::record::{Interner, Request, RequestLogError, MAX_LINE_BYTES};
 use super::{mapped, nginx, otlp, FieldMap, RecordKind};
 
 /// Which requests a read keeps, by when they ended.
@@ -85,6 +85,7 @@ fn read_lines(
         requests: Vec::new(),
         outside: 0,
     };
+    let mut shared = Interner::default();
     let mut buf = Vec::new();
     let mut line = 0usize;
     loop {
@@ -137,8 +138,9 @@ fn read_lines(
             }
             (RecordKind::OtlpJson, _) => otlp::parse_line(text, name, line)?,
         };
-        for r in got {
+        for mut r in got {
             if keep.keeps(&r) {
+                shared.share(&mut r);
                 out.requests.push(r);
             } else {
                 out.outside += 1;

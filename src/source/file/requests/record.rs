@@ -1,5 +1,7 @@
 //! The one record every request source reads into, and what the readers share.
 
+use std::sync::Arc;
+
 /// Who wrote the record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SeenBy {
@@ -9,20 +11,22 @@ pub enum SeenBy {
     Engine,
 }
 
-/// One request as its record tells it.
+/// One request as its record tells it. Compact, since a window may hold a million: times
+/// packed as `f32` (a millisecond's precision over hours), ids boxed, the replica, model and
+/// finish reason shared between the records that name the same one (see [`Interner`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
     /// Who recorded it.
     pub seen_by: SeenBy,
     /// The request id (nginx `$request_id`, vLLM's `gen_ai.request.id`), when recorded.
-    pub id: Option<String>,
+    pub id: Option<Box<str>>,
     /// The trace id (hex), when recorded.
-    pub trace_id: Option<String>,
+    pub trace_id: Option<Box<str>>,
     /// The replica that served it: the gateway's upstream (`host:port`), the engine's
     /// `service.instance.id` or host.
-    pub replica: Option<String>,
+    pub replica: Option<Arc<str>>,
     /// The model asked for or answered by.
-    pub model: Option<String>,
+    pub model: Option<Arc<str>>,
     /// Start, Unix milliseconds, when recorded.
     pub start_ms: Option<i64>,
     /// End, Unix milliseconds.
@@ -31,16 +35,16 @@ pub struct Request {
     pub status: Option<u16>,
     /// Whether the engine recorded the request as failed (a span with status ERROR).
     pub failed: bool,
-    /// Prompt tokens.
-    pub prompt_tokens: Option<u64>,
-    /// Generated tokens.
-    pub output_tokens: Option<u64>,
-    /// Why generation stopped (`length`, `stop`, `abort`...).
-    pub finish_reason: Option<String>,
-    /// The times the record carries, seconds.
-    pub times: Times,
     /// Upstreams tried beyond the first (nginx's `proxy_next_upstream`).
-    pub retries: u32,
+    pub retries: u16,
+    /// Prompt tokens.
+    pub prompt_tokens: Option<u32>,
+    /// Generated tokens.
+    pub output_tokens: Option<u32>,
+    /// Why generation stopped (`length`, `stop`, `abort`...).
+    pub finish_reason: Option<Arc<str>>,
+    /// The times the record carries (read them with [`Request::times`]).
+    pub times: PackedTimes,
 }
 
 /// The times of one request, seconds; each `None` where the record has none.
@@ -64,6 +68,57 @@ pub struct Times {
     pub upstream_header: Option<f64>,
 }
 
+/// [`Times`] as a record keeps them: eight `f32`, NaN where there is none (32 bytes, not 128).
+#[derive(Debug, Clone, Copy)]
+pub struct PackedTimes([f32; 8]);
+
+impl Default for PackedTimes {
+    fn default() -> Self {
+        PackedTimes([f32::NAN; 8])
+    }
+}
+
+impl PartialEq for PackedTimes {
+    fn eq(&self, other: &Self) -> bool {
+        self.0
+            .iter()
+            .zip(&other.0)
+            .all(|(a, b)| a.to_bits() == b.to_bits())
+    }
+}
+
+impl From<Times> for PackedTimes {
+    fn from(t: Times) -> Self {
+        let pack = |v: Option<f64>| v.map_or(f32::NAN, |v| v as f32);
+        PackedTimes([
+            pack(t.queue),
+            pack(t.prefill),
+            pack(t.ttft),
+            pack(t.decode),
+            pack(t.e2e),
+            pack(t.gateway),
+            pack(t.upstream),
+            pack(t.upstream_header),
+        ])
+    }
+}
+
+impl From<PackedTimes> for Times {
+    fn from(p: PackedTimes) -> Self {
+        let get = |i: usize| Some(f64::from(p.0[i])).filter(|v| !v.is_nan());
+        Times {
+            queue: get(0),
+            prefill: get(1),
+            ttft: get(2),
+            decode: get(3),
+            e2e: get(4),
+            gateway: get(5),
+            upstream: get(6),
+            upstream_header: get(7),
+        }
+    }
+}
+
 impl Request {
     /// An empty record of `seen_by` ending at `end_ms`, to fill in.
     pub fn new(seen_by: SeenBy, end_ms: i64) -> Request {
@@ -77,17 +132,50 @@ impl Request {
             end_ms,
             status: None,
             failed: false,
+            retries: 0,
             prompt_tokens: None,
             output_tokens: None,
             finish_reason: None,
-            times: Times::default(),
-            retries: 0,
+            times: PackedTimes::default(),
         }
+    }
+
+    /// The times the record carries.
+    pub fn times(&self) -> Times {
+        self.times.into()
     }
 
     /// Whether the server failed it: a 5xx from the gateway, an error status on the span.
     pub fn server_error(&self) -> bool {
         self.failed || self.status.is_some_and(|s| s >= 500)
+    }
+}
+
+/// Shares the replica, model and finish-reason strings of a file's records: a million
+/// requests name a handful of replicas, kept once each.
+#[derive(Default)]
+pub struct Interner {
+    seen: std::collections::HashSet<Arc<str>>,
+}
+
+/// Distinct strings an interner keeps; past it, new ones are kept per record.
+const MAX_INTERNED: usize = 100_000;
+
+impl Interner {
+    /// `r`'s shared strings, each replaced by the one kept for its text.
+    pub fn share(&mut self, r: &mut Request) {
+        for s in [&mut r.replica, &mut r.model, &mut r.finish_reason]
+            .into_iter()
+            .flatten()
+        {
+            match self.seen.get(&**s) {
+                Some(kept) => *s = kept.clone(),
+                None if self.seen.len() < MAX_INTERNED => {
+                    self.seen.insert(s.clone());
+                }
+                None => {}
+            }
+        }
     }
 }
 

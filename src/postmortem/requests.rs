@@ -1,0 +1,121 @@
+//! The requests of a postmortem's range, read from the gateway logs and engine traces given
+//! beside the recording: the slowest with where their time went, what they share, and each
+//! request's split for the chart ("which requests failed, and when").
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::source::file::requests::{self, RecordKind, Request, SeenBy};
+use crate::traffic::slowest::{self, Slowest};
+
+/// At most this many requests are drawn; the slowest when there are more.
+pub const MAX_DRAWN: usize = 2_000;
+
+/// What the request records of the range show.
+#[derive(Debug, Clone, Serialize)]
+pub struct RequestsView {
+    /// Records read in the range, by who wrote them.
+    pub gateway_records: usize,
+    pub engine_records: usize,
+    /// Records that ended outside the range (left out).
+    pub outside: usize,
+    /// Gateway records that answered 5xx, and those the client gave up on (nginx's 499).
+    pub failed: usize,
+    pub aborted: usize,
+    /// The slowest requests, each with its split, and what they share.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slowest: Option<Slowest>,
+    /// The slowest upstream against the others, in words, where the gateway used several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstreams: Option<String>,
+    /// Each request's split, oldest first, for the chart (not in the JSON: the records are).
+    #[serde(skip)]
+    pub drawn: Vec<slowest::SlowRequest>,
+    /// Requests not drawn (more than [`MAX_DRAWN`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub not_drawn: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// Reads `files` for the requests that ended in `from_ms..=to_ms`: what they show (None when
+/// there are none) and, for each file that did not read, why (file and line): the postmortem
+/// of the metrics goes on without it.
+pub fn view(
+    files: &[(PathBuf, RecordKind)],
+    from_ms: i64,
+    to_ms: i64,
+) -> (Option<RequestsView>, Vec<String>) {
+    let keep = requests::Keep::Ending { from_ms, to_ms };
+    let mut read = Vec::new();
+    let mut outside = 0;
+    let mut errors = Vec::new();
+    for (path, kind) in files {
+        match requests::read_path(path, *kind, None, keep) {
+            Ok(got) => {
+                outside += got.outside;
+                read.extend(got.requests);
+            }
+            Err(e) => errors.push(format!("{e:#}")),
+        }
+    }
+    if read.is_empty() {
+        return (None, errors);
+    }
+    let gateway: Vec<&Request> = read
+        .iter()
+        .filter(|r| r.seen_by == SeenBy::Gateway)
+        .collect();
+    let engine_records = read.len() - gateway.len();
+    // Gateway records completed by the engine spans they join, when both were read.
+    let whole: Vec<Request> = if !gateway.is_empty() && engine_records > 0 {
+        let all: Vec<&Request> = read.iter().collect();
+        crate::traffic::join::whole_records(&all)
+    } else {
+        read.clone()
+    };
+    let refs: Vec<&Request> = whole.iter().collect();
+    let mut timed: Vec<(&Request, f64)> = refs
+        .iter()
+        .filter_map(|r| r.times().gateway.or(r.times().e2e).map(|t| (*r, t)))
+        .collect();
+    let not_drawn = timed.len().saturating_sub(MAX_DRAWN);
+    if not_drawn > 0 {
+        timed.sort_by(|a, b| b.1.total_cmp(&a.1));
+        timed.truncate(MAX_DRAWN);
+    }
+    let mut drawn: Vec<slowest::SlowRequest> = timed
+        .iter()
+        .map(|(r, t)| slowest::SlowRequest::of(r, *t))
+        .collect();
+    drawn.sort_by_key(|r| r.end_ms);
+    let view = RequestsView {
+        gateway_records: gateway.len(),
+        engine_records,
+        outside,
+        failed: gateway.iter().filter(|r| r.server_error()).count(),
+        aborted: gateway.iter().filter(|r| r.status == Some(499)).count(),
+        slowest: slowest::measure(&refs),
+        upstreams: crate::traffic::upstreams::measure(&gateway).map(|s| s.note()),
+        drawn,
+        not_drawn,
+    };
+    (Some(view), errors)
+}
+
+impl RequestsView {
+    /// One line on what was read.
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "requests in the range: {} gateway records ({} answered 5xx, {} given up by the client), {} engine spans",
+            self.gateway_records, self.failed, self.aborted, self.engine_records
+        );
+        if self.outside > 0 {
+            s.push_str(&format!("; {} records ended outside it", self.outside));
+        }
+        s
+    }
+}
