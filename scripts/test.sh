@@ -12,6 +12,15 @@ if ! python3 -c 'import yaml' 2>/dev/null; then
   python3 -m pip install --quiet pyyaml
 fi
 
+# The Kubernetes and Prometheus Operator schemas deploy/kubernetes is validated against
+# (tests/deploy.rs), from the npm registry, pinned by deploy/check/package-lock.json.
+if [ ! -d deploy/check/node_modules ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+  fi
+  npm ci --prefix deploy/check --no-audit --no-fund --silent
+fi
+
 cargo test --workspace --all-targets
 cargo run --quiet -- rules check
 cargo run --quiet -- rules test fixtures

@@ -1,6 +1,7 @@
 //! Integration tests: one binary (ripgrep's layout), running the real `llm-doctor` executable.
 
 mod cli;
+mod deploy;
 mod export;
 mod fixtures;
 mod fuzz_replay;
