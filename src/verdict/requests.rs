@@ -13,7 +13,7 @@ use llm_doctor_engine::{Catalog, SignalValue};
 
 use crate::prepared::Prepared;
 use crate::source::file::requests::{quantile, Request, SeenBy};
-use crate::traffic::join::{whole_records, SpanIndex};
+use crate::traffic::join::{whole_records, JoinedBy};
 
 /// Fewest requests in a window for a p99 that is not simply the slowest one: below 100 the
 /// nearest-rank p99 is the maximum.
@@ -315,23 +315,34 @@ fn joined_note(
     engine: &[&Request],
     catalog: &Catalog,
 ) -> String {
-    let mut index = SpanIndex::new(engine);
+    let pairs = crate::traffic::join::join(gateway, engine);
+    let mut by_time = 0;
     // A failed request's gateway time is how long the gateway waited for nothing (a 504 after
     // its timeout), not time its answer spent on the way: answered requests only.
     let mut outside: Vec<f64> = gateway
         .iter()
-        .filter(|g| !g.server_error())
-        .filter_map(|g| {
-            let e = engine[index.take(g)?];
-            Some((g.times().gateway? - e.times().e2e?).max(0.0))
+        .zip(&pairs)
+        .filter(|(g, _)| !g.server_error())
+        .filter_map(|(g, j)| {
+            let (i, how) = (*j)?;
+            let v = (g.times().gateway? - engine[i].times().e2e?).max(0.0);
+            by_time += usize::from(how == JoinedBy::EndTime);
+            Some(v)
         })
         .collect();
     let joined = outside.len();
     let mut note = format!(
-        "joined by request or trace id: {joined} of {} gateway requests answered ({} engine spans)",
+        "joined by request or trace id: {} of {} gateway requests answered ({} engine spans)",
+        joined.saturating_sub(by_time),
         gateway.len(),
         engine.len()
     );
+    if by_time > 0 {
+        note.push_str(&format!(
+            "; {by_time} more by end time (no id joined them: each to the span of this replica that ended last within {} s before the gateway's end)",
+            crate::traffic::join::END_SLACK_MS / 1000
+        ));
+    }
     if let (Some(p50), Some(p99)) = (quantile(&mut outside, 0.5), quantile(&mut outside, 0.99)) {
         note.push_str(&format!(
             "; time outside the engine p50 {p50:.3} s, p99 {p99:.3} s"
