@@ -17,22 +17,12 @@ fn validate(files: &[&str]) -> (bool, String) {
     let check = root().join("deploy/check");
     assert!(
         check.join("node_modules").exists(),
-        "the schema packages are missing: run scripts/install-test-servers.sh (npm ci in deploy/check)"
+        "the schema packages are missing: run scripts/test.sh (or npm ci --prefix deploy/check)"
     );
-    let out = Command::new("node")
-        .arg(check.join("validate.mjs"))
-        .args(files)
-        .current_dir(root())
-        .output()
-        .expect("node runs (run scripts/install-test-servers.sh)");
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    let script = check.join("validate.mjs");
+    let mut args = vec![script.to_str().unwrap()];
+    args.extend_from_slice(files);
+    crate::export::tool("node", &args)
 }
 
 #[test]

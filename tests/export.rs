@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use crate::prom::{end_recording_at, fixture_text, now_ms, Prometheus};
 use crate::support::{outcome, root, run};
 
-fn tool(cmd: &str, args: &[&str]) -> (bool, String) {
+/// `cmd args` run in the repository: whether it succeeded, and its stdout and stderr.
+pub fn tool(cmd: &str, args: &[&str]) -> (bool, String) {
     let out = Command::new(cmd)
         .args(args)
         .current_dir(root())

@@ -2,6 +2,7 @@
 //! group, symptom episodes shaded, objectives drawn as lines, onsets marked. Drawn with
 //! plotters' SVG backend and no font library, so the output is the same on every machine.
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::postmortem::{Kind, Postmortem, TargetPostmortem};
@@ -187,23 +188,8 @@ pub fn requests_chart(view: &crate::postmortem::requests::RequestsView) -> Optio
     {
         let root = SVGBackend::with_string(&mut svg, (SIZE.0, 240)).into_drawing_area();
         root.fill(&WHITE).ok()?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 14))
-            .margin(8)
-            .margin_right(36)
-            .x_label_area_size(24)
-            .y_label_area_size(64)
-            .build_cartesian_2d(first - half..x1 + half, 0.0..hi)
-            .ok()?;
-        chart
-            .configure_mesh()
-            .x_labels(7)
-            .y_labels(4)
-            .light_line_style(RGBColor(238, 238, 238))
-            .x_label_formatter(&|x| clock(*x as i64))
-            .y_label_formatter(&|y| format!("{y:.1} s"))
-            .draw()
-            .ok()?;
+        let mut chart = frame(&root, &title, first - half..x1 + half, 0.0..hi).ok()?;
+        grid(&mut chart, &|y| format!("{y:.1} s")).ok()?;
         for (k, (name, color)) in PARTS.iter().enumerate() {
             let rects: Vec<Rectangle<(f64, f64)>> = drawn
                 .iter()
@@ -313,14 +299,7 @@ fn draw(
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(group.join(" / "), ("sans-serif", 14))
-            .margin(8)
-            .margin_right(36)
-            .x_label_area_size(24)
-            .y_label_area_size(64)
-            .build_cartesian_2d(x0..x1, lo..hi)
-            .map_err(|e| e.to_string())?;
+        let mut chart = frame(&root, &group.join(" / "), x0..x1, lo..hi)?;
         chart
             .draw_series(shades.iter().map(|&(a, b)| {
                 Rectangle::new(
@@ -332,15 +311,7 @@ fn draw(
                 )
             }))
             .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .x_labels(7)
-            .y_labels(4)
-            .light_line_style(RGBColor(238, 238, 238))
-            .x_label_formatter(&|x| clock(*x as i64))
-            .y_label_formatter(&|y| with_unit(&unit_of, *y))
-            .draw()
-            .map_err(|e| e.to_string())?;
+        grid(&mut chart, &|y| with_unit(&unit_of, *y))?;
         for &m in marks {
             chart
                 .draw_series(LineSeries::new(
@@ -388,6 +359,42 @@ fn draw(
         root.present().map_err(|e| e.to_string())?;
     }
     Ok(svg)
+}
+
+/// The coordinates of every chart here: time (Unix ms) by value.
+type Axes = Cartesian2d<RangedCoordf64, RangedCoordf64>;
+
+/// A chart's axes over time (`x`, Unix ms) with `caption` above, as every chart here has them.
+fn frame<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    caption: &str,
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+) -> Result<ChartContext<'a, SVGBackend<'b>, Axes>, String> {
+    ChartBuilder::on(root)
+        .caption(caption, ("sans-serif", 14))
+        .margin(8)
+        .margin_right(36)
+        .x_label_area_size(24)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x, y)
+        .map_err(|e| e.to_string())
+}
+
+/// The light grid, clock times below and `y_label` values beside.
+fn grid(
+    chart: &mut ChartContext<'_, SVGBackend<'_>, Axes>,
+    y_label: &dyn Fn(&f64) -> String,
+) -> Result<(), String> {
+    chart
+        .configure_mesh()
+        .x_labels(7)
+        .y_labels(4)
+        .light_line_style(RGBColor(238, 238, 238))
+        .x_label_formatter(&|x| clock(*x as i64))
+        .y_label_formatter(y_label)
+        .draw()
+        .map_err(|e| e.to_string())
 }
 
 /// Runs of known values, so a gap in the data is a gap in the line.
