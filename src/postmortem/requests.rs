@@ -49,42 +49,32 @@ pub fn view(
     from_ms: i64,
     to_ms: i64,
 ) -> (Option<RequestsView>, Vec<String>) {
-    let keep = requests::Keep::Ending { from_ms, to_ms };
-    let mut read = Vec::new();
-    let mut outside = 0;
-    let mut errors = Vec::new();
-    for (path, kind) in files {
-        match requests::read_path(path, *kind, None, keep) {
-            Ok(got) => {
-                outside += got.outside;
-                read.extend(got.requests);
-            }
-            Err(e) => errors.push(format!("{e:#}")),
-        }
-    }
-    if read.is_empty() {
-        return (None, errors);
+    let read = requests::read_paths(files, None, requests::Keep::Ending { from_ms, to_ms });
+    let outside = read.outside.iter().map(|(_, n, _)| n).sum();
+    if read.requests.is_empty() {
+        return (None, read.errors);
     }
     let gateway: Vec<&Request> = read
+        .requests
         .iter()
         .filter(|r| r.seen_by == SeenBy::Gateway)
         .collect();
-    let engine_records = read.len() - gateway.len();
-    // Gateway records completed by the engine spans they join, when both were read.
-    let whole: Vec<Request> = if !gateway.is_empty() && engine_records > 0 {
-        let all: Vec<&Request> = read.iter().collect();
+    let engine_records = read.requests.len() - gateway.len();
+    // Gateway records completed by the engine spans they join, when both were read; else the
+    // records as they are.
+    let whole: Option<Vec<Request>> = (!gateway.is_empty() && engine_records > 0).then(|| {
+        let all: Vec<&Request> = read.requests.iter().collect();
         crate::traffic::join::whole_records(&all)
-    } else {
-        read.clone()
-    };
-    let refs: Vec<&Request> = whole.iter().collect();
+    });
+    let refs: Vec<&Request> = whole.as_ref().unwrap_or(&read.requests).iter().collect();
     let mut timed: Vec<(&Request, f64)> = refs
         .iter()
-        .filter_map(|r| r.times().gateway.or(r.times().e2e).map(|t| (*r, t)))
+        .filter_map(|r| slowest::whole(r).map(|t| (*r, t)))
         .collect();
+    // The slowest when there are more than are drawn; their order is the chart's, by time.
     let not_drawn = timed.len().saturating_sub(MAX_DRAWN);
     if not_drawn > 0 {
-        timed.sort_by(|a, b| b.1.total_cmp(&a.1));
+        timed.select_nth_unstable_by(MAX_DRAWN - 1, |a, b| b.1.total_cmp(&a.1));
         timed.truncate(MAX_DRAWN);
     }
     let mut drawn: Vec<slowest::SlowRequest> = timed
@@ -103,7 +93,7 @@ pub fn view(
         drawn,
         not_drawn,
     };
-    (Some(view), errors)
+    (Some(view), read.errors)
 }
 
 impl RequestsView {

@@ -113,24 +113,16 @@ pub fn render(report: &Report) -> String {
 
 /// The slowest requests as a table: each one's split, then what they share.
 pub fn slowest_section(slow: &crate::traffic::slowest::Slowest) -> String {
-    let secs = |v: Option<f64>| v.map_or("".to_string(), |v| format!("{v:.2}"));
+    use crate::traffic::slowest::COLUMNS;
     let mut out = format!(
-        "\n### Slowest requests ({} of {})\n\n| request | ended | replica | total s | outside the engine s | queue s | prefill s | decode s | prompt tokens |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
-        slow.slow, slow.requests
+        "\n### Slowest requests ({} of {})\n\n| {} |\n|{}\n",
+        slow.slow,
+        slow.requests,
+        COLUMNS.join(" | "),
+        " --- |".repeat(COLUMNS.len())
     );
     for r in &slow.listed {
-        out.push_str(&format!(
-            "| {} | {} | {} | {:.2} | {} | {} | {} | {} | {} |\n",
-            r.id.as_deref().unwrap_or("(no id)"),
-            crate::time::format_time(r.end_ms),
-            r.replica.as_deref().unwrap_or(""),
-            r.total_seconds,
-            secs(r.outside_engine_seconds),
-            secs(r.queue_seconds),
-            secs(r.prefill_seconds),
-            secs(r.decode_seconds),
-            r.prompt_tokens.map_or(String::new(), |p| p.to_string()),
-        ));
+        out.push_str(&format!("| {} |\n", r.cells().join(" | ")));
     }
     match (&slow.shared[..], &slow.compared) {
         ([], Some(c)) => out.push_str(&format!("\nThey share no {c} beyond the others.\n")),

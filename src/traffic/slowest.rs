@@ -67,7 +67,37 @@ pub struct SlowRequest {
     pub output_tokens: Option<u64>,
 }
 
+/// The columns of a table of slow requests (times in seconds).
+pub const COLUMNS: [&str; 9] = [
+    "request",
+    "ended",
+    "replica",
+    "total s",
+    "outside the engine s",
+    "queue s",
+    "prefill s",
+    "decode s",
+    "prompt tokens",
+];
+
 impl SlowRequest {
+    /// Its row under [`COLUMNS`], empty where a part was not timed.
+    pub fn cells(&self) -> [String; 9] {
+        let secs = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.2}"));
+        [
+            self.id.clone().unwrap_or_else(|| "(no id)".into()),
+            crate::time::format_time(self.end_ms),
+            self.replica.clone().unwrap_or_default(),
+            format!("{:.2}", self.total_seconds),
+            secs(self.outside_engine_seconds),
+            secs(self.queue_seconds),
+            secs(self.prefill_seconds),
+            secs(self.decode_seconds),
+            self.prompt_tokens
+                .map_or_else(String::new, |p| p.to_string()),
+        ]
+    }
+
     pub fn of(r: &Request, total: f64) -> SlowRequest {
         let t = r.times();
         SlowRequest {
@@ -146,15 +176,9 @@ impl Slowest {
 }
 
 /// A request's whole time: the gateway's where logged, else the engine's end-to-end.
-fn whole(r: &Request) -> Option<f64> {
-    r.times().gateway.or(r.times().e2e)
-}
-
-/// Notes on the slowest 1 % of `requests` (at least five): the three slowest with their time
-/// split, and each trait most of them share beyond its share of all. None under 100 timed
-/// requests.
-pub fn notes(requests: &[&Request]) -> Vec<String> {
-    measure(requests).map_or_else(Vec::new, |s| s.notes())
+pub fn whole(r: &Request) -> Option<f64> {
+    let t = r.times();
+    t.gateway.or(t.e2e)
 }
 
 /// The slowest 1 % of `requests` (at least five) and what most of them share beyond their
@@ -322,7 +346,7 @@ mod tests {
             rs[*i] = request(*i, "b", 4000, 20.0 + n as f64);
         }
         let refs: Vec<&Request> = rs.iter().collect();
-        let notes = notes(&refs);
+        let notes = measure(&refs).unwrap().notes();
         assert_eq!(notes.len(), 2, "{notes:?}");
         assert!(
             notes[0].starts_with(
@@ -353,11 +377,11 @@ mod tests {
             })
             .collect();
         let refs: Vec<&Request> = rs.iter().collect();
-        let n = notes(&refs);
+        let n = measure(&refs).unwrap().notes();
         assert!(
             n[1].contains("share no replica, prompt-length band beyond"),
             "{n:?}"
         );
-        assert!(notes(&refs[..99]).is_empty());
+        assert!(measure(&refs[..99]).is_none());
     }
 }

@@ -46,7 +46,7 @@ impl Spread {
 pub fn measure(requests: &[&Request]) -> Option<Spread> {
     let mut by: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
     for r in requests {
-        if r.seen_by != SeenBy::Gateway || r.server_error() || r.status == Some(0) {
+        if r.seen_by != SeenBy::Gateway || !r.answered() {
             continue;
         }
         if let (Some(up), Some(t)) = (r.replica.as_deref(), r.times().gateway) {

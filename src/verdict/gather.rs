@@ -120,7 +120,7 @@ pub fn gather(sources: &Sources<'_>, rules: &Rules, options: &Options) -> Result
             &got.request_files,
             sources.request_fields.as_ref(),
             rules,
-        )?;
+        );
         got.warnings.extend(attached.notes);
         got.errors.extend(attached.errors);
         slowest = attached.slowest;
@@ -139,49 +139,45 @@ pub fn gather(sources: &Sources<'_>, rules: &Rules, options: &Options) -> Result
     })
 }
 
+/// What the request files gave a diagnosis: notes on them, the slowest requests of the
+/// targets' windows, and the files that did not read (an error beside the diagnosis, as a
+/// failed source is: the metrics and the other files are still judged).
+pub struct RequestsRead {
+    /// How the files were read and what the requests show as a whole.
+    pub notes: Vec<String>,
+    /// The slowest requests, each with its time split.
+    pub slowest: Option<crate::traffic::slowest::Slowest>,
+    /// Per file that did not read: why (file and line).
+    pub errors: Vec<String>,
+}
+
 /// Reads request-record files (gateway logs, engine traces), keeping the requests of the
-/// targets' windows, and joins them to the targets; what they show as a whole.
+/// targets' windows, and joins them to the targets.
 pub fn attach_request_files(
     prepared: &mut [Prepared],
     files: &[(PathBuf, requests::RecordKind)],
     fields: Option<&requests::FieldMap>,
     rules: &Rules,
-) -> Result<super::requests::Attached> {
-    let keep = span_of(prepared);
-    let mut read = Vec::new();
-    let mut notes = Vec::new();
-    let mut errors = Vec::new();
-    for (path, kind) in files {
-        // A file that does not read is an error beside the diagnosis, as a failed source is:
-        // the metrics and the other files are still judged.
-        let got_file = match requests::read_path(path, *kind, fields, keep) {
-            Ok(got) => got,
-            Err(e) => {
-                errors.push(format!("{e:#}"));
-                continue;
-            }
-        };
-        if got_file.outside > 0 {
-            notes.push(format!(
-                "{} of {} request records in `{}` end outside the windows read and were left out",
-                got_file.outside,
-                got_file.outside + got_file.requests.len(),
-                path.display()
-            ));
-        }
-        // The first file's records are taken as they are, not copied: a million of them is
-        // a few hundred megabytes.
-        if read.is_empty() {
-            read = got_file.requests;
-        } else {
-            read.extend(got_file.requests);
-        }
+) -> RequestsRead {
+    let read = requests::read_paths(files, fields, span_of(prepared));
+    let mut notes: Vec<String> = read
+        .outside
+        .iter()
+        .filter(|(_, outside, _)| *outside > 0)
+        .map(|(name, outside, kept)| {
+            format!(
+                "{outside} of {} request records in `{name}` end outside the windows read and were left out",
+                outside + kept
+            )
+        })
+        .collect();
+    let attached = super::requests::attach(prepared, &read.requests, &rules.catalog);
+    notes.extend(attached.notes);
+    RequestsRead {
+        notes,
+        slowest: attached.slowest,
+        errors: read.errors,
     }
-    let mut attached = super::requests::attach(prepared, &read, &rules.catalog);
-    notes.append(&mut attached.notes);
-    attached.notes = notes;
-    attached.errors = errors;
-    Ok(attached)
 }
 
 /// The span whose requests the targets' windows read: from the earliest window's start to the

@@ -25,8 +25,6 @@ pub struct Attached {
     pub notes: Vec<String>,
     /// The slowest requests of the targets' windows, each with its time split.
     pub slowest: Option<crate::traffic::slowest::Slowest>,
-    /// Request files that could not be read, each with its reason (file and line).
-    pub errors: Vec<String>,
 }
 
 /// Sets each target's signals from the requests of its window (a `--signal` the user gave, or
@@ -68,17 +66,28 @@ pub fn attach(prepared: &mut [Prepared], requests: &[Request], catalog: &Catalog
     }
     let lost_gateway = elsewhere.len();
     let mut seen = Vec::new();
+    let mut spreads: Vec<(_, Option<crate::traffic::upstreams::Spread>)> = Vec::new();
     for (p, mine) in prepared.iter_mut().zip(&matched) {
         let (notes, kept) = set_signals(p, mine, catalog);
         p.notes.extend(notes);
         seen.extend(kept);
         // The gateway's whole pool in this window, whichever upstream each request went to:
         // one upstream slower than the rest is the pool's fault, seen from every replica.
-        let pool: Vec<&Request> = requests
-            .iter()
-            .filter(|r| r.seen_by == SeenBy::Gateway && in_window(p, r))
-            .collect();
-        if let Some(spread) = crate::traffic::upstreams::measure(&pool) {
+        // Measured once per window (a fleet's targets share one), not once per target.
+        let window = (p.snapshot.window.end_ms, p.snapshot.window.length_ms);
+        let spread = match spreads.iter().find(|(w, _)| *w == window) {
+            Some((_, s)) => s.clone(),
+            None => {
+                let pool: Vec<&Request> = requests
+                    .iter()
+                    .filter(|r| r.seen_by == SeenBy::Gateway && in_window(p, r))
+                    .collect();
+                let s = crate::traffic::upstreams::measure(&pool);
+                spreads.push((window, s.clone()));
+                s
+            }
+        };
+        if let Some(spread) = spread {
             p.notes.push(spread.note());
             let ratio = spread.ratio();
             set_if_absent(
@@ -120,11 +129,7 @@ pub fn attach(prepared: &mut [Prepared], requests: &[Request], catalog: &Catalog
             of(SeenBy::Engine)
         ));
     }
-    Attached {
-        notes,
-        slowest,
-        errors: Vec::new(),
-    }
+    Attached { notes, slowest }
 }
 
 /// The signals of one target from its requests inside its window; notes saying what was read,
@@ -215,10 +220,9 @@ fn set_if_absent(
 }
 
 fn gateway_note(p: &mut Prepared, gateway: &[&Request], span: &str, catalog: &Catalog) -> String {
-    // Envoy writes status 0 when no answer was sent at all (the client left, a reset).
     let mut answered: Vec<f64> = gateway
         .iter()
-        .filter(|r| !r.server_error() && r.status != Some(0))
+        .filter(|r| r.answered())
         .filter_map(|r| r.times().gateway)
         .collect();
     let failed = gateway.iter().filter(|r| r.server_error()).count();

@@ -215,13 +215,7 @@ pub fn requests_chart(view: &crate::postmortem::requests::RequestsView) -> Optio
                     Rectangle::new([(x, y - 4), (x + 12, y + 4)], color.filled())
                 });
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.8))
-            .border_style(RGBColor(200, 200, 200))
-            .draw()
-            .ok()?;
+        legend(&mut chart).ok()?;
         root.present().ok()?;
     }
     Some(svg)
@@ -348,13 +342,7 @@ fn draw(
             }
         }
         if lines.len() > 1 || slo.is_some() {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .background_style(WHITE.mix(0.8))
-                .border_style(RGBColor(200, 200, 200))
-                .draw()
-                .map_err(|e| e.to_string())?;
+            legend(&mut chart)?;
         }
         root.present().map_err(|e| e.to_string())?;
     }
@@ -393,6 +381,17 @@ fn grid(
         .light_line_style(RGBColor(238, 238, 238))
         .x_label_formatter(&|x| clock(*x as i64))
         .y_label_formatter(y_label)
+        .draw()
+        .map_err(|e| e.to_string())
+}
+
+/// The series' labels, upper left.
+fn legend<'a, 'b: 'a>(chart: &mut ChartContext<'a, SVGBackend<'b>, Axes>) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(RGBColor(200, 200, 200))
         .draw()
         .map_err(|e| e.to_string())
 }

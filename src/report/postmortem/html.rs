@@ -170,26 +170,25 @@ fn requests_section(r: &crate::postmortem::requests::RequestsView) -> String {
         let _ = writeln!(out, "<p>{}</p>", esc(u));
     }
     if let Some(slow) = &r.slowest {
+        let row = |cells: &[String], tag: &str| {
+            cells
+                .iter()
+                .map(|c| format!("<{tag}>{}</{tag}>", esc(c)))
+                .collect::<String>()
+        };
+        let head: Vec<String> = crate::traffic::slowest::COLUMNS
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
         let _ = writeln!(
             out,
-            "<p><b>Slowest {} of {}</b></p><table class=\"slowest\"><tr><th>request</th><th>ended</th><th>replica</th><th>total</th><th>outside the engine</th><th>queue</th><th>prefill</th><th>decode</th><th>prompt tokens</th></tr>",
-            slow.slow, slow.requests
+            "<p><b>Slowest {} of {}</b></p><table class=\"slowest\"><tr>{}</tr>",
+            slow.slow,
+            slow.requests,
+            row(&head, "th")
         );
-        let secs = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.2} s"));
         for q in &slow.listed {
-            let _ = writeln!(
-                out,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2} s</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(q.id.as_deref().unwrap_or("(no id)")),
-                format_time(q.end_ms),
-                esc(q.replica.as_deref().unwrap_or("")),
-                q.total_seconds,
-                secs(q.outside_engine_seconds),
-                secs(q.queue_seconds),
-                secs(q.prefill_seconds),
-                secs(q.decode_seconds),
-                q.prompt_tokens.map_or(String::new(), |p| p.to_string())
-            );
+            let _ = writeln!(out, "<tr>{}</tr>", row(&q.cells(), "td"));
         }
         out.push_str("</table>\n");
         for n in slow.notes().iter().skip(1) {

@@ -10,7 +10,7 @@ pub mod read;
 mod record;
 
 pub use mapped::FieldMap;
-pub use read::{read_path, FileRead, Keep};
+pub use read::{read_path, read_paths, FileRead, Keep, RequestFilesRead};
 pub use record::{
     quantile, Interner, PackedTimes, Request, RequestLogError, SeenBy, Times, MAX_LINE_BYTES,
 };

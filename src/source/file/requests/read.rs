@@ -42,6 +42,45 @@ pub struct FileRead {
     pub outside: usize,
 }
 
+/// What reading several request files gave: their requests together, what each left out, and
+/// the files that did not read.
+#[derive(Debug, Default)]
+pub struct RequestFilesRead {
+    /// The requests kept, file after file.
+    pub requests: Vec<Request>,
+    /// Per file read: its name, the requests it left out (outside the span) and those it kept.
+    pub outside: Vec<(String, usize, usize)>,
+    /// Per file that did not read: why (file and line).
+    pub errors: Vec<String>,
+}
+
+/// The requests of every file in `files` that `keep` keeps. A file that does not read is an
+/// error of its own, beside the others' requests: one broken log loses nothing the others hold.
+pub fn read_paths(
+    files: &[(std::path::PathBuf, RecordKind)],
+    map: Option<&FieldMap>,
+    keep: Keep,
+) -> RequestFilesRead {
+    let mut out = RequestFilesRead::default();
+    for (path, kind) in files {
+        match read_path(path, *kind, map, keep) {
+            Ok(got) => {
+                out.outside
+                    .push((path.display().to_string(), got.outside, got.requests.len()));
+                // The first file's records are taken as they are, not copied: a million of
+                // them is a few hundred megabytes.
+                if out.requests.is_empty() {
+                    out.requests = got.requests;
+                } else {
+                    out.requests.extend(got.requests);
+                }
+            }
+            Err(e) => out.errors.push(format!("{e:#}")),
+        }
+    }
+    out
+}
+
 /// The requests of `path` (a file of `kind`; `map`: the user's `--request-fields`) that `keep`
 /// keeps. An error names the file and the line.
 pub fn read_path(

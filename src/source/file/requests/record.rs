@@ -149,6 +149,12 @@ impl Request {
     pub fn server_error(&self) -> bool {
         self.failed || self.status.is_some_and(|s| s >= 500)
     }
+
+    /// Whether the server answered it: no server error, and an answer was sent at all (Envoy
+    /// writes status 0 when none was: the client left, a reset).
+    pub fn answered(&self) -> bool {
+        !self.server_error() && self.status != Some(0)
+    }
 }
 
 /// Shares the replica, model and finish-reason strings of a file's records: a million
