@@ -21,6 +21,13 @@ if [ ! -d deploy/check/node_modules ]; then
   npm ci --prefix deploy/check --no-audit --no-fund --silent
 fi
 
+# The Grafana Foundation SDK's dashboard types deploy/grafana is checked against
+# (tests/grafana.rs), from PyPI, pinned.
+if [ ! -d deploy/check/python/grafana_foundation_sdk ]; then
+  python3 -m pip install --quiet --disable-pip-version-check --target deploy/check/python \
+    'grafana-foundation-sdk==1769699998!10.1.0'
+fi
+
 cargo test --workspace --all-targets
 cargo run --quiet -- rules check
 cargo run --quiet -- rules test fixtures

@@ -6,6 +6,7 @@ mod export;
 mod fixtures;
 mod fuzz_replay;
 mod gateway;
+mod grafana;
 mod inputs;
 mod layout;
 mod live;

@@ -13,6 +13,9 @@ use crate::rules::load_rules;
 pub enum ExportFormat {
     /// Prometheus alerting rules (YAML, for `rule_files`).
     Prometheus,
+    /// Grafana dashboards (JSON), one per engine: the signals the diagnosis reads, with the
+    /// playbooks' thresholds.
+    Grafana,
 }
 
 /// How `rules explain` writes.
@@ -62,7 +65,8 @@ pub enum RulesCommand {
         #[arg(long)]
         rules: Option<PathBuf>,
     },
-    /// Export alerting rules for every symptom, per engine (only `prometheus` for now).
+    /// Export alerting rules for every symptom (`prometheus`), or dashboards of the signals the
+    /// diagnosis reads (`grafana`), per engine.
     Export {
         /// Rule format.
         #[arg(value_enum)]
@@ -70,7 +74,7 @@ pub enum RulesCommand {
         /// Only this engine (vllm, sglang, tgi, trtllm, llamacpp).
         #[arg(long)]
         engine: Option<String>,
-        /// Range of rates and window functions in the rules.
+        /// Range of rates and window functions in the rules; a dashboard's default window.
         // Text, not a parsed duration: it goes into the rules as written.
         #[arg(long, default_value = "5m", value_parser = super::parse::positive_duration_text)]
         window: String,
@@ -81,6 +85,13 @@ pub enum RulesCommand {
         /// the pages with `llm-doctor rules explain ID --format markdown`.
         #[arg(long, default_value = "runbooks/{id}.md")]
         runbook_url: String,
+        /// Dashboards: the Prometheus datasource selected by default (by name).
+        #[arg(long)]
+        datasource: Option<String>,
+        /// Dashboards: write one file per engine (`llm-doctor-<adapter>.json`) into this
+        /// directory instead of one dashboard to standard output.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
         /// Extra or overriding rules directory.
         #[arg(long)]
         rules: Option<PathBuf>,
@@ -121,21 +132,39 @@ pub fn run(cmd: RulesCommand) -> Result<Outcome> {
             })
         }
         RulesCommand::Export {
-            format: ExportFormat::Prometheus,
+            format,
             engine,
             window,
             for_,
             runbook_url,
+            datasource,
+            out,
             rules,
         } => {
             let rules = load_rules(rules.as_deref())?;
-            ok(crate::export::export_prometheus(
-                &rules,
-                engine.as_deref(),
-                &window,
-                &for_,
-                &runbook_url,
-            )?)
+            match format {
+                ExportFormat::Prometheus => {
+                    if out.is_some() || datasource.is_some() {
+                        bail!("--out and --datasource are options of `rules export grafana`");
+                    }
+                    ok(crate::export::export_prometheus(
+                        &rules,
+                        engine.as_deref(),
+                        &window,
+                        &for_,
+                        &runbook_url,
+                    )?)
+                }
+                ExportFormat::Grafana => {
+                    let dashboards = crate::export::grafana::export_grafana(
+                        &rules,
+                        engine.as_deref(),
+                        &window,
+                        datasource.as_deref(),
+                    )?;
+                    ok(write_dashboards(&dashboards, out.as_deref())?)
+                }
+            }
         }
         RulesCommand::Graph { format, rules } => {
             let rules = load_rules(rules.as_deref())?;
@@ -145,6 +174,37 @@ pub fn run(cmd: RulesCommand) -> Result<Outcome> {
             ))
         }
     }
+}
+
+/// The dashboards as files in `out`, listed; or the one dashboard as it is.
+fn write_dashboards(
+    dashboards: &[crate::export::grafana::Dashboard],
+    out: Option<&std::path::Path>,
+) -> Result<String> {
+    let Some(dir) = out else {
+        return match dashboards {
+            [one] => Ok(format!("{}\n", serde_json::to_string_pretty(&one.json)?)),
+            several => {
+                let names: Vec<&str> = several.iter().map(|d| d.adapter.as_str()).collect();
+                bail!(
+                    "{} dashboards ({}): choose one with --engine, or write them all with --out DIR",
+                    names.len(),
+                    names.join(", ")
+                )
+            }
+        };
+    };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| anyhow::anyhow!("creating `{}`: {e}", dir.display()))?;
+    let mut listed = String::new();
+    for d in dashboards {
+        let path = dir.join(format!("llm-doctor-{}.json", d.adapter));
+        let text = format!("{}\n", serde_json::to_string_pretty(&d.json)?);
+        std::fs::write(&path, text)
+            .map_err(|e| anyhow::anyhow!("writing `{}`: {e}", path.display()))?;
+        listed.push_str(&format!("{}\n", path.display()));
+    }
+    Ok(listed)
 }
 
 /// `rules test`: every fixture in `dir`, one line each; exit code 1 when one fails.

@@ -90,6 +90,19 @@ pub enum Threshold {
     Slot(Slot),
 }
 
+/// A threshold a condition compares a signal with, see [`Condition::threshold_lines`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ThresholdLine {
+    /// The signal compared.
+    pub signal: Slot,
+    /// The operator, oriented so that the signal is on the left.
+    pub op: &'static str,
+    /// The threshold's value.
+    pub value: f64,
+    /// The SLO or fact the threshold is, when it is one alone.
+    pub slot: Option<Slot>,
+}
+
 /// A compiled condition or number expression, ready to evaluate.
 #[derive(Clone, Debug)]
 pub struct Condition {
@@ -173,6 +186,45 @@ impl Condition {
         })
     }
 
+    /// The lines a chart of the condition's signals can draw: each top-level conjunct (`a > 1
+    /// and (b or c) and d >= 2 * slo.x` gives `a > 1` and `d >= 2 * slo.x`) that compares a
+    /// signal, or a `*_over_time` of one, with an expression of no signal, that expression
+    /// valued with `env`'s SLOs and facts. Empty for a number expression.
+    pub fn threshold_lines(&self, env: &dyn Env) -> Vec<ThresholdLine> {
+        let Root::Bool(b) = &self.root else {
+            return Vec::new();
+        };
+        let env = WithoutSignals(env);
+        let mut out = Vec::new();
+        let mut stack = vec![b];
+        while let Some(e) = stack.pop() {
+            match e {
+                BoolExpr::And(l, r) => {
+                    stack.push(r);
+                    stack.push(l);
+                }
+                BoolExpr::CmpNum(op, lhs, rhs) => {
+                    let line = match (signal_of(lhs), signal_of(rhs)) {
+                        (Some(s), None) => rhs.eval(&env).map(|v| (s, *op, v, rhs)),
+                        (None, Some(s)) => lhs.eval(&env).map(|v| (s, op.flipped(), v, lhs)),
+                        _ => None,
+                    };
+                    out.extend(line.map(|(signal, op, value, other)| ThresholdLine {
+                        signal,
+                        op: op.text(),
+                        value,
+                        slot: match other {
+                            NumExpr::Load(s) => Some(*s),
+                            _ => None,
+                        },
+                    }));
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
     /// The source text the expression was compiled from.
     pub fn source(&self) -> &str {
         &self.src
@@ -181,6 +233,30 @@ impl Condition {
     /// Whether this was compiled with [`Condition::compile_number`].
     pub fn is_number(&self) -> bool {
         matches!(self.root, Root::Number(_))
+    }
+}
+
+/// The signal a comparison's side names: the signal itself or a `*_over_time` of it.
+fn signal_of(e: &NumExpr) -> Option<Slot> {
+    match e {
+        NumExpr::Load(s @ Slot::Signal(_)) | NumExpr::OverTime(_, s @ Slot::Signal(_)) => Some(*s),
+        _ => None,
+    }
+}
+
+/// An environment's SLOs and facts without its signals: what a threshold may read.
+struct WithoutSignals<'a>(&'a dyn Env);
+
+impl Env for WithoutSignals<'_> {
+    fn get(&self, slot: Slot) -> Option<Input<'_>> {
+        match slot {
+            Slot::Signal(_) => None,
+            s => self.0.get(s),
+        }
+    }
+
+    fn stats(&self, _: Slot) -> Option<WindowStats> {
+        None
     }
 }
 
@@ -324,6 +400,44 @@ mod tests {
         assert_eq!(simple("max_over_time(queue_depth) > 5"), None);
         let n = Condition::compile_number("queue_depth", &scope()).unwrap();
         assert_eq!(n.simple_comparison(), None);
+    }
+
+    #[test]
+    fn threshold_lines_are_the_top_level_conjuncts_valued() {
+        struct Slos;
+        impl Env for Slos {
+            fn get(&self, slot: Slot) -> Option<Input<'_>> {
+                match slot {
+                    Slot::Slo(0) => Some(Input::Number(2.0)),
+                    Slot::Signal(_) => Some(Input::Number(1.0)),
+                    _ => None,
+                }
+            }
+            fn stats(&self, _: Slot) -> Option<WindowStats> {
+                None
+            }
+        }
+        let c = Condition::compile(
+            "max_over_time(kv_cache_usage_ratio) > 95% and (queue_depth > 1 or queue_depth < 0) and 4 * slo.ttft_p99_seconds < ttft_p99_seconds and queue_depth > running_requests and not queue_depth > 5",
+            &scope(),
+        )
+        .unwrap();
+        let lines: Vec<(Slot, &str, f64, Option<Slot>)> = c
+            .threshold_lines(&Slos)
+            .iter()
+            .map(|l| (l.signal, l.op, l.value, l.slot))
+            .collect();
+        assert_eq!(
+            lines,
+            vec![
+                (Slot::Signal(1), ">", 0.95, None),
+                (Slot::Signal(10), ">", 8.0, None),
+            ]
+        );
+        let c = Condition::compile("ttft_p99_seconds > slo.ttft_p99_seconds", &scope()).unwrap();
+        assert_eq!(c.threshold_lines(&Slos)[0].slot, Some(Slot::Slo(0)));
+        let c = Condition::compile("queue_depth > 1 or queue_depth < 0", &scope()).unwrap();
+        assert!(c.threshold_lines(&Slos).is_empty());
     }
 
     #[test]

@@ -65,5 +65,6 @@ mod targets;
 
 pub use assemble::LiveResult;
 pub use http::{split_credentials, LiveOptions, PromAuth, DEFAULT_CONCURRENCY};
-pub use prepare::prepare_from_prometheus;
+pub use plan::{discovery_selector, gauge_fact_query, signal_query, SignalQuery};
+pub use prepare::{prepare_from_prometheus, triage_window};
 pub use record::{range_from_prometheus, record_from_prometheus, RangeSet};

@@ -177,21 +177,10 @@ impl Plan<'_> {
                 }
                 // Every Prometheus series has an instance; without one, no restriction.
                 if !instances.contains("") {
-                    let alternatives: Vec<String> =
-                        instances.iter().map(|i| regex_quote(i)).collect();
-                    matchers = format!("instance=~\"{}\"", escape(&alternatives.join("|")));
+                    matchers = instance_matcher(&instances);
                 }
             }
         }
-        let by: &[&str] = if engine { ENGINE_BY } else { JOIN_LABELS };
-        let options = |stat| promql::QueryOptions {
-            window: &self.window,
-            by,
-            matchers: &matchers,
-            stat,
-            picks: &a.picks,
-            ..promql::QueryOptions::default()
-        };
         // Picks a fact names become plain matchers; the others are chosen by the query itself.
         let named: crate::signal::adapter::spec::Picks = a
             .picks
@@ -204,54 +193,18 @@ impl Plan<'_> {
             .collect();
         let mut out = Vec::new();
         for (name, written) in &a.signals {
-            if matches!(written, Expr::Const(_)) {
-                continue;
-            }
-            if from_samples(written) {
-                let purpose = Purpose::Samples(i, name.clone());
-                if from_bucket_rates(written) {
-                    let promql = bucket_rates_query(written, &matchers, &self.window, by);
-                    // Shown as the quantile it is, where PromQL has one.
-                    let shown = if promql::expressible(written) {
-                        promql::compile(written, &options(Stat::Last))
-                    } else {
-                        promql.clone()
-                    };
-                    out.push(Query {
-                        purpose,
-                        promql,
-                        shown,
-                        shared_with: Vec::new(),
-                    });
-                } else {
-                    let promql = raw_samples_query(written, &matchers, &self.window);
-                    out.push(Query::new(purpose, promql));
-                }
-                continue;
-            }
-            let Ok(expr) = written.with_picks(&named) else {
+            let Some(q) = signal_query(a, written, &named, &self.window, &matchers) else {
                 continue;
             };
-            let expr = &expr;
-            let shown = promql::compile(expr, &options(Stat::Last));
-            let promql = if reads_gauge(expr) {
-                STATS
-                    .iter()
-                    .map(|(stat, mark)| {
-                        format!(
-                            "label_replace({}, \"{STAT_LABEL}\", \"{mark}\", \"\", \"\")",
-                            promql::compile(expr, &options(*stat))
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" or ")
+            let purpose = if q.from_samples {
+                Purpose::Samples(i, name.clone())
             } else {
-                shown.clone()
+                Purpose::Signal(i, name.clone())
             };
             out.push(Query {
-                purpose: Purpose::Signal(i, name.clone()),
-                promql,
-                shown,
+                purpose,
+                promql: q.promql,
+                shown: q.shown,
                 shared_with: Vec::new(),
             });
         }
@@ -259,12 +212,137 @@ impl Plan<'_> {
             for (fact, selector) in &a.gauge_facts {
                 out.push(Query::new(
                     Purpose::GaugeFact(i, fact.clone()),
-                    promql::compile(&gauge_fact_expr(selector), &options(Stat::Last)),
+                    gauge_fact_query(a, selector, &self.window, &matchers),
                 ));
             }
         }
         merge_identical(out)
     }
+}
+
+/// The matcher that restricts engine queries to the selected replicas' instances, written as
+/// Grafana writes a multi-value variable into a regex matcher (each value quoted, several in
+/// parentheses), so that a dashboard's panel with those replicas selected sends a triage's bytes.
+fn instance_matcher(instances: &BTreeSet<&str>) -> String {
+    let alternatives: Vec<String> = instances.iter().map(|i| regex_quote(i)).collect();
+    let regex = match alternatives.as_slice() {
+        [one] => one.clone(),
+        several => format!("({})", several.join("|")),
+    };
+    format!("instance=~\"{}\"", escape(&regex))
+}
+
+/// A signal's query in a triage: what is sent, and what is shown as the value's source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignalQuery {
+    /// The PromQL sent.
+    pub promql: String,
+    /// The PromQL shown as the value's source: the value's own PromQL form where it has one
+    /// (a histogram's quantile, a gauge's last value), even when the value is computed here
+    /// from the bucket rates or the raw samples `promql` asks for.
+    pub shown: String,
+    /// Whether the value is computed here from the answer's buckets or samples (see
+    /// [`from_samples`]) rather than read from it.
+    pub from_samples: bool,
+}
+
+/// The labels an adapter's queries keep: the replica for engines, the join labels for exporters.
+fn aggregation_labels(a: &AdapterSpec) -> &'static [&'static str] {
+    if a.kind == AdapterKind::Engine {
+        ENGINE_BY
+    } else {
+        JOIN_LABELS
+    }
+}
+
+/// The query a triage sends for signal `written` of adapter `a` over `window` (a PromQL
+/// duration), with the picks a fact names already resolved (`named`) and `matchers` added to
+/// engine selectors; None for a constant or a pick that cannot be resolved. Shared with the
+/// dashboards `rules export grafana` writes, whose panels must show what a triage judged.
+pub fn signal_query(
+    a: &AdapterSpec,
+    written: &Expr,
+    named: &crate::signal::adapter::spec::Picks,
+    window: &str,
+    matchers: &str,
+) -> Option<SignalQuery> {
+    if matches!(written, Expr::Const(_)) {
+        return None;
+    }
+    let by = aggregation_labels(a);
+    let matchers = if a.kind == AdapterKind::Engine {
+        matchers
+    } else {
+        ""
+    };
+    let options = |stat| promql::QueryOptions {
+        window,
+        by,
+        matchers,
+        stat,
+        picks: &a.picks,
+        ..promql::QueryOptions::default()
+    };
+    if from_samples(written) {
+        let promql = if from_bucket_rates(written) {
+            bucket_rates_query(written, matchers, window, by)
+        } else {
+            raw_samples_query(written, matchers, window)
+        };
+        // Shown as the quantile (or last value) it is, where PromQL has one.
+        let shown = if promql::expressible(written) {
+            promql::compile(written, &options(Stat::Last))
+        } else {
+            promql.clone()
+        };
+        return Some(SignalQuery {
+            promql,
+            shown,
+            from_samples: true,
+        });
+    }
+    let expr = written.with_picks(named).ok()?;
+    let shown = promql::compile(&expr, &options(Stat::Last));
+    let promql = if reads_gauge(&expr) {
+        STATS
+            .iter()
+            .map(|(stat, mark)| {
+                format!(
+                    "label_replace({}, \"{STAT_LABEL}\", \"{mark}\", \"\", \"\")",
+                    promql::compile(&expr, &options(*stat))
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" or ")
+    } else {
+        shown.clone()
+    };
+    Some(SignalQuery {
+        promql,
+        shown,
+        from_samples: false,
+    })
+}
+
+/// The query a triage sends for an engine's gauge fact (its largest value in the window's
+/// last sample).
+pub fn gauge_fact_query(
+    a: &AdapterSpec,
+    selector: &SeriesSelector,
+    window: &str,
+    matchers: &str,
+) -> String {
+    promql::compile(
+        &gauge_fact_expr(selector),
+        &promql::QueryOptions {
+            window,
+            by: aggregation_labels(a),
+            matchers,
+            stat: Stat::Last,
+            picks: &a.picks,
+            ..promql::QueryOptions::default()
+        },
+    )
 }
 
 /// Whether a signal is computed by the file reader's own evaluation, from its histograms'
@@ -392,10 +470,19 @@ fn discovery_labels(a: &AdapterSpec) -> Vec<&str> {
 /// prefix: node_exporter alone exports hundreds of metrics per host that no signal reads, and
 /// the discovery query was the slowest of a triage, which every signal query waits for.
 fn discovery_query(a: &AdapterSpec) -> String {
-    let mut names: BTreeSet<String> = BTreeSet::new();
+    format!(
+        "count by ({}) ({})",
+        discovery_labels(a).join(", "),
+        discovery_selector(a)
+    )
+}
+
+/// The selector of the metrics an adapter's discovery counts (see [`discovery_query`]).
+pub fn discovery_selector(a: &AdapterSpec) -> String {
     // A replica is found by its engine's own metrics: names every job has (`up`, the process
     // collector's) would make a target of each job.
     let own = |n: &str| a.detect.is_empty() || a.detect.iter().any(|p| n.starts_with(p.as_str()));
+    let mut names: BTreeSet<String> = BTreeSet::new();
     for expr in a.signals.values() {
         for n in expr.metric_names().into_iter().filter(|n| own(n)) {
             names.insert(regex_quote(n));
@@ -410,11 +497,7 @@ fn discovery_query(a: &AdapterSpec) -> String {
     } else {
         names.into_iter().collect()
     };
-    format!(
-        "count by ({}) ({{__name__=~\"{}\"}})",
-        discovery_labels(a).join(", "),
-        escape(&alternatives.join("|"))
-    )
+    format!("{{__name__=~\"{}\"}}", escape(&alternatives.join("|")))
 }
 
 /// Sends every query: the initial ones at once, each adapter's signals as soon as its

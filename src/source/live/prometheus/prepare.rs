@@ -44,8 +44,7 @@ pub fn prepare_from_prometheus(
 
     let plan = Plan {
         adapters: &adapters,
-        // Left-open as the reader's window, on Prometheus 2 too (see `promql::QueryOptions::window`).
-        window: prom_duration(opts.window_ms - 1),
+        window: triage_window(opts.window_ms),
         selector: opts.selector.as_ref(),
         facts: &opts.facts,
     };
@@ -70,6 +69,13 @@ pub fn prepare_from_prometheus(
         lifetime: false,
     };
     assemble(rules, &plan, answers, frame, &user, opts)
+}
+
+/// The range a triage over a window of `window_ms` writes into its queries: one millisecond
+/// short, left-open as the reader's window on Prometheus 2 too (see
+/// `promql::QueryOptions::window`).
+pub fn triage_window(window_ms: i64) -> String {
+    prom_duration(window_ms - 1)
 }
 
 /// A window in milliseconds as a PromQL duration, in the largest exact unit.

@@ -12,10 +12,10 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Result};
 use llm_doctor_engine::condition::promql::{Exported, PromqlScope, SignalStat};
-use llm_doctor_engine::condition::{Env, Input, Slot, WindowStats};
-use llm_doctor_engine::FactValue;
+use llm_doctor_engine::condition::{Env, Slot};
 use serde::Serialize;
 
+use super::{camel, engine_facts, Defaults};
 use crate::rules::Rules;
 use crate::signal::adapter::eval::Stat;
 use crate::signal::adapter::{AdapterKind, AdapterSpec};
@@ -30,8 +30,7 @@ struct Scope<'a> {
     rules: &'a Rules,
     engine: &'a AdapterSpec,
     window: &'a str,
-    facts: BTreeMap<usize, FactValue>,
-    slos: Vec<f64>,
+    defaults: Defaults,
 }
 
 impl PromqlScope for Scope<'_> {
@@ -86,25 +85,7 @@ impl PromqlScope for Scope<'_> {
     }
 
     fn constants(&self) -> &dyn Env {
-        self
-    }
-}
-
-impl Env for Scope<'_> {
-    fn get(&self, slot: Slot) -> Option<Input<'_>> {
-        match slot {
-            Slot::Fact(i) => self.facts.get(&i).map(|f| match f {
-                FactValue::Number(n) => Input::Number(*n),
-                FactValue::Str(s) => Input::Str(s),
-                FactValue::Bool(b) => Input::Bool(*b),
-            }),
-            Slot::Slo(i) => self.slos.get(i).map(|v| Input::Number(*v)),
-            Slot::Signal(_) => None,
-        }
-    }
-
-    fn stats(&self, _: Slot) -> Option<WindowStats> {
-        None
+        &self.defaults
     }
 }
 
@@ -127,38 +108,6 @@ struct AlertRule {
     for_: String,
     labels: BTreeMap<String, String>,
     annotations: BTreeMap<String, String>,
-}
-
-fn camel(id: &str) -> String {
-    id.split('_')
-        .map(|w| {
-            let mut c = w.chars();
-            c.next()
-                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
-                .unwrap_or_default()
-        })
-        .collect()
-}
-
-fn engine_facts(rules: &Rules, engine: &AdapterSpec) -> BTreeMap<usize, FactValue> {
-    let mut facts = BTreeMap::new();
-    facts.insert(
-        rules.catalog.fact("engine").unwrap_or(0),
-        FactValue::Str(engine.engine_name().to_string()),
-    );
-    for (name, value) in &engine.defaults {
-        let Some(i) = rules.catalog.fact(name) else {
-            continue;
-        };
-        let v = match value {
-            serde_yaml::Value::Bool(b) => FactValue::Bool(*b),
-            serde_yaml::Value::Number(n) => FactValue::Number(n.as_f64().unwrap_or(f64::NAN)),
-            serde_yaml::Value::String(s) => FactValue::Str(s.clone()),
-            _ => continue,
-        };
-        facts.insert(i, v);
-    }
-    facts
 }
 
 /// The rule file (YAML) for every engine, or one (`engine`, by engine name).
@@ -189,8 +138,10 @@ pub fn export_prometheus(
             rules,
             engine: a,
             window,
-            facts: engine_facts(rules, a),
-            slos: slos.clone(),
+            defaults: Defaults {
+                facts: engine_facts(rules, a),
+                slos: slos.clone(),
+            },
         };
         let mut out = Vec::new();
         for s in &rules.playbook.symptoms {
