@@ -111,15 +111,25 @@ fn the_configmap_configuration_starts_serve() {
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("receiver-token");
     std::fs::write(&token, "t0ken\n").unwrap();
-    let local = config.replace("0.0.0.0:9095", "127.0.0.1:0").replace(
-        "/etc/llm-doctor/secret/receiver-token",
-        token.to_str().unwrap(),
-    );
+    let local = config
+        .replace("0.0.0.0:9095", "127.0.0.1:0")
+        .replace(
+            "/etc/llm-doctor/secret/receiver-token",
+            token.to_str().unwrap(),
+        )
+        .replace("llm-doctor-peers.monitoring.svc:9095", "localhost:9095");
     assert_ne!(local, config, "the test no longer rewrites the addresses");
     let path = dir.path().join("doctor.yaml");
     std::fs::write(&path, local).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_llm-doctor"))
-        .args(["serve", "--config", path.to_str().unwrap()])
+        // As the Deployment runs it, its pod IP advertised.
+        .args([
+            "serve",
+            "--config",
+            path.to_str().unwrap(),
+            "--advertise",
+            "http://127.0.0.1:9095",
+        ])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -131,4 +141,51 @@ fn the_configmap_configuration_starts_serve() {
     let _ = child.kill();
     let _ = child.wait();
     assert!(first_line.contains("is listening"), "{first_line}");
+}
+
+/// The replicas find each other: `peers.dns` names the headless Service of the Deployment's
+/// pods, and each replica advertises its pod IP.
+#[test]
+fn the_replicas_are_peers_through_a_headless_service() {
+    let text = std::fs::read_to_string(root().join(MANIFESTS[0])).unwrap();
+    let docs: Vec<serde_yaml::Value> = text
+        .split("\n---\n")
+        .map(|d| serde_yaml::from_str(d).unwrap())
+        .collect();
+    let named = |kind: &str, name: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{kind} {name}"))
+    };
+    let config = named("ConfigMap", "llm-doctor-config")["data"]["doctor.yaml"]
+        .as_str()
+        .unwrap();
+    assert!(
+        config.contains("dns: llm-doctor-peers.monitoring.svc:9095"),
+        "{config}"
+    );
+    let peers = named("Service", "llm-doctor-peers");
+    assert_eq!(peers["spec"]["clusterIP"], "None");
+    let deployment = named("Deployment", "llm-doctor");
+    assert!(deployment["spec"]["replicas"].as_u64().unwrap() >= 2);
+    assert_eq!(
+        peers["spec"]["selector"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        args.windows(2)
+            .any(|w| w == ["--advertise", "http://$(POD_IP):9095"]),
+        "{args:?}"
+    );
+    assert_eq!(
+        container["env"][0]["valueFrom"]["fieldRef"]["fieldPath"],
+        "status.podIP"
+    );
 }

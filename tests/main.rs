@@ -18,4 +18,5 @@ mod promql;
 mod scrape;
 mod serve;
 mod serve_e2e;
+mod serve_peers;
 mod support;

@@ -108,7 +108,7 @@ fn example_config_parses() {
     let rules = rules();
     let ids = rules.playbook.symptom_ids();
     let path = crate::support::root().join("examples/doctor.yaml");
-    let s = config::load(&path, &ids).unwrap_or_else(|e| panic!("{e:#}"));
+    let s = config::load(&path, &ids, None).unwrap_or_else(|e| panic!("{e:#}"));
     assert_eq!(s.listen.to_string(), "127.0.0.1:9095");
     assert_eq!(s.sinks.len(), 1);
     assert_eq!(s.sinks[0].url, "http://127.0.0.1:8080/hook");
@@ -1045,4 +1045,154 @@ fn the_log_is_json_lines_with_log_format_json() {
             .any(|l| l.contains("\"message\":\"shutting down: finishing the requests in flight\"")),
         "{rest:?}"
     );
+}
+
+/// `FIRING` with its group key changed to `key`.
+fn firing_in_group(key: &str) -> String {
+    FIRING.replace(
+        "\"groupKey\": \"{}:{alertname=\\\"HighTTFT\\\"}\"",
+        &format!("\"groupKey\": \"{key}\""),
+    )
+}
+
+/// A group key of `FIRING` whose owner among `peers` is `owner`.
+fn group_owned_by(owner: &str, peers: &[String]) -> String {
+    (0..)
+        .map(|i| format!("group-{i}"))
+        .find(|key| {
+            let (_, group) =
+                serve::payload::parse(firing_in_group(key).as_bytes()).expect("payload");
+            serve::peers::order(&group.identity(), peers)[0] == owner
+        })
+        .unwrap()
+}
+
+/// A receiver among peers: a notification owned by a peer that cannot be reached is handled
+/// here (the next in the order); one forwarded here is handled here, whoever owns it; one this
+/// receiver owns is never sent anywhere.
+#[test]
+fn peers_fall_back_to_the_next_when_the_owner_is_unreachable() {
+    runtime().block_on(async {
+        let (sink, sink_url) = Sink::start(0).await;
+        let down = closed_url();
+        let own = "http://this-receiver.invalid:9095".to_string();
+        let peers = vec![own.clone(), down.clone()];
+        let yaml = minimal(
+            &format!("peers:\n  urls: [{own}, {down}]\n  self: {own}\n  timeout: 2s\n"),
+            &closed_url(),
+            &format!("  - type: webhook\n    url: {sink_url}/hook\n"),
+        );
+        let app = app(&yaml);
+        let r = || serve::router(app.clone());
+        let metric = |text: &str, outcome: &str| {
+            text.lines()
+                .find(|l| {
+                    l.starts_with(&format!(
+                        "llm_doctor_peer_forwards_total{{outcome=\"{outcome}\"}}"
+                    ))
+                })
+                .map(|l| l.rsplit(' ').next().unwrap().to_string())
+                .unwrap_or_default()
+        };
+        let metrics = || async {
+            let get = Request::get("/metrics").body(Body::empty()).unwrap();
+            oneshot(r(), get).await.1
+        };
+
+        let theirs = firing_in_group(&group_owned_by(&down, &peers));
+        let (code, body) = oneshot(r(), post(&theirs, None)).await;
+        assert_eq!(code, StatusCode::OK, "{body}");
+        assert_eq!(sink.received().len(), 1);
+        assert_eq!(metric(&metrics().await, "unreachable"), "1");
+
+        let ours = firing_in_group(&group_owned_by(&own, &peers));
+        let (code, body) = oneshot(r(), post(&ours, None)).await;
+        assert_eq!(code, StatusCode::OK, "{body}");
+        assert_eq!(sink.received().len(), 2);
+        assert_eq!(
+            metric(&metrics().await, "unreachable"),
+            "1",
+            "not forwarded"
+        );
+
+        // Forwarded by another receiver: handled here, not passed on again.
+        let other = firing_in_group(&group_owned_by(&down, &peers).replace("group", "other"));
+        let mut forwarded = post(&other, None);
+        forwarded.headers_mut().insert(
+            serve::peers::FORWARDED_HEADER,
+            axum::http::HeaderValue::from_static("1"),
+        );
+        let (code, body) = oneshot(r(), forwarded).await;
+        assert_eq!(code, StatusCode::OK, "{body}");
+        assert_eq!(sink.received().len(), 3);
+        assert_eq!(
+            metric(&metrics().await, "unreachable"),
+            "1",
+            "not forwarded"
+        );
+    });
+}
+
+#[test]
+fn peers_configuration_errors_name_the_field() {
+    let rules = rules();
+    let ids = rules.playbook.symptom_ids();
+    let base = "listen: 127.0.0.1:1\nprometheus: {url: 'http://x'}\nsinks: [{type: webhook, url: 'http://y'}]\n";
+    for (peers, problem) in [
+        (
+            "peers: {urls: ['http://a:1']}",
+            "`peers.self`: this receiver's own URL",
+        ),
+        (
+            "peers: {urls: ['http://a:1'], dns: 'a:1', self: 'http://a:1'}",
+            "`peers`: give `urls` or `dns`, one of them",
+        ),
+        (
+            "peers: {dns: 'llm-doctor-peers', self: 'http://a:1'}",
+            "`peers.dns`: `llm-doctor-peers` is not HOST:PORT",
+        ),
+        (
+            "peers: {urls: ['ftp://a:1'], self: 'http://a:1'}",
+            "`peers.urls[0]`: `ftp://a:1`: scheme `ftp`",
+        ),
+    ] {
+        let e = config::parse(&format!("{base}{peers}\n"), "doctor.yaml", &ids).unwrap_err();
+        let e = format!("{e:#}");
+        assert!(e.contains(problem), "{peers}: {e}");
+    }
+    let ok = config::parse(
+        &format!("{base}peers: {{dns: 'llm-doctor-peers.monitoring.svc:9095', self: 'http://10.0.0.7:9095/'}}\n"),
+        "doctor.yaml",
+        &ids,
+    )
+    .unwrap();
+    let peers = ok.peers.unwrap();
+    assert_eq!(peers.self_url, "http://10.0.0.7:9095");
+    assert_eq!(
+        peers.list,
+        config::PeerList::Dns {
+            host: "llm-doctor-peers.monitoring.svc".to_string(),
+            port: 9095
+        }
+    );
+}
+
+/// `serve --advertise URL` names this receiver among its peers over `peers.self`, and needs
+/// `peers:`.
+#[test]
+fn advertise_sets_this_receivers_url_among_its_peers() {
+    let rules = rules();
+    let ids = rules.playbook.symptom_ids();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("doctor.yaml");
+    let base = "listen: 127.0.0.1:1\nprometheus: {url: 'http://x'}\nsinks: [{type: webhook, url: 'http://y'}]\n";
+    std::fs::write(&path, format!("{base}peers: {{dns: 'peers:9095'}}\n")).unwrap();
+    let s = config::load(&path, &ids, Some("http://10.1.2.3:9095")).unwrap();
+    assert_eq!(s.peers.unwrap().self_url, "http://10.1.2.3:9095");
+    std::fs::write(&path, base).unwrap();
+    let e = format!(
+        "{:#}",
+        config::load(&path, &ids, Some("http://10.1.2.3:9095")).unwrap_err()
+    );
+    assert!(e.contains("has no `peers:`"), "{e}");
 }

@@ -31,7 +31,7 @@ const POLL: Duration = Duration::from_millis(100);
 /// How long `llm-doctor serve` may take to answer `/healthz`.
 const SERVE_READY: Duration = Duration::from_secs(20);
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -40,7 +40,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Polls `check` until it gives a value; panics with `what` and `context()` past `timeout`.
-fn wait_for<T>(
+pub(crate) fn wait_for<T>(
     what: &str,
     timeout: Duration,
     mut check: impl FnMut() -> Option<T>,
@@ -67,14 +67,14 @@ struct SinkState {
     accepted: Mutex<Vec<Value>>,
 }
 
-struct Sink {
-    url: String,
+pub(crate) struct Sink {
+    pub(crate) url: String,
     state: Arc<SinkState>,
 }
 
 impl Sink {
     /// Serves on a free port of 127.0.0.1 within `rt`; stops when `rt` is dropped.
-    fn start(rt: &tokio::runtime::Runtime, refusals: usize) -> Sink {
+    pub(crate) fn start(rt: &tokio::runtime::Runtime, refusals: usize) -> Sink {
         let state = Arc::new(SinkState {
             refusals,
             ..SinkState::default()
@@ -104,7 +104,7 @@ impl Sink {
         Sink { url, state }
     }
 
-    fn accepted(&self) -> Vec<Value> {
+    pub(crate) fn accepted(&self) -> Vec<Value> {
         self.state.accepted.lock().unwrap().clone()
     }
 
@@ -120,8 +120,8 @@ impl Sink {
 }
 
 /// The real `llm-doctor serve` on 127.0.0.1; SIGTERM (then SIGKILL) and reaped on drop.
-struct Serve {
-    url: String,
+pub(crate) struct Serve {
+    pub(crate) url: String,
     child: Child,
     log_path: PathBuf,
     _dir: tempfile::TempDir,
@@ -130,7 +130,7 @@ struct Serve {
 impl Serve {
     /// Starts `binary serve` with `config` (a YAML whose `listen` is `127.0.0.1:{port}`) and
     /// waits until `/healthz` answers.
-    fn start(binary: &Path, port: u16, config: &str) -> Serve {
+    pub(crate) fn start(binary: &Path, port: u16, config: &str) -> Serve {
         let dir = tempfile::tempdir().unwrap();
         let config_path = dir.path().join("doctor.yaml");
         std::fs::write(&config_path, config).unwrap();
@@ -184,7 +184,7 @@ impl Serve {
     }
 
     /// The last 8 KiB of its log.
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         let text = std::fs::read_to_string(&self.log_path).unwrap_or_default();
         let cut = text.len().saturating_sub(8 * 1024);
         let start = (cut..=text.len())
@@ -216,7 +216,7 @@ impl Drop for Serve {
     }
 }
 
-fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
         .no_proxy()
@@ -226,7 +226,7 @@ fn client() -> reqwest::Client {
 }
 
 /// RFC 3339 (UTC, seconds) of `ms` since the epoch.
-fn rfc3339(ms: i64) -> String {
+pub(crate) fn rfc3339(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Civil from days (Howard Hinnant's algorithm).
@@ -272,7 +272,7 @@ receivers:
 }
 
 /// The accepted notifications' alerts with their `groupKey`, in arrival order.
-fn alerts_of(notifications: &[Value]) -> Vec<(String, Value)> {
+pub(crate) fn alerts_of(notifications: &[Value]) -> Vec<(String, Value)> {
     notifications
         .iter()
         .flat_map(|n| {

@@ -5,7 +5,7 @@ use super::config::Settings;
 use super::deliveries::Deliveries;
 use super::metrics::Metrics;
 use super::triage::{Triage, TriageOutcome};
-use super::{bounded, queue, sink_health, triage};
+use super::{bounded, peers, queue, sink_health, triage};
 use crate::http::Trust;
 use crate::rules::Rules;
 use crate::source::live::prometheus::LiveOptions;
@@ -38,6 +38,8 @@ pub struct App {
     pub(super) queue: queue::Queue,
     /// Whether the delivery workers run (started with the first router, inside a runtime).
     pub(super) workers_started: AtomicBool,
+    /// The receivers side by side, when several.
+    pub(super) peers: Option<peers::Peers>,
 }
 
 impl App {
@@ -66,6 +68,7 @@ impl App {
             settings.prometheus_url.starts_with("https:"),
         ))?;
         let queue_capacity = settings.queue_capacity;
+        let settings_peers = settings.peers.clone();
         let dedupe_ttl = settings.dedupe_ttl;
         let sink_health =
             sink_health::SinkHealth::new(settings.sinks.len(), settings.initial_backoff);
@@ -88,6 +91,7 @@ impl App {
             sink_health,
             queue: queue::Queue::new(queue_capacity),
             workers_started: AtomicBool::new(false),
+            peers: settings_peers.map(peers::Peers::new),
         }))
     }
 

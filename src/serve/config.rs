@@ -45,6 +45,25 @@ pub struct ConfigFile {
     /// default 15s): alerts on one target within one step share one diagnosis.
     #[serde(default)]
     pub triage_step: Option<String>,
+    /// The receivers that run side by side behind one address (see `serve::peers`).
+    #[serde(default)]
+    pub peers: Option<PeersSpec>,
+}
+
+/// `peers:`: every receiver of the group, this one included, as URLs or a DNS name.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeersSpec {
+    /// The receivers' base URLs (`http://10.0.0.7:9095`).
+    pub urls: Option<Vec<String>>,
+    /// Or `HOST:PORT` whose addresses are the receivers (a Kubernetes headless Service),
+    /// resolved again every few seconds.
+    pub dns: Option<String>,
+    /// This receiver's own base URL among them (`serve --advertise` overrides it).
+    #[serde(rename = "self")]
+    pub self_url: Option<String>,
+    /// How long forwarding a notification to its owner may take (default: `receiver.timeout`).
+    pub timeout: Option<String>,
 }
 
 /// `prometheus:`.
@@ -236,6 +255,33 @@ pub struct Settings {
     pub ack: AckMode,
     /// Most notifications accepted and not yet delivered (`on_receipt`).
     pub queue_capacity: usize,
+    /// The receivers side by side, when several.
+    pub peers: Option<PeerSettings>,
+}
+
+/// Where the receivers of a group are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerList {
+    /// Base URLs, as given.
+    Urls(Vec<String>),
+    /// A name whose addresses are the receivers, and their port.
+    Dns {
+        /// Host name.
+        host: String,
+        /// Port.
+        port: u16,
+    },
+}
+
+/// The validated `peers:`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerSettings {
+    /// The receivers.
+    pub list: PeerList,
+    /// This receiver's base URL among them.
+    pub self_url: String,
+    /// Limit for forwarding one notification.
+    pub timeout: Duration,
 }
 
 /// The label an alert may carry to name its symptom.
@@ -244,19 +290,33 @@ pub const SYMPTOM_LABEL: &str = "llm_doctor_symptom";
 /// Default selector labels.
 pub const DEFAULT_TARGET_LABELS: &[&str] = &["namespace", "pod", "instance", "model_name", "job"];
 
-/// Reads and validates `path`; `symptom_ids` are the playbook's symptoms.
-pub fn load(path: &Path, symptom_ids: &[&str]) -> Result<Settings> {
+/// Reads and validates `path`; `symptom_ids` are the playbook's symptoms; `advertise`, when
+/// given, is this receiver's URL among its peers (`serve --advertise`, over `peers.self`).
+pub fn load(path: &Path, symptom_ids: &[&str], advertise: Option<&str>) -> Result<Settings> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading `{}`", path.display()))?;
-    parse(&text, &path.display().to_string(), symptom_ids)
+    let file = path.display().to_string();
+    let mut spec = read(&text, &file)?;
+    if let Some(url) = advertise {
+        match spec.peers.as_mut() {
+            Some(peers) => peers.self_url = Some(url.to_string()),
+            None => {
+                bail!("--advertise names this receiver among its peers: `{file}` has no `peers:`")
+            }
+        }
+    }
+    validate(spec, &file, symptom_ids)
 }
 
 /// Parses and validates configuration `text`; `file` names it in errors.
 pub fn parse(text: &str, file: &str, symptom_ids: &[&str]) -> Result<Settings> {
+    validate(read(text, file)?, file, symptom_ids)
+}
+
+/// The configuration as written, or why it does not read.
+fn read(text: &str, file: &str) -> Result<ConfigFile> {
     llm_doctor_engine::yaml_guard::check_depth(text).map_err(|e| anyhow::anyhow!("{file}:{e}"))?;
-    let spec: ConfigFile =
-        serde_yaml::from_str(text).map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
-    validate(spec, file, symptom_ids)
+    serde_yaml::from_str(text).map_err(|e| anyhow::anyhow!("{file}: {e}"))
 }
 
 // Long on purpose: one section of the configuration after another, each through the same
@@ -346,6 +406,10 @@ fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settin
         );
     }
     let target_labels = target_labels(&mut p, spec.target_labels);
+    let peers = spec
+        .peers
+        .as_ref()
+        .and_then(|peers| peer_settings(&mut p, peers, request_timeout));
     if !p.list.is_empty() {
         bail!("invalid configuration:\n  {}", p.list.join("\n  "));
     }
@@ -375,7 +439,67 @@ fn validate(spec: ConfigFile, file: &str, symptom_ids: &[&str]) -> Result<Settin
         triage_step,
         ack: spec.receiver.ack.unwrap_or_default(),
         queue_capacity,
+        peers,
     })
+}
+
+/// `peers:` checked: URLs or a DNS name (one of them), and this receiver's own URL.
+fn peer_settings(
+    p: &mut Problems<'_>,
+    spec: &PeersSpec,
+    request_timeout: Duration,
+) -> Option<PeerSettings> {
+    let timeout = match &spec.timeout {
+        Some(_) => p.duration("peers.timeout", &spec.timeout, 0),
+        None => request_timeout,
+    };
+    let list = match (&spec.urls, &spec.dns) {
+        (Some(urls), None) => {
+            for (i, u) in urls.iter().enumerate() {
+                p.url(&format!("peers.urls[{i}]"), u);
+            }
+            if urls.is_empty() {
+                p.add("peers.urls", "is empty".to_string());
+            }
+            PeerList::Urls(urls.iter().map(|u| base_url(u)).collect())
+        }
+        (None, Some(dns)) => match dns
+            .rsplit_once(':')
+            .map(|(h, port)| (h, port.parse::<u16>()))
+        {
+            Some((host, Ok(port))) if !host.is_empty() => PeerList::Dns {
+                host: host.to_string(),
+                port,
+            },
+            _ => {
+                p.add("peers.dns", format!("`{dns}` is not HOST:PORT"));
+                return None;
+            }
+        },
+        _ => {
+            p.add("peers", "give `urls` or `dns`, one of them".to_string());
+            return None;
+        }
+    };
+    let Some(self_url) = &spec.self_url else {
+        p.add(
+            "peers.self",
+            "this receiver's own URL among its peers is needed (or `serve --advertise URL`)"
+                .to_string(),
+        );
+        return None;
+    };
+    p.url("peers.self", self_url);
+    Some(PeerSettings {
+        list,
+        self_url: base_url(self_url),
+        timeout,
+    })
+}
+
+/// A base URL as peers are compared: without a trailing slash.
+pub fn base_url(u: &str) -> String {
+    u.trim_end_matches('/').to_string()
 }
 
 /// Every problem in a configuration file, in the order found, each naming the file and field.

@@ -83,13 +83,7 @@ impl Deliveries {
     /// The digest of a group's identity: the group and each alert's (fingerprint, startsAt,
     /// status). A resend of the same alerts has the same digest.
     pub fn digest(&self, group: &Notification) -> Digest {
-        let mut alerts: Vec<String> = group
-            .alerts
-            .iter()
-            .map(|a| format!("{}|{}|{}", a.fingerprint, a.starts_at, a.status))
-            .collect();
-        alerts.sort();
-        let identity = format!("{}\n{}", group.group_key, alerts.join("\n"));
+        let identity = group.identity();
         [
             self.keys.0.hash_one(&identity),
             self.keys.1.hash_one(&identity),

@@ -41,6 +41,11 @@ const FAMILIES: &[(&str, &str, &str)] = &[
         "Diagnoses made, by outcome (diagnosed, unavailable, cached).",
     ),
     (
+        "llm_doctor_peer_forwards_total",
+        "outcome",
+        "Notifications passed to the peer that owns them, by outcome (answered, unreachable: the next peer tried, no_answer: 503).",
+    ),
+    (
         "llm_doctor_sink_failures_total",
         "sink",
         "Notifications a sink did not accept before the retry deadline.",

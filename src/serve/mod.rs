@@ -17,6 +17,10 @@
 //! `receiver.shutdown_timeout`. What is still queued when the process dies is lost: Alertmanager
 //! already had its 202.
 //!
+//! Several receivers side by side (two replicas behind one Service) share deliveries through
+//! each other: every notification has an owner among them ([`peers`]), so a resend that lands
+//! on another receiver is passed to the one that knows it.
+//!
 //! The triage itself ([`crate::source::live::prometheus`]) is blocking and builds its own runtime, so it runs on a
 //! plain thread of its own, at most [`TRIAGE_SLOTS`] at once; alerts that need a triage already
 //! running wait for its result without a slot.
@@ -30,6 +34,7 @@ pub mod listen;
 pub mod metrics;
 mod pages;
 pub mod payload;
+pub mod peers;
 pub mod queue;
 mod routes;
 mod server;

@@ -20,6 +20,20 @@ pub struct Notification {
     pub alerts: Vec<Alert>,
 }
 
+impl Notification {
+    /// Its identity: the group key and each alert's fingerprint, start and status, sorted.
+    /// Delivery records are keyed by it, and peers choose its owner by it.
+    pub fn identity(&self) -> String {
+        let mut alerts: Vec<String> = self
+            .alerts
+            .iter()
+            .map(|a| format!("{}|{}|{}", a.fingerprint, a.starts_at, a.status))
+            .collect();
+        alerts.sort();
+        format!("{}\n{}", self.group_key, alerts.join("\n"))
+    }
+}
+
 /// One alert.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]

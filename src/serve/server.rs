@@ -10,12 +10,12 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 /// Runs the server of configuration file `config` until SIGTERM or ctrl-c, then finishes the
-/// requests in flight.
-pub fn run(config: &Path, rules_dir: Option<&Path>) -> Result<()> {
+/// requests in flight. `advertise` is this receiver's URL among its peers, when given.
+pub fn run(config: &Path, rules_dir: Option<&Path>, advertise: Option<&str>) -> Result<()> {
     trim::limit_arenas();
     let rules = crate::rules::load_rules(rules_dir)?;
     let ids = rules.playbook.symptom_ids();
-    let settings = config::load(config, &ids)?;
+    let settings = config::load(config, &ids, advertise)?;
     let listen = settings.listen;
     let app = App::new(settings, Arc::new(rules))?;
     let runtime = crate::http::server_runtime()?;

@@ -108,11 +108,14 @@ pub(super) async fn handle(app: &Arc<App>, headers: &HeaderMap, body: Body) -> R
             )
         }
     };
-    let Some(_permit) = wait_for_slot(app, bytes.len()).await else {
-        return answer(
+    let busy = || {
+        answer(
             StatusCode::SERVICE_UNAVAILABLE,
             json!({"error": format!("busy: {} requests in flight", app.settings.max_in_flight)}),
-        );
+        )
+    };
+    let Some(mut permit) = wait_for_slot(app, bytes.len()).await else {
+        return busy();
     };
     let (raw, group) = match payload::parse(&bytes) {
         Ok(p) => p,
@@ -123,6 +126,26 @@ pub(super) async fn handle(app: &Arc<App>, headers: &HeaderMap, body: Body) -> R
             )
         }
     };
+    // Several receivers side by side: the one that owns this notification handles it. No slot
+    // is held meanwhile: two receivers forwarding to each other must not wait on each other's.
+    if let Some(peers) = &app.peers {
+        let ahead = peers.ahead(headers, &group).await;
+        if !ahead.is_empty() {
+            drop(permit);
+            if let Some(answered) = peers
+                .forward(&app.client, &app.metrics, headers, &bytes, &group, &ahead)
+                .await
+            {
+                return answered;
+            }
+            // None of them reachable: handled here.
+            let Some(again) = wait_for_slot(app, bytes.len()).await else {
+                return busy();
+            };
+            permit = again;
+        }
+    }
+    let _permit = permit;
     for a in &group.alerts {
         app.metrics
             .inc("llm_doctor_alerts_received_total", &a.status);
