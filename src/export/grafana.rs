@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use llm_doctor_engine::condition::{Condition, Env, Input, Slot, ThresholdLine, WindowStats};
 use serde_json::{json, Value};
 
@@ -56,14 +56,7 @@ pub fn export_grafana(
     datasource: Option<&str>,
 ) -> Result<Vec<Dashboard>> {
     let window_ms = crate::time::parse_duration(window)?;
-    let engines: Vec<&AdapterSpec> = rules
-        .adapters
-        .engines()
-        .filter(|a| engine.is_none_or(|e| a.engine_name() == e))
-        .collect();
-    if engines.is_empty() {
-        bail!("unknown engine `{}`", engine.unwrap_or(""));
-    }
+    let engines = super::engines(rules, engine)?;
     let slos = rules.playbook.slo_values(&BTreeMap::new())?;
     let mut out = Vec::new();
     for a in engines {

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use anyhow::{bail, Result};
 use llm_doctor_engine::condition::{Env, Input, Slot, WindowStats};
 use llm_doctor_engine::FactValue;
 
@@ -59,6 +60,20 @@ pub(crate) fn engine_facts(rules: &Rules, engine: &AdapterSpec) -> BTreeMap<usiz
         facts.insert(i, v);
     }
     facts
+}
+
+/// The engine adapters exported: all, or those of `engine` (by engine name: `trtllm` is
+/// Triton's and trtllm-serve's).
+pub(crate) fn engines<'r>(rules: &'r Rules, engine: Option<&str>) -> Result<Vec<&'r AdapterSpec>> {
+    let engines: Vec<&AdapterSpec> = rules
+        .adapters
+        .engines()
+        .filter(|a| engine.is_none_or(|e| a.engine_name() == e))
+        .collect();
+    if engines.is_empty() {
+        bail!("unknown engine `{}`", engine.unwrap_or(""));
+    }
+    Ok(engines)
 }
 
 /// `high_ttft` as `HighTtft`.

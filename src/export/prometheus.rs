@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use llm_doctor_engine::condition::promql::{Exported, PromqlScope, SignalStat};
 use llm_doctor_engine::condition::{Env, Slot};
 use serde::Serialize;
@@ -122,14 +122,7 @@ pub fn export_prometheus(
 ) -> Result<String> {
     crate::time::parse_duration(window)?;
     crate::time::parse_duration(for_)?;
-    let engines: Vec<&AdapterSpec> = rules
-        .adapters
-        .engines()
-        .filter(|a| engine.is_none_or(|e| a.engine_name() == e))
-        .collect();
-    if engines.is_empty() {
-        bail!("unknown engine `{}`", engine.unwrap_or(""));
-    }
+    let engines = super::engines(rules, engine)?;
     let slos = rules.playbook.slo_values(&BTreeMap::new())?;
     let mut groups = Vec::new();
     let mut skipped = Vec::new();
