@@ -2716,7 +2716,27 @@ def write_fleet_stream(cfgs, path, level=6):
     return size + len("# EOF\n"), lines + 1
 
 
-def fleet_bench_cfgs(n, hours=None, step=None):
+# --incidents: instead of one replica in twenty faulty all along, three replicas faulty once each,
+# for an hour (an eighth of the recording when shorter), at different times, with different
+# causes: what a fleet postmortem must find, and when.
+FLEET_INCIDENTS = [(0.2, "kv_cache_exhaustion"), (0.5, "small_batch_limit"), (0.75, "gpu_fault")]
+
+
+def incident_replicas(n):
+    """The replicas --incidents makes faulty, in FLEET_INCIDENTS order."""
+    return [max(1, n // 7), n // 2, max(2, n - 3)][:len(FLEET_INCIDENTS)]
+
+
+def as_pulse(value, start_s, end_s, base):
+    """A fault's target (a number, a mean with jitter, a ramp's end) as a pulse over a base."""
+    if isinstance(value, dict):
+        value = value.get("mean", value.get("to", value.get("value")))
+    return {"base": base, "pulse": float(value), "start_s": start_s, "end_s": end_s}
+
+
+def fleet_bench_cfgs(n, hours=None, step=None, incidents=False):
+    duration = int(round((hours if hours is not None else 1 / 6) * 3600))
+    faulty = dict(zip(incident_replicas(n), FLEET_INCIDENTS)) if incidents else {}
     out = []
     for i in range(n):
         r1 = zlib.crc32(f"fleet-bench/{i}/a".encode()) / 2 ** 32
@@ -2725,7 +2745,19 @@ def fleet_bench_cfgs(n, hours=None, step=None):
                "kv_cache_usage_ratio": round(0.3 + 0.4 * r2, 2), "prefix_cache_hit_ratio": round(0.15 + 0.3 * r2, 2),
                "host_cpu_utilization_ratio": round(0.12 + 0.1 * r2, 3)}
         kind = "healthy"
-        if i % 20 == 7:
+        if incidents and i in faulty:
+            at, kind = faulty[i]
+            fault = dict(FLEET_FAULTS)[kind]
+            length = min(3600, duration // 8)
+            start = int(at * duration)
+            healthy = merge(BUILTIN, {"signals": sig})["signals"]
+            for k, v in fault.items():
+                base = healthy.get(k, 0.0)
+                if isinstance(base, dict):
+                    base = base.get("mean", base.get("value", 0.0))
+                sig[k] = as_pulse(v, start, start + length, float(base) if isinstance(base, (int, float)) else 0.0)
+            kind = f"{kind}-at-{start}s"
+        elif not incidents and i % 20 == 7:
             kind, fault = FLEET_FAULTS[(i // 20) % len(FLEET_FAULTS)]
             sig.update(fault)
         over = {"name": f"fleet-bench.{i}.{kind}", "host": f"gpu-node-{i + 1:03d}",
@@ -3239,6 +3271,10 @@ def main(argv=None):
     ap.add_argument("--hours", type=float, help="--fleet-bench: recording length in hours (default 10 minutes); "
                     "written as a stream through gzip, so OUT must end in .gz")
     ap.add_argument("--step", type=int, help="--fleet-bench: scrape interval in seconds (default 15)")
+    ap.add_argument("--incidents", action="store_true",
+                    help="--fleet-bench: three replicas faulty for an hour each (an eighth of the "
+                    "recording when shorter) at 20, 50 and 75 %% of it, with different causes, "
+                    "instead of one in twenty faulty all along")
     ap.add_argument("--list", action="store_true", help="list scenario names")
     args = ap.parse_args(argv)
 
@@ -3246,8 +3282,8 @@ def main(argv=None):
         n, path = int(args.fleet_bench[0]), Path(args.fleet_bench[1])
         if not str(path).endswith(".gz"):
             sys.exit("--hours/--step write through gzip: OUT must end in .gz")
-        size, lines = write_fleet_stream(fleet_bench_cfgs(n, args.hours, args.step), path)
-        faulty = sum(1 for i in range(n) if i % 20 == 7)
+        size, lines = write_fleet_stream(fleet_bench_cfgs(n, args.hours, args.step, args.incidents), path)
+        faulty = len(incident_replicas(n)) if args.incidents else sum(1 for i in range(n) if i % 20 == 7)
         print(f"wrote {path} ({n} replicas, {faulty} faulty; {size:,} bytes of text, {lines:,} lines; "
               f"{path.stat().st_size:,} bytes compressed)")
         return 0

@@ -20,3 +20,4 @@ mod serve;
 mod serve_e2e;
 mod serve_peers;
 mod support;
+mod top_down;

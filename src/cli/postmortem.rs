@@ -17,7 +17,7 @@ use crate::report::postmortem as render;
 use crate::rules::{load_rules, Rules};
 use crate::signal::selector::Selector;
 use crate::signal::series::SeriesSet;
-use crate::verdict::range;
+use crate::verdict::{range, top_down};
 
 /// Report formats of `postmortem`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -94,6 +94,48 @@ pub struct PostmortemArgs {
     /// No progress bar.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// With --prometheus: read every raw series (`raw`), or the store's coarse view of the
+    /// fleet first and raw series only of the replicas and spans it shows unhealthy
+    /// (`top-down`); `auto` picks raw up to 20 million points (series x steps).
+    #[arg(long, value_enum, default_value_t = top_down::Plan::Auto)]
+    pub plan: top_down::Plan,
+    /// With --plan top-down: the step (and window) of the store's coarse view.
+    #[arg(long, default_value = "5m", value_parser = parse::positive_duration)]
+    pub coarse_step: Duration,
+}
+
+/// The postmortem of a recording read whole (files, or the raw plan of a store).
+fn judge_recording(
+    recording: range::Recording,
+    args: &PostmortemArgs,
+    rules: &Rules,
+    options: &Options,
+    slos: &[f64],
+    window_ms: i64,
+) -> Result<postmortem::Postmortem> {
+    let (set, notes, span) = (recording.set, recording.notes, recording.span);
+    let request_files = recording.request_files;
+    let range = range::instants(&set, span, (args.from, args.to), args.step, window_ms)?;
+    let progress = Progress::new(args.quiet);
+    let mut pm = postmortem::analyse(&set, rules, options, slos, range, &progress)?;
+    progress.finish();
+    pm.notes.extend(notes);
+    if !request_files.is_empty() {
+        // The requests that ended in the judged range, its first window included.
+        let from = pm.from_ms.saturating_sub(pm.window_ms);
+        let (view, errors) = postmortem::requests::view(&request_files, from, pm.to_ms);
+        pm.notes.extend(
+            errors
+                .into_iter()
+                .map(|e| format!("request records not read: {e}")),
+        );
+        if view.is_none() {
+            pm.notes
+                .push("no request record ended inside the range judged".to_string());
+        }
+        pm.requests = view;
+    }
+    Ok(pm)
 }
 
 /// Runs `postmortem`: exit code 0 when no target had an incident in the range.
@@ -101,7 +143,8 @@ pub fn run(args: PostmortemArgs) -> Result<Outcome> {
     let rules = load_rules(args.input.rules.as_deref())?;
     let slos = slo_values(&rules, &args.input.slos)?;
     let window_ms = args.input.window.as_millis() as i64;
-    let recording = match &args.input.prom.prometheus {
+    let options = options(&args.input)?;
+    let pm = match &args.input.prom.prometheus {
         Some(url) => {
             if !args.input.files.is_empty() {
                 bail!("--prometheus cannot be combined with files");
@@ -120,33 +163,23 @@ pub fn run(args: PostmortemArgs) -> Result<Outcome> {
                 step_ms: step,
                 window_ms,
             };
-            range::query_prometheus(&query, &rules, args.quiet)?
+            let (plan, why) = top_down::choose(args.plan, &query, &rules)?;
+            let mut pm = if plan == top_down::Plan::TopDown {
+                let coarse = args.coarse_step.as_millis() as i64;
+                top_down::postmortem(&query, &rules, &options, &slos, coarse, args.quiet)?
+            } else {
+                let recording = range::query_prometheus(&query, &rules, args.quiet)?;
+                judge_recording(recording, &args, &rules, &options, &slos, window_ms)?
+            };
+            pm.notes.insert(0, why);
+            pm
         }
-        None => range::read_recordings(&args.input.files, &rules, (args.from, args.to), window_ms)?,
+        None => {
+            let recording =
+                range::read_recordings(&args.input.files, &rules, (args.from, args.to), window_ms)?;
+            judge_recording(recording, &args, &rules, &options, &slos, window_ms)?
+        }
     };
-    let (set, notes, span) = (recording.set, recording.notes, recording.span);
-    let request_files = recording.request_files;
-    let range = range::instants(&set, span, (args.from, args.to), args.step, window_ms)?;
-    let options = options(&args.input)?;
-    let progress = Progress::new(args.quiet);
-    let mut pm = postmortem::analyse(&set, &rules, &options, &slos, range, &progress)?;
-    progress.finish();
-    pm.notes.extend(notes);
-    if !request_files.is_empty() {
-        // The requests that ended in the judged range, its first window included.
-        let from = pm.from_ms.saturating_sub(pm.window_ms);
-        let (view, errors) = postmortem::requests::view(&request_files, from, pm.to_ms);
-        pm.notes.extend(
-            errors
-                .into_iter()
-                .map(|e| format!("request records not read: {e}")),
-        );
-        if view.is_none() {
-            pm.notes
-                .push("no request record ended inside the range judged".to_string());
-        }
-        pm.requests = view;
-    }
 
     let code = u8::from(pm.targets.iter().any(|t| !t.incidents.is_empty()));
     let stdout_terminal = std::io::stdout().is_terminal();

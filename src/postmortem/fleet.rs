@@ -4,6 +4,12 @@ use super::model::{Fleet, Hit, TargetPostmortem};
 
 /// The fleet summary of per-target postmortems.
 pub fn fleet(targets: &[TargetPostmortem]) -> Fleet {
+    fleet_of(targets, targets.len())
+}
+
+/// The fleet summary of a fleet of `n` targets of which `targets` were judged in full (the
+/// others were healthy in a coarser view).
+pub fn fleet_of(targets: &[TargetPostmortem], n: usize) -> Fleet {
     let mut hit: Vec<Hit> = targets
         .iter()
         .filter(|t| !t.incidents.is_empty())
@@ -30,7 +36,6 @@ pub fn fleet(targets: &[TargetPostmortem]) -> Fleet {
             .cmp(&b.first_ms)
             .then_with(|| a.target.cmp(&b.target))
     });
-    let n = targets.len();
     let shared_cause = match hit.first().and_then(|h| h.cause.clone()) {
         Some(c) if hit.len() >= 2 && hit.iter().all(|h| h.cause.as_deref() == Some(&c)) => Some(c),
         _ => None,

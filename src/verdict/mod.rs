@@ -13,6 +13,8 @@ pub mod input;
 pub mod judge;
 pub mod range;
 pub mod requests;
+pub mod symptom_promql;
+pub mod top_down;
 
 pub use gather::{gather, window_ms, Gathered, Sources};
 pub use judge::{judge, judge_all};

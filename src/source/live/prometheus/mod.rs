@@ -67,4 +67,7 @@ pub use assemble::LiveResult;
 pub use http::{split_credentials, LiveOptions, PromAuth, DEFAULT_CONCURRENCY};
 pub use plan::{discovery_selector, gauge_fact_query, signal_query, SignalQuery};
 pub use prepare::{prepare_from_prometheus, triage_window};
-pub use record::{range_from_prometheus, record_from_prometheus, RangeSet};
+pub use record::{
+    coarse_range, range_from_prometheus, range_of_replica, raw_points, record_from_prometheus,
+    CoarseSeries, RangeSet, Replica,
+};

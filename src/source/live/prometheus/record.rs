@@ -10,7 +10,7 @@ use super::http::{api_seconds, client, form_post, query_endpoint, Http, LiveOpti
 use crate::http::error_chain;
 use crate::http::header_map;
 use crate::rules::Rules;
-use crate::signal::adapter::AdapterSpec;
+use crate::signal::adapter::{AdapterKind, AdapterSpec};
 use crate::signal::promql::{escape, regex_quote};
 use crate::signal::series::SeriesSet;
 use crate::target::{self};
@@ -69,19 +69,54 @@ pub fn range_from_prometheus(
     if steps > MAX_RANGE_STEPS {
         bail!("{steps} steps between --from and --to: at most {MAX_RANGE_STEPS}; raise --step or shorten the range");
     }
-    let range = RangeQueries::new(live, from_ms, to_ms, step_ms)?;
     let promqls: Vec<String> = rules.adapters.list.iter().map(adapter_selector).collect();
+    let (mut set, notes, queries, slowest_query) =
+        fetch(rules, live, &promqls, (from_ms, to_ms, step_ms))?;
+    if let Some(sel) = selector {
+        let keep: std::collections::BTreeSet<(String, String)> =
+            target::split(&set, &rules.adapters)
+                .iter()
+                .filter(|t| sel.matches(&t.target.labels))
+                .flat_map(|t| {
+                    t.series
+                        .iter()
+                        .map(|s| (s.name.clone(), s.labels.to_string()))
+                })
+                .collect();
+        if keep.is_empty() {
+            bail!("--selector matches no replica between the two times");
+        }
+        set.series
+            .retain(|s| keep.contains(&(s.name.clone(), s.labels.to_string())));
+    }
+    Ok(RangeSet {
+        set,
+        notes,
+        queries,
+        slowest_query,
+    })
+}
+
+/// Adapter `i`'s series as `promqls[i]` selects them, over the range: asked in pieces, parsed
+/// as they arrive and merged; with the server's notes, the queries sent and the slowest.
+fn fetch(
+    rules: &Rules,
+    live: &LiveOptions,
+    promqls: &[String],
+    (from_ms, to_ms, step_ms): (i64, i64, i64),
+) -> Result<(SeriesSet, Vec<String>, usize, Duration)> {
+    let range = RangeQueries::new(live, from_ms, to_ms, step_ms)?;
     let sources: Vec<String> = (rules.adapters.list.iter())
         .map(|a| format!("{} ({})", live.url, a.name))
         .collect();
-    let chunks = range.chunks(&promqls, max_answer_points())?;
+    let chunks = range.chunks(promqls, max_answer_points())?;
     // Each answer is parsed as it arrives, beside the queries still in flight, and merged at
     // once: a day of a fleet comes in dozens of pieces, and holding them all until the last
     // arrived held the series twice while they were merged. A merge gives the same set in
     // any order (series by key, samples by time; pieces share no step).
     let merged: std::sync::Arc<std::sync::Mutex<Option<SeriesSet>>> = Default::default();
     let into = merged.clone();
-    let answers = range.query_all(&promqls, chunks, move |i, text| {
+    let answers = range.query_all(promqls, chunks, move |i, text| {
         // An empty answer just means this engine or exporter is not there.
         if text.contains("\"result\":[]") {
             return Ok(Vec::new());
@@ -110,35 +145,154 @@ pub fn range_from_prometheus(
         }
     }
     let set = merged.lock().unwrap_or_else(|e| e.into_inner()).take();
-    let mut set = set.with_context(|| {
+    let set = set.with_context(|| {
         format!(
             "{} has no engine, GPU or host series between the two times",
             live.url
         )
     })?;
-    if let Some(sel) = selector {
-        let keep: std::collections::BTreeSet<(String, String)> =
-            target::split(&set, &rules.adapters)
-                .iter()
-                .filter(|t| sel.matches(&t.target.labels))
-                .flat_map(|t| {
-                    t.series
-                        .iter()
-                        .map(|s| (s.name.clone(), s.labels.to_string()))
-                })
-                .collect();
-        if keep.is_empty() {
-            bail!("--selector matches no replica between the two times");
-        }
-        set.series
-            .retain(|s| keep.contains(&(s.name.clone(), s.labels.to_string())));
-    }
+    Ok((set, notes, queries, slowest_query))
+}
+
+/// A replica to drill down into: its engine's series by `instance`, and the GPU and host
+/// series of its host (the host part of the instance, as the reader joins them) or of its pod.
+pub struct Replica<'a> {
+    /// The engine's `instance` label.
+    pub instance: &'a str,
+    /// Its `pod` label, when it has one.
+    pub pod: Option<&'a str>,
+}
+
+/// The raw series of one replica (see [`Replica`]) between `from_ms` and `to_ms` at `step_ms`,
+/// as [`range_from_prometheus`] reads a fleet's: the restriction is in the queries, so the
+/// store sends nothing of the other replicas.
+pub fn range_of_replica(
+    rules: &Rules,
+    live: &LiveOptions,
+    replica: &Replica<'_>,
+    (from_ms, to_ms, step_ms): (i64, i64, i64),
+) -> Result<RangeSet> {
+    let host = match replica.instance.rsplit_once(':') {
+        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
+        _ => replica.instance,
+    };
+    let promqls: Vec<String> = (rules.adapters.list.iter())
+        .map(|a| {
+            let all = adapter_selector(a);
+            let inner = all.trim_end_matches('}');
+            if a.kind == AdapterKind::Engine {
+                return format!("{inner}, instance=\"{}\"}}", escape(replica.instance));
+            }
+            let by_host = format!(
+                "{inner}, instance=~\"{}(:[0-9]+)?\"}}",
+                escape(&regex_quote(host))
+            );
+            match replica.pod {
+                Some(pod) => format!("{by_host} or {inner}, pod=\"{}\"}}", escape(pod)),
+                None => by_host,
+            }
+        })
+        .collect();
+    let (set, notes, queries, slowest_query) =
+        fetch(rules, live, &promqls, (from_ms, to_ms, step_ms))?;
     Ok(RangeSet {
         set,
         notes,
         queries,
         slowest_query,
     })
+}
+
+/// The points (series x steps) reading every adapter's raw series over the range would
+/// fetch: series counted at both ends, as the raw plan counts them to cut its pieces.
+pub fn raw_points(
+    rules: &Rules,
+    live: &LiveOptions,
+    (from_ms, to_ms, step_ms): (i64, i64, i64),
+) -> Result<u64> {
+    let range = RangeQueries::new(live, from_ms, to_ms, step_ms)?;
+    let promqls: Vec<String> = rules.adapters.list.iter().map(adapter_selector).collect();
+    let steps = u64::try_from((to_ms - from_ms) / step_ms.max(1) + 1).unwrap_or(0);
+    let counts = range.counts(&promqls)?;
+    Ok(counts.iter().map(|n| n.saturating_mul(steps)).sum())
+}
+
+/// One series of a coarse answer: its labels and its points.
+pub type CoarseSeries = (std::collections::BTreeMap<String, String>, Vec<(i64, f64)>);
+
+/// Each of `queries` as a range query over the range (a coarse step: the answers are small),
+/// its series with their points; with the server's notes (warnings, partial answers).
+pub fn coarse_range(
+    live: &LiveOptions,
+    queries: &[String],
+    (from_ms, to_ms, step_ms): (i64, i64, i64),
+) -> Result<(Vec<Vec<CoarseSeries>>, Vec<String>)> {
+    let range = RangeQueries::new(live, from_ms, to_ms, step_ms)?;
+    let chunks: Vec<Chunk> = (0..queries.len())
+        .flat_map(|i| split_range(i, 1, (from_ms, to_ms, step_ms), MAX_STEPS))
+        .collect();
+    let url = live.url.clone();
+    let answers = range.query_all(queries, chunks, move |i, text| {
+        let (series, warnings) = parse_matrix(&text).map_err(|e| anyhow::anyhow!("{url}: {e}"))?;
+        Ok((i, series, warnings))
+    });
+    let mut out: Vec<Vec<CoarseSeries>> = vec![Vec::new(); queries.len()];
+    let mut notes = Vec::new();
+    // In the order asked; a piece refused for its size (asked again in halves) has no answer.
+    for (answer, _) in answers {
+        let Some(answer) = answer else { continue };
+        let (i, series, warnings) = answer?;
+        for w in warnings {
+            if !notes.contains(&w) {
+                notes.push(w);
+            }
+        }
+        for (labels, points) in series {
+            match out[i].iter_mut().find(|(l, _)| *l == labels) {
+                Some((_, p)) => p.extend(points),
+                None => out[i].push((labels, points)),
+            }
+        }
+    }
+    Ok((out, notes))
+}
+
+/// A range answer's series (labels and points) and its warnings (and a partial answer's note).
+fn parse_matrix(text: &str) -> Result<(Vec<CoarseSeries>, Vec<String>)> {
+    let v: serde_json::Value = serde_json::from_str(text).context("not JSON")?;
+    if v["status"] != "success" {
+        bail!("{}", first_line(text));
+    }
+    let mut notes: Vec<String> = v["warnings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| w.as_str().map(|w| format!("server warning: {w}")))
+        .collect();
+    if v["isPartial"] == true {
+        notes.push("the server answered partially: some series may be missing".to_string());
+    }
+    let mut out = Vec::new();
+    for r in v["data"]["result"].as_array().into_iter().flatten() {
+        let labels = r["metric"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+            .collect();
+        let points = r["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| {
+                let t = p[0].as_f64()?;
+                let x = p[1].as_str()?.parse::<f64>().ok()?;
+                Some(((t * 1000.0).round() as i64, x))
+            })
+            .collect();
+        out.push((labels, points));
+    }
+    Ok((out, notes))
 }
 
 /// Every series adapter `a` reads: its metric-name prefixes and the metrics it reads beyond
@@ -302,6 +456,21 @@ impl<'a> RangeQueries<'a> {
     /// and still finds one that came and went in between. An error when the server cannot be
     /// reached at all.
     fn chunks(&self, promqls: &[String], budget: u64) -> Result<Vec<Chunk>> {
+        let counts = self.counts(promqls)?;
+        // The adapters with the most series first: their queries take longest, so they start
+        // before the small ones take the slots.
+        let mut by_size: Vec<(usize, u64)> = counts.into_iter().enumerate().collect();
+        by_size.sort_by_key(|&(adapter, n)| (std::cmp::Reverse(n), adapter));
+        Ok((by_size.into_iter())
+            .flat_map(|(adapter, n)| {
+                let steps = (self.from_ms, self.to_ms, self.step_ms);
+                split_range(adapter, n, steps, budget)
+            })
+            .collect())
+    }
+
+    /// Each selector's series, counted at both ends of the range (the larger count).
+    fn counts(&self, promqls: &[String]) -> Result<Vec<u64>> {
         let http = |ms: i64| Http {
             client: self.client.clone(),
             endpoint: self.instant.clone(),
@@ -341,16 +510,7 @@ impl<'a> RangeQueries<'a> {
         if !promqls.is_empty() && unreachable.len() == promqls.len() {
             bail!("{}: {}", self.live.url, unreachable[0]);
         }
-        // The adapters with the most series first: their queries take longest, so they start
-        // before the small ones take the slots.
-        let mut by_size: Vec<(usize, u64)> = counts.into_iter().enumerate().collect();
-        by_size.sort_by_key(|&(adapter, n)| (std::cmp::Reverse(n), adapter));
-        Ok((by_size.into_iter())
-            .flat_map(|(adapter, n)| {
-                let steps = (self.from_ms, self.to_ms, self.step_ms);
-                split_range(adapter, n, steps, budget)
-            })
-            .collect())
+        Ok(counts)
     }
 
     /// Every chunk's answer, handed to `parse` as soon as it arrives (on a blocking thread, so
