@@ -192,3 +192,58 @@ fn top_down_against_victoria_metrics_finds_every_fault() {
         top["notes"]
     );
 }
+
+/// A piece the server timed out on is asked again, once: a store that times out once answers
+/// the second time; one that always times out is an error after two tries.
+#[test]
+fn a_piece_that_timed_out_is_asked_again_once() {
+    use axum::http::StatusCode;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let start = |fail_first: usize| {
+        let hits = Arc::new(AtomicUsize::new(0));
+        let seen = hits.clone();
+        let router = axum::Router::new().fallback(move || {
+            let n = seen.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n < fail_first {
+                    (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        r#"{"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"}"#,
+                    )
+                } else {
+                    (
+                        StatusCode::OK,
+                        r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"instance":"a:1"},"values":[[1796083500,"1"]]}]}}"#,
+                    )
+                }
+            }
+        });
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        rt.spawn(async move { axum::serve(listener, router).await });
+        (url, hits)
+    };
+    let range = (1_796_083_200_000, 1_796_083_800_000, 300_000);
+    let (url, hits) = start(1);
+    let live = llm_doctor::source::live::prometheus::LiveOptions::new(&url);
+    let (answers, _) =
+        llm_doctor::source::live::prometheus::coarse_range(&live, &["up".to_string()], range)
+            .unwrap();
+    assert_eq!(answers[0].len(), 1);
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+    let (url, hits) = start(usize::MAX);
+    let live = llm_doctor::source::live::prometheus::LiveOptions::new(&url);
+    let e = llm_doctor::source::live::prometheus::coarse_range(&live, &["up".to_string()], range)
+        .unwrap_err();
+    assert!(format!("{e:#}").contains("503"), "{e:#}");
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+}

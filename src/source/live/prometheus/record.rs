@@ -354,6 +354,8 @@ struct Chunk {
     adapter: usize,
     from_ms: i64,
     to_ms: i64,
+    /// Asked again once already, after it timed out.
+    retried: bool,
 }
 
 impl Chunk {
@@ -376,7 +378,9 @@ impl Chunk {
 
 /// Adapter `adapter`'s range (`from`, `to`, `step`, in ms: the steps `from + k * step` up to
 /// `to`) cut into consecutive chunks of at most `budget / series` steps (at least one, at most
-/// [`MAX_STEPS`]).
+/// [`MAX_STEPS`]). Chunks end at multiples of their length since the epoch, as the query
+/// frontends of Thanos and Mimir split a range by interval: the same piece of another range
+/// (a postmortem of an overlapping range) is the same query, which they cache and shard.
 fn split_range(
     adapter: usize,
     series: u64,
@@ -385,24 +389,36 @@ fn split_range(
 ) -> Vec<Chunk> {
     let steps = (to - from) / step + 1;
     let per_chunk = (budget / series.max(1)).clamp(1, MAX_STEPS) as i64;
+    let length = per_chunk * step;
     let mut out = Vec::new();
     let mut first = 0;
     while first < steps {
-        let last = (first + per_chunk).min(steps) - 1;
+        let start = from + first * step;
+        let boundary = (start.div_euclid(length) + 1) * length;
+        let last = ((boundary - 1 - from).div_euclid(step)).clamp(first, steps - 1);
         out.push(Chunk {
             adapter,
-            from_ms: from + first * step,
+            from_ms: start,
             to_ms: from + last * step,
+            retried: false,
         });
         first = last + 1;
     }
     out
 }
 
-/// How a chunk ended: its answer (parsed, or the error), or refused for its size.
+/// How a chunk ended: its answer (parsed, or the error), refused for its size, or timed out
+/// (asked again once).
 enum Done<T> {
     Answer(Chunk, Result<T>, Duration),
     Split(Chunk, Duration),
+    Retry(Chunk, Duration),
+}
+
+/// Whether an error answer says the query ran out of time on the server (Prometheus' 503
+/// `timeout`, a proxy's 504): the same query may pass when the server is less busy.
+fn timed_out(status: u16, body: &str) -> bool {
+    status == 504 || (status == 503 && body.contains("timeout"))
 }
 
 /// Whether an error answer refuses the query for the samples it would load (Prometheus'
@@ -568,18 +584,24 @@ impl<'a> RangeQueries<'a> {
                     set.spawn(async move {
                         let started = std::time::Instant::now();
                         let answer = async {
-                            let response = request.send().await.map_err(|e| error_chain(&e))?;
+                            let response = (request.send().await)
+                                .map_err(|e| (e.is_timeout(), error_chain(&e)))?;
                             let status = response.status();
-                            Ok::<_, String>((status, super::http::read_capped(response).await?))
+                            let body = (super::http::read_capped(response).await)
+                                .map_err(|e| (false, e))?;
+                            Ok::<_, (bool, String)>((status, body))
                         }
                         .await;
                         let took = started.elapsed();
                         let text = match answer {
                             // Larger than we read: a shorter range is a smaller answer.
-                            Err(e) if super::http::over_cap(&e) && chunk.to_ms > chunk.from_ms => {
+                            Err((_, e))
+                                if super::http::over_cap(&e) && chunk.to_ms > chunk.from_ms =>
+                            {
                                 return Done::Split(chunk, took);
                             }
-                            Err(e) => Err(anyhow::anyhow!("{url}: {e}")),
+                            Err((true, _)) if !chunk.retried => return Done::Retry(chunk, took),
+                            Err((_, e)) => Err(anyhow::anyhow!("{url}: {e}")),
                             Ok((status, bytes)) => {
                                 let text = String::from_utf8(bytes).unwrap_or_else(|e| {
                                     String::from_utf8_lossy(e.as_bytes()).into_owned()
@@ -590,6 +612,8 @@ impl<'a> RangeQueries<'a> {
                                     && chunk.to_ms > chunk.from_ms
                                 {
                                     return Done::Split(chunk, took);
+                                } else if timed_out(status.as_u16(), &text) && !chunk.retried {
+                                    return Done::Retry(chunk, took);
                                 } else {
                                     Err(anyhow::anyhow!(
                                         "{url} answered HTTP {status} for {promql}: {}",
@@ -624,6 +648,13 @@ impl<'a> RangeQueries<'a> {
                             pending.clear();
                         }
                         out.push((chunk, Some(result), took));
+                    }
+                    Ok(Done::Retry(chunk, took)) => {
+                        pending.push_front(Chunk {
+                            retried: true,
+                            ..chunk
+                        });
+                        out.push((chunk, None, took));
                     }
                     Ok(Done::Split(chunk, took)) => {
                         let (a, b) = chunk.halves(step_ms);
@@ -696,6 +727,31 @@ mod tests {
             split_range(0, 12_800, (0, 86_400_000 - 15_000, 15_000), 5_000_000).len(),
             15
         );
+    }
+
+    /// Pieces end on multiples of their length since the epoch, whatever the range's start.
+    #[test]
+    fn pieces_are_aligned_to_their_length() {
+        let step = 60_000;
+        let chunks = split_range(0, 1000, (7 * step, 7 * step + 99 * step, step), 30_000);
+        // 30 steps a piece: boundaries at multiples of 30 minutes.
+        let bounds: Vec<(i64, i64)> = chunks
+            .iter()
+            .map(|c| (c.from_ms / step, c.to_ms / step))
+            .collect();
+        assert_eq!(bounds, vec![(7, 29), (30, 59), (60, 89), (90, 106)]);
+    }
+
+    #[test]
+    fn a_server_timeout_is_asked_again() {
+        let prometheus = r#"{"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"}"#;
+        assert!(timed_out(503, prometheus));
+        assert!(timed_out(504, "gateway timeout"));
+        assert!(!timed_out(
+            503,
+            r#"{"status":"error","errorType":"unavailable"}"#
+        ));
+        assert!(!timed_out(422, prometheus));
     }
 
     #[test]
