@@ -324,3 +324,63 @@ fn one_dashboard_to_stdout_several_need_a_directory() {
     let out = run(&["rules", "export", "grafana", "--engine", "nope"]);
     assert_ne!(outcome(&out).0, 0);
 }
+
+/// `--slo` moves the objective in the rules and in the dashboards' lines alike; an unknown one
+/// is refused with its name.
+#[test]
+fn objectives_given_move_the_rules_and_the_lines() {
+    let ttft_line = |d: &Value| -> Vec<f64> {
+        panels(d)
+            .into_iter()
+            .filter(|p| p["title"] == "ttft_p99_seconds")
+            .flat_map(|p| {
+                p["fieldConfig"]["defaults"]["thresholds"]["steps"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|s| s["value"].as_f64())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let default = ttft_line(&export("vllm"));
+    assert!(default.contains(&1.0) && !default.contains(&2.0), "{default:?}");
+    let out = run(&[
+        "rules",
+        "export",
+        "grafana",
+        "--engine",
+        "vllm",
+        "--slo",
+        "ttft_p99_seconds=2",
+    ]);
+    let (code, stdout, stderr) = outcome(&out);
+    assert_eq!(code, 0, "{stderr}");
+    let moved = ttft_line(&serde_json::from_str(&stdout).unwrap());
+    assert!(moved.contains(&2.0), "{moved:?}");
+    let (_, default_rules, _) =
+        outcome(&run(&["rules", "export", "prometheus", "--engine", "vllm"]));
+    let (code, rules, stderr) = outcome(&run(&[
+        "rules",
+        "export",
+        "prometheus",
+        "--engine",
+        "vllm",
+        "--slo",
+        "ttft_p99_seconds=2",
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    assert_ne!(rules, default_rules);
+    assert!(rules.contains("))) > 2.0\n"), "the TTFT objective in the rule");
+    let (code, _, stderr) = outcome(&run(&[
+        "rules",
+        "export",
+        "grafana",
+        "--engine",
+        "vllm",
+        "--slo",
+        "ttft_p99=2",
+    ]));
+    assert_ne!(code, 0);
+    assert!(stderr.contains("ttft_p99"), "{stderr}");
+}

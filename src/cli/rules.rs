@@ -85,6 +85,10 @@ pub enum RulesCommand {
         /// the pages with `llm-doctor rules explain ID --format markdown`.
         #[arg(long, default_value = "runbooks/{id}.md")]
         runbook_url: String,
+        /// Override an objective, `name=value` (e.g. ttft_p99_seconds=2), as `diagnose --slo`:
+        /// the thresholds of the rules and of the dashboards' lines. Repeatable.
+        #[arg(long = "slo", value_name = "NAME=VALUE", value_parser = super::parse::key_number)]
+        slos: Vec<(String, f64)>,
         /// Dashboards: the Prometheus datasource selected by default (by name).
         #[arg(long)]
         datasource: Option<String>,
@@ -137,11 +141,13 @@ pub fn run(cmd: RulesCommand) -> Result<Outcome> {
             window,
             for_,
             runbook_url,
+            slos,
             datasource,
             out,
             rules,
         } => {
             let rules = load_rules(rules.as_deref())?;
+            let slos: std::collections::BTreeMap<String, f64> = slos.into_iter().collect();
             match format {
                 ExportFormat::Prometheus => {
                     if out.is_some() || datasource.is_some() {
@@ -153,6 +159,7 @@ pub fn run(cmd: RulesCommand) -> Result<Outcome> {
                         &window,
                         &for_,
                         &runbook_url,
+                        &slos,
                     )?)
                 }
                 ExportFormat::Grafana => {
@@ -161,6 +168,7 @@ pub fn run(cmd: RulesCommand) -> Result<Outcome> {
                         engine.as_deref(),
                         &window,
                         datasource.as_deref(),
+                        &slos,
                     )?;
                     ok(write_dashboards(&dashboards, out.as_deref())?)
                 }

@@ -48,16 +48,17 @@ pub struct Dashboard {
 
 /// The dashboards of every engine, or of one (`engine`, by engine name: `trtllm` gives Triton's
 /// and trtllm-serve's). `window` is the default window (`5m`); `datasource`, when given, the
-/// Prometheus datasource selected by default.
+/// Prometheus datasource selected by default; `slos` override the objectives' defaults.
 pub fn export_grafana(
     rules: &Rules,
     engine: Option<&str>,
     window: &str,
     datasource: Option<&str>,
+    slos: &BTreeMap<String, f64>,
 ) -> Result<Vec<Dashboard>> {
     let window_ms = crate::time::parse_duration(window)?;
     let engines = super::engines(rules, engine)?;
-    let slos = rules.playbook.slo_values(&BTreeMap::new())?;
+    let slos = rules.playbook.slo_values(slos)?;
     let mut out = Vec::new();
     for a in engines {
         let builder = Builder {

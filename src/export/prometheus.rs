@@ -36,7 +36,8 @@ struct AlertRule {
     annotations: BTreeMap<String, String>,
 }
 
-/// The rule file (YAML) for every engine, or one (`engine`, by engine name).
+/// The rule file (YAML) for every engine, or one (`engine`, by engine name); `slos` override
+/// the objectives' defaults.
 // Long on purpose: the rule file is written top to bottom (header, not-exported list, one group
 // per engine with a warning and a critical rule per symptom), in the order it reads.
 pub fn export_prometheus(
@@ -45,11 +46,12 @@ pub fn export_prometheus(
     window: &str,
     for_: &str,
     runbook_url: &str,
+    slos: &BTreeMap<String, f64>,
 ) -> Result<String> {
     crate::time::parse_duration(window)?;
     crate::time::parse_duration(for_)?;
     let engines = super::engines(rules, engine)?;
-    let slos = rules.playbook.slo_values(&BTreeMap::new())?;
+    let slos = rules.playbook.slo_values(slos)?;
     let mut groups = Vec::new();
     let mut skipped = Vec::new();
     for a in engines {

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""The client's own cost of a command that queries a metrics store (BENCHMARKS.md): runs the
+command, measuring its wall time, CPU time (user + sys) and peak memory, and the store's CPU
+time meanwhile (from /proc); then replays the queries the store logged for it (Prometheus'
+`query_log_file`), one after another with curl, and reports the two ratios the fleet-postmortem
+work set: whole run / replay (goal <= 1.25: the client adds at most a quarter on top of the
+store) and client CPU / store CPU (goal <= 0.25).
+
+    scripts/client_cost.py --url URL --store-pid PID --log QUERY_LOG [--replay-log LOG] -- CMD...
+
+--replay-log replays another log's queries (VictoriaMetrics logs none: replay the list a
+Prometheus run of the same command logged). Prints one line of JSON.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def replay(url, log):
+    queries = [json.loads(line)["params"] for line in open(log) if line.strip()]
+    started = time.time()
+    for p in queries:
+        if p.get("step"):
+            args = ["--data-urlencode", f"query={p['query']}", "--data-urlencode", f"start={p['start']}",
+                    "--data-urlencode", f"end={p['end']}", "--data-urlencode", f"step={p['step']}s",
+                    f"{url}/api/v1/query_range"]
+        else:
+            args = ["--data-urlencode", f"query={p['query']}", "--data-urlencode", f"time={p['end']}",
+                    f"{url}/api/v1/query"]
+        subprocess.run(["curl", "-sf", "-o", "/dev/null", "-X", "POST"] + args, check=True)
+    return time.time() - started, len(queries)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--store-pid", type=int, required=True)
+    ap.add_argument("--log", help="the store's query log (emptied before the command)")
+    ap.add_argument("--replay-log", help="replay this log's queries instead of --log's")
+    ap.add_argument("cmd", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
+    if a.log:
+        open(a.log, "w").close()
+    store_before = cpu_seconds(a.store_pid)
+    started = time.time()
+    child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.time() - started
+    store_cpu = cpu_seconds(a.store_pid) - store_before
+    client_cpu = usage.ru_utime + usage.ru_stime
+    alone, n = replay(a.url, a.replay_log or a.log)
+    print(json.dumps({
+        "exit": os.waitstatus_to_exitcode(status),
+        "wall_s": round(wall, 3),
+        "client_cpu_s": round(client_cpu, 3),
+        "peak_mb": round(usage.ru_maxrss / 1024, 1),
+        "store_cpu_s": round(store_cpu, 3),
+        "queries": n,
+        "replay_s": round(alone, 3),
+        "whole_over_replay": round(wall / alone, 2) if alone else None,
+        "client_over_store_cpu": round(client_cpu / store_cpu, 2) if store_cpu else None,
+    }))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
