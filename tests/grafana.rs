@@ -344,7 +344,10 @@ fn objectives_given_move_the_rules_and_the_lines() {
             .collect()
     };
     let default = ttft_line(&export("vllm"));
-    assert!(default.contains(&1.0) && !default.contains(&2.0), "{default:?}");
+    assert!(
+        default.contains(&1.0) && !default.contains(&2.0),
+        "{default:?}"
+    );
     let out = run(&[
         "rules",
         "export",
@@ -371,7 +374,10 @@ fn objectives_given_move_the_rules_and_the_lines() {
     ]));
     assert_eq!(code, 0, "{stderr}");
     assert_ne!(rules, default_rules);
-    assert!(rules.contains("))) > 2.0\n"), "the TTFT objective in the rule");
+    assert!(
+        rules.contains("))) > 2.0\n"),
+        "the TTFT objective in the rule"
+    );
     let (code, _, stderr) = outcome(&run(&[
         "rules",
         "export",

@@ -97,8 +97,8 @@ pub struct PostmortemArgs {
     /// With --prometheus: read every raw series (`raw`), or the store's coarse view of the
     /// fleet first and raw series only of the replicas and spans it shows unhealthy
     /// (`top-down`); `auto` picks raw up to 20 million points (series x steps).
-    #[arg(long, value_enum, default_value_t = top_down::Plan::Auto)]
-    pub plan: top_down::Plan,
+    #[arg(long, value_enum, default_value_t = top_down::ReadPlan::Auto)]
+    pub plan: top_down::ReadPlan,
     /// With --plan top-down: the step (and window) of the store's coarse view.
     #[arg(long, default_value = "5m", value_parser = parse::positive_duration)]
     pub coarse_step: Duration,
@@ -164,7 +164,7 @@ pub fn run(args: PostmortemArgs) -> Result<Outcome> {
                 window_ms,
             };
             let (plan, why) = top_down::choose(args.plan, &query, &rules)?;
-            let mut pm = if plan == top_down::Plan::TopDown {
+            let mut pm = if plan == top_down::ReadPlan::TopDown {
                 let coarse = args.coarse_step.as_millis() as i64;
                 top_down::postmortem(&query, &rules, &options, &slos, coarse, args.quiet)?
             } else {

@@ -23,12 +23,12 @@ use crate::postmortem::{self, Postmortem, Range};
 use crate::prepared::Options;
 use crate::rules::Rules;
 use crate::source::live::prometheus::{
-    coarse_range, discovery_selector, range_of_replica, raw_points, triage_window, Replica,
+    coarse_range, discovery_selector, range_of_replica, raw_points, triage_window, ReplicaKey,
 };
 
 /// Which plan a postmortem of a Prometheus-compatible store follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Plan {
+pub enum ReadPlan {
     /// Every raw series of every replica over the range, judged here.
     Raw,
     /// The store's coarse view of the fleet first, then raw series of the unhealthy spans only.
@@ -44,22 +44,22 @@ pub const AUTO_RAW_POINTS: u64 = 20_000_000;
 
 /// Which plan runs for `query`, and the note that says why: `auto` asks the store how many
 /// series the raw plan would read.
-pub fn choose(plan: Plan, query: &RangeQuery<'_>, rules: &Rules) -> Result<(Plan, String)> {
+pub fn choose(plan: ReadPlan, query: &RangeQuery<'_>, rules: &Rules) -> Result<(ReadPlan, String)> {
     let range = (query.from_ms - query.window_ms, query.to_ms, query.step_ms);
     match plan {
-        Plan::Raw => Ok((Plan::Raw, "plan: raw (as asked)".to_string())),
-        Plan::TopDown => Ok((Plan::TopDown, "plan: top-down (as asked)".to_string())),
-        Plan::Auto => {
+        ReadPlan::Raw => Ok((ReadPlan::Raw, "plan: raw (as asked)".to_string())),
+        ReadPlan::TopDown => Ok((ReadPlan::TopDown, "plan: top-down (as asked)".to_string())),
+        ReadPlan::Auto => {
             let points = raw_points(rules, query.live, range)
                 .with_context(|| format!("asking {} how large the range is", query.url))?;
             Ok(if points > AUTO_RAW_POINTS {
                 (
-                    Plan::TopDown,
+                    ReadPlan::TopDown,
                     format!("plan: top-down (the raw series are {points} points, over {AUTO_RAW_POINTS})"),
                 )
             } else {
                 (
-                    Plan::Raw,
+                    ReadPlan::Raw,
                     format!(
                         "plan: raw (the raw series are {points} points, at most {AUTO_RAW_POINTS})"
                     ),
@@ -138,7 +138,7 @@ pub fn postmortem(
         for (from, to) in spans(&times, coarse_ms, (query.from_ms, query.to_ms)) {
             // Aligned to the fine step, so that the judged instants are the raw plan's.
             let from = query.from_ms + (from - query.from_ms) / query.step_ms * query.step_ms;
-            let replica = Replica {
+            let replica = ReplicaKey {
                 instance,
                 pod: seen.pod.as_deref(),
             };

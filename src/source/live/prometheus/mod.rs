@@ -69,5 +69,5 @@ pub use plan::{discovery_selector, gauge_fact_query, signal_query, SignalQuery};
 pub use prepare::{prepare_from_prometheus, triage_window};
 pub use record::{
     coarse_range, range_from_prometheus, range_of_replica, raw_points, record_from_prometheus,
-    CoarseSeries, RangeSet, Replica,
+    CoarseSeries, RangeSet, ReplicaKey,
 };

@@ -156,20 +156,20 @@ fn fetch(
 
 /// A replica to drill down into: its engine's series by `instance`, and the GPU and host
 /// series of its host (the host part of the instance, as the reader joins them) or of its pod.
-pub struct Replica<'a> {
+pub struct ReplicaKey<'a> {
     /// The engine's `instance` label.
     pub instance: &'a str,
     /// Its `pod` label, when it has one.
     pub pod: Option<&'a str>,
 }
 
-/// The raw series of one replica (see [`Replica`]) between `from_ms` and `to_ms` at `step_ms`,
+/// The raw series of one replica (see [`ReplicaKey`]) between `from_ms` and `to_ms` at `step_ms`,
 /// as [`range_from_prometheus`] reads a fleet's: the restriction is in the queries, so the
 /// store sends nothing of the other replicas.
 pub fn range_of_replica(
     rules: &Rules,
     live: &LiveOptions,
-    replica: &Replica<'_>,
+    replica: &ReplicaKey<'_>,
     (from_ms, to_ms, step_ms): (i64, i64, i64),
 ) -> Result<RangeSet> {
     let host = match replica.instance.rsplit_once(':') {
