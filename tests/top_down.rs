@@ -176,6 +176,46 @@ fn top_down_finds_every_fault_and_reads_only_the_unhealthy_replicas() {
         auto["notes"]
     );
     assert_eq!(hits(&auto), hits(&raw));
+
+    // A selector on the labels of the coarse view picks replicas there; one on another label
+    // is refused with the reason, not an empty report.
+    let (from, to) = ((T0 + 300).to_string(), (T0 + HOURS * 3600 - 60).to_string());
+    let args = |selector: &'static str| {
+        vec![
+            "postmortem".to_string(),
+            "--prometheus".to_string(),
+            prom.url.clone(),
+            "--from".to_string(),
+            from.clone(),
+            "--to".to_string(),
+            to.clone(),
+            "--step".to_string(),
+            "60s".to_string(),
+            "--plan".to_string(),
+            "top-down".to_string(),
+            "--selector".to_string(),
+            selector.to_string(),
+            "--format".to_string(),
+            "json".to_string(),
+        ]
+    };
+    let picked = args(r#"pod="vllm-4""#);
+    let out = run(&picked.iter().map(String::as_str).collect::<Vec<_>>());
+    let (code, stdout, stderr) = outcome(&out);
+    assert_eq!(code, 1, "{stderr}");
+    let one: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        hits(&one).keys().collect::<Vec<_>>(),
+        vec!["gpu-node-005:8000"]
+    );
+    let refused = args(r#"job="vllm""#);
+    let out = run(&refused.iter().map(String::as_str).collect::<Vec<_>>());
+    let (code, _, stderr) = outcome(&out);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("`job` is not in the store's coarse view"),
+        "{stderr}"
+    );
 }
 
 #[test]

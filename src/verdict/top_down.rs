@@ -15,10 +15,10 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use super::range::RangeQuery;
-use super::symptom_promql::symptom_queries;
+use super::symptom_promql::{symptom_queries, ENGINE_BY};
 use crate::postmortem::{self, Postmortem, Range};
 use crate::prepared::Options;
 use crate::rules::Rules;
@@ -86,6 +86,16 @@ pub fn postmortem(
     quiet: bool,
 ) -> Result<Postmortem> {
     let started = Instant::now();
+    // The coarse view's series carry only the labels the alert rules keep.
+    if let Some(sel) = query.selector {
+        if let Some(m) = (sel.matchers.iter()).find(|m| !ENGINE_BY.contains(&m.label.as_str())) {
+            bail!(
+                "--plan top-down selects replicas by {}: `{}` is not in the store's coarse view (use --plan raw)",
+                ENGINE_BY.join(", "),
+                m.label
+            );
+        }
+    }
     let window = triage_window(coarse_ms);
     // Every engine's replicas, and every engine's symptom conditions over the coarse windows.
     let mut queries = Vec::new();
