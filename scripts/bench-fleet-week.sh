@@ -64,7 +64,7 @@ if [ ! -f "$base.vm/.imported" ]; then
   echo "importing into VictoriaMetrics" >&2
   # OpenMetrics (seconds) as the text format with millisecond timestamps.
   zcat "$om" | sed -E '/^#/d; s/ ([0-9]+)$/ \1000/' |
-    curl -sf --data-binary @- "http://127.0.0.1:$vport/api/v1/import/prometheus"
+    curl -sf -X POST -H "Content-Type: text/plain" -T - "http://127.0.0.1:$vport/api/v1/import/prometheus"   # streamed
   curl -sf "http://127.0.0.1:$vport/internal/force_flush" >/dev/null
   touch "$base.vm/.imported"
 fi
