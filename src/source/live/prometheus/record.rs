@@ -422,11 +422,14 @@ fn timed_out(status: u16, body: &str) -> bool {
 }
 
 /// Whether an error answer refuses the query for the samples it would load (Prometheus'
-/// `--query.max-samples`, VictoriaMetrics' `-search.maxSamplesPerQuery`), which a shorter
-/// range may pass.
+/// `--query.max-samples`, VictoriaMetrics' `-search.maxSamplesPerQuery`) or the points a
+/// subquery would make over the whole range (VictoriaMetrics evaluates a subquery's steps
+/// across the range at once: `-search.maxPointsPerTimeseries`), which a shorter range may pass.
 fn too_many_samples(status: u16, body: &str) -> bool {
     (400..500).contains(&status)
-        && (body.contains("too many samples") || body.contains("maxSamplesPerQuery"))
+        && (body.contains("too many samples")
+            || body.contains("maxSamplesPerQuery")
+            || body.contains("maxPointsPerTimeseries"))
 }
 
 /// Range queries over one time range, sent together on a current-thread runtime.
@@ -761,6 +764,10 @@ mod tests {
         assert!(too_many_samples(
             422,
             "cannot select more than -search.maxSamplesPerQuery=1000 samples"
+        ));
+        assert!(too_many_samples(
+            422,
+            "too many points for the given step=1000, start=1 and end=172802: 172802; cannot exceed -search.maxPointsPerTimeseries=30000"
         ));
         assert!(
             !too_many_samples(503, prometheus),
