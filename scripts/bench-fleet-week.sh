@@ -3,11 +3,10 @@
 # dcgm-exporter and node_exporter series) over H hours at 60 s, three of them faulty for an hour
 # each at 20, 50 and 75 % of the range with different causes (`gen_fixtures.py --fleet-bench N
 # --incidents`), backfilled into a real Prometheus (promtool) and a real VictoriaMetrics
-# (its import API). For each store, in the same run:
-#   - `postmortem --prometheus URL --plan auto` (which must pick top-down): the client's wall
-#     time, CPU (user + sys) and peak memory, and the store's CPU meanwhile (from /proc);
-#   - the same queries (taken from Prometheus' query log) replayed one after another with curl:
-#     how long the store alone takes to answer them.
+# (its import API). For each store, in the same run, scripts/client_cost.py measures
+# `postmortem --prometheus URL --plan auto` (which must pick top-down): the client's wall time,
+# CPU (user + sys) and peak memory, the store's CPU meanwhile (from /proc), and the same queries
+# replayed one after another with curl: how long the store alone takes to answer them.
 # Then the ratios the issue sets: whole run / replay (goal <= 1.25) and client CPU / store CPU
 # (goal <= 0.25), and whether every fault was found with its onset within two coarse steps.
 #
@@ -44,8 +43,6 @@ fi
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_up() { for _ in $(seq 600); do curl -sf "$1" >/dev/null && return 0; sleep 0.2; done; echo "not up: $1" >&2; return 1; }
-cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }   # clock ticks
-ticks=$(getconf CLK_TCK)
 
 pport=$(free_port)
 printf 'global:\n  scrape_interval: 1m\n  query_log_file: %s\nscrape_configs: []\n' "$work/queries.log" > "$work/p.yml"
@@ -57,7 +54,7 @@ wait_up "http://127.0.0.1:$pport/-/ready"
 vport=$(free_port)
 mkdir -p "$base.vm"
 victoria-metrics -storageDataPath="$base.vm" -httpListenAddr="127.0.0.1:$vport" -retentionPeriod=100y \
-  -search.disableCache -search.latencyOffset=0s >"$work/vm.log" 2>&1 &
+  -search.disableCache -search.latencyOffset=0s -search.logSlowQueryDuration=1us >"$work/vm.log" 2>&1 &
 pids+=($!); vm_pid=$!
 wait_up "http://127.0.0.1:$vport/health"
 if [ ! -f "$base.vm/.imported" ]; then
@@ -70,33 +67,6 @@ if [ ! -f "$base.vm/.imported" ]; then
 fi
 
 from=$((T0 + 300)); to=$((T0 + H * 3600 - 60))
-run() { # name url -> report in $work/name.json, figures on stdout
-  local name=$1 url=$2 store_pid=$3
-  local before; before=$(cpu_of "$store_pid")
-  /usr/bin/time -f "%e %U %S %M" -o "$work/$name.time" "$bin" postmortem --prometheus "$url" \
-    --from "$from" --to "$to" --step 60s --format json -q >"$work/$name.json" 2>"$work/$name.err" || true
-  local after; after=$(cpu_of "$store_pid")
-  read -r wall user sys rss < <(tail -n 1 "$work/$name.time")
-  store_cpu=$(echo "scale=2; ($after - $before) / $ticks" | bc)
-  client_cpu=$(echo "$user + $sys" | bc)
-  echo "$wall $client_cpu $((rss / 1024)) $store_cpu"
-}
-replay() { # url log -> seconds for every logged query, one after another
-  python3 - "$1" "$2" <<'EOF'
-import json, subprocess, sys, time
-url, log = sys.argv[1], sys.argv[2]
-queries = [json.loads(l)["params"] for l in open(log) if l.strip()]
-t = time.time()
-for p in queries:
-    if p.get("step"):
-        args = ["--data-urlencode", f"query={p['query']}", "--data-urlencode", f"start={p['start']}",
-                "--data-urlencode", f"end={p['end']}", "--data-urlencode", f"step={p['step']}s", f"{url}/api/v1/query_range"]
-    else:
-        args = ["--data-urlencode", f"query={p['query']}", "--data-urlencode", f"time={p['end']}", f"{url}/api/v1/query"]
-    subprocess.run(["curl", "-s", "-o", "/dev/null", "-X", "POST"] + args, check=True)
-print(f"{time.time() - t:.2f} {len(queries)}")
-EOF
-}
 check() { # report -> what was found
   python3 - "$1" "$T0" "$N" "$H" <<'EOF'
 import json, sys
@@ -112,15 +82,14 @@ EOF
 }
 
 echo "# $N replicas x $H h at 60 s, build $(git rev-parse --short HEAD), $(date -u +%F)"
+# Each store answers the postmortem (its report checked), then the same command measured and
+# its queries replayed one after another with curl (scripts/client_cost.py): Prometheus' from
+# its query log, VictoriaMetrics' from its log of every query (-search.logSlowQueryDuration=1us).
 for store in prometheus victoria; do
-  if [ $store = prometheus ]; then url=http://127.0.0.1:$pport; spid=$prom_pid; else url=http://127.0.0.1:$vport; spid=$vm_pid; fi
-  : > "$work/queries.log"
-  # The Prometheus run logs the queries; both stores are replayed the same list.
-  [ $store = prometheus ] && { read -r wall ccpu rss scpu < <(run prom "$url" "$spid"); cp "$work/queries.log" "$work/sent.log"; }
-  [ $store = victoria ] && read -r wall ccpu rss scpu < <(run vm "$url" "$spid")
-  read -r alone nq < <(replay "$url" "$work/sent.log")
-  echo "$store: postmortem ${wall} s (client CPU ${ccpu} s, peak ${rss} MB; store CPU ${scpu} s); the same $nq queries replayed with curl ${alone} s"
-  echo "  whole / replay $(echo "scale=2; $wall / $alone" | bc) (goal <= 1.25); client CPU / store CPU $(echo "scale=2; $ccpu / ($scpu + 0.001)" | bc) (goal <= 0.25)"
-  f=$work/prom.json; [ $store = victoria ] && f=$work/vm.json
-  echo "  $(check "$f")"
+  if [ $store = prometheus ]; then url=http://127.0.0.1:$pport; spid=$prom_pid; log=(--log "$work/queries.log")
+  else url=http://127.0.0.1:$vport; spid=$vm_pid; log=(--vm-log "$work/vm.log"); fi
+  cmd=("$bin" postmortem --prometheus "$url" --from "$from" --to "$to" --step 60s --format json -q)
+  "${cmd[@]}" > "$work/$store.json" || true
+  echo "$store: $(python3 scripts/client_cost.py --url "$url" --store-pid "$spid" "${log[@]}" -- "${cmd[@]}")"
+  echo "  $(check "$work/$store.json")"
 done

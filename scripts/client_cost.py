@@ -8,13 +8,15 @@ store) and client CPU / store CPU (goal <= 0.25).
 
     scripts/client_cost.py --url URL --store-pid PID --log QUERY_LOG [--replay-log LOG] -- CMD...
 
---replay-log replays another log's queries (VictoriaMetrics logs none: replay the list a
-Prometheus run of the same command logged). Prints one line of JSON.
+--replay-log replays another log's queries. VictoriaMetrics has no query log: start it with
+`-search.logSlowQueryDuration=1us` and give its log as --vm-log (the lines it adds while the
+command runs are replayed). Prints one line of JSON.
 """
 
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -41,17 +43,31 @@ def replay(url, log):
     return time.time() - started, len(queries)
 
 
+def replay_vm(url, log, offset):
+    """The requests VictoriaMetrics logged after byte `offset` of its log, replayed in order."""
+    with open(log, "rb") as f:
+        f.seek(offset)
+        lines = f.read().decode("utf-8", "replace").splitlines()
+    uris = [m.group(1) for line in lines if (m := re.search(r'requestURI: "([^"]+)"', line))]
+    started = time.time()
+    for uri in uris:
+        subprocess.run(["curl", "-s", "-o", "/dev/null", url + uri], check=True)
+    return time.time() - started, len(uris)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", required=True)
     ap.add_argument("--store-pid", type=int, required=True)
     ap.add_argument("--log", help="the store's query log (emptied before the command)")
     ap.add_argument("--replay-log", help="replay this log's queries instead of --log's")
+    ap.add_argument("--vm-log", help="VictoriaMetrics' log (-search.logSlowQueryDuration=1us)")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if a.log:
         open(a.log, "w").close()
+    offset = os.path.getsize(a.vm_log) if a.vm_log else 0
     store_before = cpu_seconds(a.store_pid)
     started = time.time()
     child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -59,7 +75,10 @@ def main():
     wall = time.time() - started
     store_cpu = cpu_seconds(a.store_pid) - store_before
     client_cpu = usage.ru_utime + usage.ru_stime
-    alone, n = replay(a.url, a.replay_log or a.log)
+    if a.vm_log:
+        alone, n = replay_vm(a.url, a.vm_log, offset)
+    else:
+        alone, n = replay(a.url, a.replay_log or a.log)
     print(json.dumps({
         "exit": os.waitstatus_to_exitcode(status),
         "wall_s": round(wall, 3),
