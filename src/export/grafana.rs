@@ -323,15 +323,7 @@ impl Builder<'_> {
     /// The adapter that provides `signal` (the engine's first, then an exporter's) and its
     /// definition, as the alert rules and the triage choose it.
     fn provider(&self, signal: &str) -> Option<(&AdapterSpec, &Expr)> {
-        let exporters = self
-            .rules
-            .adapters
-            .list
-            .iter()
-            .filter(|a| a.kind != AdapterKind::Engine);
-        std::iter::once(self.engine)
-            .chain(exporters)
-            .find_map(|a| a.signals.get(signal).map(|e| (a, e)))
+        crate::verdict::symptom_promql::provider(self.rules, self.engine, signal)
     }
 
     fn panel(&self, id: u32, c: &Chart, adapter: &AdapterSpec, targets: Vec<Value>) -> Value {

@@ -14,6 +14,7 @@ use llm_doctor_engine::FactValue;
 
 use crate::rules::Rules;
 use crate::signal::adapter::eval::Stat;
+use crate::signal::adapter::spec::Expr;
 use crate::signal::adapter::{AdapterKind, AdapterSpec};
 use crate::signal::promql;
 
@@ -123,6 +124,19 @@ pub fn symptom_queries<'r>(
     out
 }
 
+/// The adapter that provides `signal` for engine adapter `engine` (the engine's own definition
+/// first, then a GPU or host exporter's), and its definition.
+pub fn provider<'r>(
+    rules: &'r Rules,
+    engine: &'r AdapterSpec,
+    signal: &str,
+) -> Option<(&'r AdapterSpec, &'r Expr)> {
+    let exporters = (rules.adapters.list.iter()).filter(|a| a.kind != AdapterKind::Engine);
+    std::iter::once(engine)
+        .chain(exporters)
+        .find_map(|a| a.signals.get(signal).map(|e| (a, e)))
+}
+
 struct Scope<'a> {
     rules: &'a Rules,
     engine: &'a AdapterSpec,
@@ -134,15 +148,7 @@ impl PromqlScope for Scope<'_> {
     fn signal(&self, slot: Slot, stat: SignalStat) -> Option<String> {
         let Slot::Signal(i) = slot else { return None };
         let name = &self.rules.catalog.signals()[i].name;
-        let exporters = self
-            .rules
-            .adapters
-            .list
-            .iter()
-            .filter(|a| a.kind != AdapterKind::Engine);
-        let (adapter, expr) = std::iter::once(self.engine)
-            .chain(exporters)
-            .find_map(|a| a.signals.get(name).map(|e| (a, e)))?;
+        let (adapter, expr) = provider(self.rules, self.engine, name)?;
         if !promql::expressible(expr) {
             return None;
         }
@@ -176,7 +182,7 @@ impl PromqlScope for Scope<'_> {
             .signals
             .get(&self.rules.catalog.signals()[i].name)
         {
-            Some(crate::signal::adapter::spec::Expr::Const(c)) => Some(*c),
+            Some(Expr::Const(c)) => Some(*c),
             _ => None,
         }
     }
