@@ -97,25 +97,43 @@ pub fn postmortem(
         }
     }
     let window = triage_window(coarse_ms);
-    // Every engine's replicas, and every engine's symptom conditions over the coarse windows.
-    let mut queries = Vec::new();
-    let mut symptom_of = Vec::new();
-    for a in rules.adapters.engines() {
-        queries.push(format!(
-            "group by (namespace, pod, instance) ({})",
-            discovery_selector(a)
-        ));
-        symptom_of.push(None);
+    let coarse = (query.from_ms, query.to_ms, coarse_ms);
+    let context = || format!("querying {} for the fleet's coarse view", query.url);
+    // First every engine's replicas; then the symptom conditions of the engines the store has
+    // (their GPU and host clauses read the exporters every engine shares: asked once per
+    // engine, they are the costliest queries of the view).
+    let engines: Vec<&crate::signal::adapter::AdapterSpec> = rules.adapters.engines().collect();
+    let mut queries: Vec<String> = (engines.iter())
+        .map(|a| {
+            format!(
+                "group by (namespace, pod, instance) ({})",
+                discovery_selector(a)
+            )
+        })
+        .collect();
+    let (replicas, mut notes) = coarse_range(query.live, &queries, coarse).with_context(context)?;
+    let mut symptom_of: Vec<Option<usize>> = vec![None; queries.len()];
+    let mut symptom_queries_of = Vec::new();
+    for (a, found) in engines.iter().zip(&replicas) {
+        if found.is_empty() {
+            continue;
+        }
         for q in symptom_queries(rules, a, &window, slos) {
             if let (Some(expr), "warning") = (q.expr, q.severity) {
-                queries.push(expr);
+                symptom_queries_of.push(expr);
                 symptom_of.push(Some(q.symptom));
             }
         }
     }
-    let coarse = (query.from_ms, query.to_ms, coarse_ms);
-    let (answers, mut notes) = coarse_range(query.live, &queries, coarse)
-        .with_context(|| format!("querying {} for the fleet's coarse view", query.url))?;
+    let (symptoms, more) =
+        coarse_range(query.live, &symptom_queries_of, coarse).with_context(context)?;
+    for n in more {
+        if !notes.contains(&n) {
+            notes.push(n);
+        }
+    }
+    queries.extend(symptom_queries_of);
+    let answers: Vec<_> = replicas.into_iter().chain(symptoms).collect();
     let mut fleet: BTreeMap<String, Seen> = BTreeMap::new();
     for (answer, symptom) in answers.iter().zip(&symptom_of) {
         for (labels, points) in answer {
