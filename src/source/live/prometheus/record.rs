@@ -237,6 +237,10 @@ pub fn coarse_range(
         Ok((i, series, warnings))
     });
     let mut out: Vec<Vec<CoarseSeries>> = vec![Vec::new(); queries.len()];
+    let mut index: std::collections::HashMap<
+        (usize, std::collections::BTreeMap<String, String>),
+        usize,
+    > = std::collections::HashMap::new();
     let mut notes = Vec::new();
     // In the order asked; a piece refused for its size (asked again in halves) has no answer.
     for (answer, _) in answers {
@@ -248,9 +252,13 @@ pub fn coarse_range(
             }
         }
         for (labels, points) in series {
-            match out[i].iter_mut().find(|(l, _)| *l == labels) {
-                Some((_, p)) => p.extend(points),
-                None => out[i].push((labels, points)),
+            // A query's pieces answer the same series: each found by its labels, not by a scan.
+            match index.get(&(i, labels.clone())) {
+                Some(&k) => out[i][k].1.extend(points),
+                None => {
+                    index.insert((i, labels.clone()), out[i].len());
+                    out[i].push((labels, points));
+                }
             }
         }
     }
