@@ -105,10 +105,26 @@ impl Samples {
 
     /// Appends a sample.
     pub fn push(&mut self, sample: Sample) {
+        self.push_with_room(sample, 1);
+    }
+
+    /// [`Samples::push`], knowing that `more` samples (this one included) are coming: a new
+    /// block is made with room for them at once rather than grown a sample at a time. A series
+    /// past its first block is long, so later blocks are made whole.
+    fn push_with_room(&mut self, sample: Sample, more: usize) {
         self.marks.take();
         match self.blocks.last_mut() {
             Some(b) if b.len() < BLOCK => b.push(sample.value),
-            _ => self.blocks.push(vec![sample.value]),
+            _ => {
+                let room = if self.len == 0 {
+                    more.clamp(1, BLOCK)
+                } else {
+                    BLOCK
+                };
+                let mut block = Vec::with_capacity(room);
+                block.push(sample.value);
+                self.blocks.push(block);
+            }
         }
         let index = self.len;
         self.len += 1;
@@ -430,9 +446,7 @@ fn runs_time(runs: &[Run], i: usize) -> i64 {
 impl FromIterator<Sample> for Samples {
     fn from_iter<I: IntoIterator<Item = Sample>>(iter: I) -> Self {
         let mut out = Samples::new();
-        for s in iter {
-            out.push(s);
-        }
+        out.extend(iter);
         out
     }
 }
@@ -445,8 +459,9 @@ impl From<Vec<Sample>> for Samples {
 
 impl Extend<Sample> for Samples {
     fn extend<I: IntoIterator<Item = Sample>>(&mut self, iter: I) {
-        for s in iter {
-            self.push(s);
+        let mut iter = iter.into_iter();
+        while let Some(s) = iter.next() {
+            self.push_with_room(s, iter.size_hint().0 + 1);
         }
     }
 }

@@ -24,7 +24,6 @@
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
 use crate::signal::series::{Labels, MetricType, Series, SeriesSet};
 
@@ -148,14 +147,15 @@ fn declared_om_family(name: &str, ty: MetricType) -> (String, MetricType) {
 /// `le`/`quantile`, then the sample's role (buckets/quantiles first, in ascending bound,
 /// then `_count`, `_sum`, `_created`, anything else), then name and labels as a tie-break.
 fn point_order(family: &str, a: &Series, b: &Series) -> Ordering {
-    fn point_labels(s: &Series) -> Vec<(&str, &str)> {
+    // Compared as they are read: the sort of a family of thousands of series must not
+    // allocate at every comparison.
+    fn point_labels(s: &Series) -> impl Iterator<Item = (&str, &str)> {
         s.labels
             .iter()
             .filter(|(n, _)| *n != "le" && *n != "quantile")
-            .collect()
     }
     point_labels(a)
-        .cmp(&point_labels(b))
+        .cmp(point_labels(b))
         .then_with(|| role(family, a).cmp(&role(family, b)))
         .then_with(|| bound(a).total_cmp(&bound(b)))
         .then_with(|| a.key_cmp(b))
@@ -270,12 +270,11 @@ fn write_value(out: &mut String, v: f64) {
     } else if v.is_infinite() {
         out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
     } else {
-        let magnitude = v.abs();
-        if magnitude != 0.0 && !(1e-5..1e16).contains(&magnitude) {
-            let _ = write!(out, "{v:e}");
-        } else {
-            let _ = write!(out, "{v}");
-        }
+        // Ryū writes the same shortest digits, as a decimal from 1e-5 to 1e16 and with an
+        // exponent outside (`1e-6`, `1.5e20`, as `{:e}` does); a whole number ends in `.0`.
+        let mut buffer = ryu::Buffer::new();
+        let text = buffer.format_finite(v);
+        out.push_str(text.strip_suffix(".0").unwrap_or(text));
     }
 }
 
@@ -286,11 +285,18 @@ fn write_seconds(out: &mut String, t_ms: i64) {
     }
     let abs = t_ms.unsigned_abs();
     let (secs, millis) = (abs / 1000, abs % 1000);
-    let _ = write!(out, "{secs}");
+    out.push_str(itoa::Buffer::new().format(secs));
     if millis != 0 {
-        let frac = format!("{millis:03}");
+        let digits = [millis / 100, millis / 10 % 10, millis % 10].map(|d| b'0' + d as u8);
+        let shown = if millis % 10 != 0 {
+            3
+        } else if millis % 100 != 0 {
+            2
+        } else {
+            1
+        };
         out.push('.');
-        out.push_str(frac.trim_end_matches('0'));
+        out.push_str(std::str::from_utf8(&digits[..shown]).unwrap_or_default());
     }
 }
 
@@ -589,5 +595,93 @@ up{job=\"x\"} 1
         assert_eq!(value(f64::NAN), "NaN");
         assert_eq!(value(f64::INFINITY), "+Inf");
         assert_eq!(value(f64::NEG_INFINITY), "-Inf");
+    }
+
+    /// The text Rust's own float and integer formatting gave before Ryū and itoa wrote it.
+    fn formatted_before(v: f64) -> String {
+        match v {
+            v if v.is_nan() => "NaN".to_string(),
+            v if v.is_infinite() => (if v > 0.0 { "+Inf" } else { "-Inf" }).to_string(),
+            v if v != 0.0 && !(1e-5..1e16).contains(&v.abs()) => format!("{v:e}"),
+            v => format!("{v}"),
+        }
+    }
+
+    fn seconds_before(t_ms: i64) -> String {
+        let sign = if t_ms < 0 { "-" } else { "" };
+        let (secs, millis) = (t_ms.unsigned_abs() / 1000, t_ms.unsigned_abs() % 1000);
+        match millis {
+            0 => format!("{sign}{secs}"),
+            m => format!("{sign}{secs}.{}", format!("{m:03}").trim_end_matches('0')),
+        }
+    }
+
+    #[test]
+    fn numbers_are_written_as_rust_formats_them() {
+        for v in [
+            0.0,
+            -0.0,
+            1.0,
+            -3.0,
+            0.1,
+            1e-5,
+            9.99e-6,
+            1e15,
+            9.999e15,
+            1e16,
+            1.5e20,
+            5e-324,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            123456789.125,
+            1796083207.0,
+        ] {
+            assert_eq!(value(v), formatted_before(v), "{v:e}");
+        }
+        for t in [
+            0,
+            1,
+            10,
+            100,
+            999,
+            1000,
+            1001,
+            1010,
+            1100,
+            -1,
+            -1500,
+            i64::MIN,
+            i64::MAX,
+        ] {
+            assert_eq!(seconds(t), seconds_before(t), "{t}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 4096, failure_persistence: None, ..Default::default() })]
+        /// Round-trip exact, as short as Rust's text and in the same form. Where the shortest
+        /// needs 17 digits, more than one text of that length parses back to the float, and
+        /// Ryū and Rust may pick different ones (`...295.62` and `...295.63`).
+        #[test]
+        fn any_value_is_written_as_short_as_rust_writes_it(bits: u64) {
+            let v = f64::from_bits(bits);
+            let (ours, rusts) = (value(v), formatted_before(v));
+            if v.is_nan() {
+                proptest::prop_assert_eq!(ours, rusts);
+            } else {
+                proptest::prop_assert_eq!(ours.parse::<f64>().map(f64::to_bits), Ok(bits), "{}", ours);
+                proptest::prop_assert_eq!(ours.len(), rusts.len(), "{} {}", ours, rusts);
+                proptest::prop_assert_eq!(ours.contains('e'), rusts.contains('e'), "{} {}", ours, rusts);
+                let digits = |t: &str| t.chars().filter(char::is_ascii_digit).count();
+                if digits(&rusts) < 17 {
+                    proptest::prop_assert_eq!(ours, rusts);
+                }
+            }
+        }
+
+        #[test]
+        fn any_timestamp_is_written_as_before(t_ms: i64) {
+            proptest::prop_assert_eq!(seconds(t_ms), seconds_before(t_ms));
+        }
     }
 }

@@ -36,6 +36,11 @@ use serde::Deserialize;
 
 use crate::signal::series::{Labels, MetricType, Sample, Samples, Series, SeriesSet};
 
+mod numbers;
+mod scan;
+
+use numbers::{parse_value, seconds_to_ms};
+
 /// The query to save when an answer is not raw series.
 pub const RAW_SERIES_HINT: &str = "llm-doctor needs raw series: query e.g. \
 `{__name__=~\"vllm:.*|DCGM_.*|node_cpu_seconds_total\"}[15m]` with /api/v1/query (a matrix of \
@@ -140,11 +145,12 @@ pub fn parse(text: &str, file: &str) -> Result<SeriesSet, ApiJsonError> {
 /// is read on every core (see [`parse_in_pieces`]).
 pub fn parse_with_warnings(text: &str, file: &str) -> Result<Parsed, ApiJsonError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    if text.len() >= PIECES_FROM_BYTES {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if let Some(parsed) = parse_in_pieces(text, file, threads) {
-            return Ok(parsed);
-        }
+    let threads = match text.len() >= PIECES_FROM_BYTES {
+        true => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        false => 1,
+    };
+    if let Some(parsed) = parse_in_runs(text, file, threads, 1) {
+        return Ok(parsed);
     }
     parse_whole(text, file)
 }
@@ -211,6 +217,12 @@ const NEXT_SERIES: &str = "},{\"metric\":";
 /// or when a run cannot be read: the caller then reads it whole and says exactly what is wrong,
 /// where.
 fn parse_in_pieces(text: &str, file: &str, threads: usize) -> Option<Parsed> {
+    parse_in_runs(text, file, threads, 2)
+}
+
+/// [`parse_in_pieces`] in at least `min_runs` runs (one reads a small answer on this thread,
+/// its series scanned, not deserialized).
+fn parse_in_runs(text: &str, file: &str, threads: usize, min_runs: usize) -> Option<Parsed> {
     // A key: in a string its quotes would be escaped. Only the compact layout servers write
     // (`"data":{"resultType":"matrix","result":[{"metric":...`) is read this way; whether it is
     // the answer's own `data` is checked once the envelope is read, below.
@@ -228,7 +240,7 @@ fn parse_in_pieces(text: &str, file: &str, threads: usize) -> Option<Parsed> {
         return None;
     }
     let starts = run_starts(all, threads);
-    if starts.len() < 2 {
+    if starts.len() < min_runs {
         return None;
     }
     let runs: Vec<(&str, bool)> = (0..starts.len())
@@ -238,15 +250,19 @@ fn parse_in_pieces(text: &str, file: &str, threads: usize) -> Option<Parsed> {
             None => (&all[starts[k]..], true),
         })
         .collect();
-    let read: Vec<Option<(Vec<Series>, usize, usize)>> = std::thread::scope(|scope| {
-        let reading: Vec<_> = (runs.iter())
-            .map(|&(run, last)| scope.spawn(move || read_run(run, last, file)))
-            .collect();
-        reading
-            .into_iter()
-            .map(|r| r.join().ok().flatten())
-            .collect()
-    });
+    let read: Vec<Option<(Vec<Series>, usize, usize)>> = if let [(run, last)] = runs[..] {
+        vec![read_run(run, last, file)]
+    } else {
+        std::thread::scope(|scope| {
+            let reading: Vec<_> = (runs.iter())
+                .map(|&(run, last)| scope.spawn(move || read_run(run, last, file)))
+                .collect();
+            reading
+                .into_iter()
+                .map(|r| r.join().ok().flatten())
+                .collect()
+        })
+    };
     let mut series = Vec::new();
     let (mut native_skipped, mut close) = (0, open);
     for (k, run) in read.into_iter().enumerate() {
@@ -335,13 +351,19 @@ fn run_starts(all: &str, n: usize) -> Vec<usize> {
 fn read_run(run: &str, last: bool, file: &str) -> Option<(Vec<Series>, usize, usize)> {
     let blank = |s: &str| s.len() - s.trim_start_matches([' ', '\t', '\n', '\r']).len();
     let (mut series, mut native_skipped, mut at) = (Vec::new(), 0, 0);
+    let mut scratch = Vec::new();
     loop {
-        let mut stream = serde_json::Deserializer::from_str(&run[at..]).into_iter::<Item>();
-        let item = stream.next()?.ok()?;
-        at += stream.byte_offset();
-        let (s, n) = to_series(std::slice::from_ref(&item), file).ok()?;
-        series.extend(s);
-        native_skipped += n;
+        if let Some((s, end)) = scan::series_at(run, at, &mut scratch) {
+            series.push(s);
+            at = end;
+        } else {
+            let mut stream = serde_json::Deserializer::from_str(&run[at..]).into_iter::<Item>();
+            let item = stream.next()?.ok()?;
+            at += stream.byte_offset();
+            let (s, n) = to_series(std::slice::from_ref(&item), file).ok()?;
+            series.extend(s);
+            native_skipped += n;
+        }
         at += blank(&run[at..]);
         match run.as_bytes().get(at) {
             Some(b',') => at += 1,
@@ -355,6 +377,13 @@ fn read_run(run: &str, last: bool, file: &str) -> Option<(Vec<Series>, usize, us
 /// The series of a query answer's `result`, given as its JSON text (a vector's rows or a
 /// matrix's series): the live client keeps it unparsed until it knows the result's type.
 pub(crate) fn series_of_text(result: &str, file: &str) -> Result<Vec<Series>, ApiJsonError> {
+    if let Some(run) = result.strip_prefix('[') {
+        if let Some((series, _, end)) = read_run(run, true, file) {
+            if run[end + 1..].trim().is_empty() {
+                return Ok(series);
+            }
+        }
+    }
     let items: Vec<Item> = serde_json::from_str(result).map_err(|cause| ApiJsonError::Json {
         file: file.to_string(),
         cause,
@@ -505,22 +534,6 @@ fn to_series(items: &[Item], file: &str) -> Result<(Vec<Series>, usize), ApiJson
         });
     }
     Ok((series, native_skipped))
-}
-
-/// Float seconds to milliseconds through the float's shortest decimal form (the digits the
-/// server wrote, for any timestamp with at most 17 significant digits), truncating below a
-/// millisecond like Prometheus.
-fn seconds_to_ms(secs: f64) -> Option<i64> {
-    if !secs.is_finite() {
-        return None;
-    }
-    // Whole seconds (every range-query step on a whole-second grid) are exact as they are;
-    // formatting each of millions of them was a tenth of a day's postmortem from Prometheus.
-    if secs.fract() == 0.0 && secs.abs() < 9.2e15 {
-        return Some(secs as i64 * 1000);
-    }
-    // `{}` on f64 prints the shortest round-tripping decimal, never an exponent.
-    crate::time::seconds_to_ms(&format!("{secs}"))
 }
 
 /// Infers family types from sample names, since API answers carry none:
@@ -686,18 +699,6 @@ impl<'de> Deserialize<'de> for SampleValue {
         }
         d.deserialize_any(V)
     }
-}
-
-/// Go's `strconv.ParseFloat` spellings as Prometheus writes them: decimals, exponents, `NaN`,
-/// `+Inf`, `-Inf` (case-insensitive, `Inf`/`Infinity` with optional sign).
-fn parse_value(s: &str) -> Option<f64> {
-    let t = s.trim();
-    let unsigned = t.trim_start_matches(['+', '-']);
-    if unsigned.is_empty() || t.len() - unsigned.len() > 1 {
-        return None;
-    }
-    // Rust's parser accepts the same words as Go's ("nan", "inf", "infinity", any case).
-    t.parse::<f64>().ok()
 }
 
 #[cfg(test)]
@@ -987,6 +988,97 @@ mod tests {
             let text = format!("{}{junk}{}", &base[..cut], &base[cut..]);
             let _ = parse_with_warnings(&text, "p.json");
         }
+
+        /// The scanned read and serde's agree on every answer: the same series, or both an
+        /// error. Junk inserted anywhere makes answers the scanner must give up on.
+        #[test]
+        fn scanned_answers_read_as_serde_reads_them(
+            rows in proptest::collection::vec(answer_row(), 0..4),
+            junk_at in proptest::option::weighted(0.2, (0usize..600, "[\\[\\]{}\",:0-9a-z. ]{1,3}")),
+        ) {
+            let mut text = matrix(&rows.join(","));
+            if let Some((at, junk)) = junk_at {
+                let at = (0..=at.min(text.len())).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+                text.insert_str(at, &junk);
+            }
+            let scanned = parse_with_warnings(&text, "p.json").map(|p| format!("{p:?}"));
+            let whole = parse_whole(&text, "p.json").map(|p| format!("{p:?}"));
+            match (scanned, whole) {
+                (Ok(a), Ok(b)) => proptest::prop_assert_eq!(a, b),
+                (Err(a), Err(b)) => proptest::prop_assert_eq!(a.to_string(), b.to_string()),
+                (a, b) => proptest::prop_assert!(false, "scanned {a:?}, serde {b:?}, for {text}"),
+            }
+        }
+    }
+
+    /// One series of a matrix as a server might write it, now and then with what only serde
+    /// reads (escapes, other keys, numbers as values, no name, a repeated label, a timestamp
+    /// out of range).
+    fn answer_row() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let name = prop_oneof![9 => "[a-z_:]{1,4}".prop_map(Some), 1 => Just(None)];
+        let label_value = prop_oneof![9 => "[a-z0-9 ✓:]{0,4}", 1 => "[a-z\"\\\\\n]{0,4}"];
+        let labels = prop::collection::vec(
+            (
+                prop::sample::select(vec!["pod", "a", "le", "B", "a_b", "pod"]),
+                label_value,
+            ),
+            0..4,
+        );
+        let time = prop_oneof![
+            12 => (1_700_000_000u64..1_800_000_000).prop_map(|t| t.to_string()),
+            4 => (1_700_000_000u64..1_800_000_000, 1u32..1000).prop_map(|(t, f)| format!("{t}.{f}")),
+            1 => prop::sample::select(vec!["0", "-15", "1.5e3", "1e300", "17960832070000000", "1.0001e9"])
+                .prop_map(str::to_string),
+        ];
+        let value = prop_oneof![
+            12 => any::<f64>().prop_map(|v| format!("\"{v}\"")),
+            4 => (0u32..100_000).prop_map(|v| format!("\"{v}\"")),
+            2 => prop::sample::select(vec!["\"NaN\"", "\"+Inf\"", "\"-Inf\"", "\"1e-7\"", "3", "2.5", "-1e2"])
+                .prop_map(str::to_string),
+            1 => prop::sample::select(vec!["\" 2\"", "\"x\"", "\"\"", "\"1\\u0030\"", "null"])
+                .prop_map(str::to_string),
+        ];
+        let point = (time, value).prop_map(|(t, v)| format!("[{t},{v}]"));
+        let shape = prop_oneof![
+            12 => Just("values"), 2 => Just("value"), 1 => Just("both"), 1 => Just("histogram"),
+            1 => Just("other"), 1 => Just("twice"),
+        ];
+        (
+            name,
+            labels,
+            prop::collection::vec(point, 0..6),
+            shape,
+            any::<bool>(),
+        )
+            .prop_map(|(name, labels, points, shape, spaced)| {
+                let quoted = |t: &str| serde_json::to_string(t).unwrap();
+                let metric: Vec<String> = (name.iter().map(|n| ("__name__", n.as_str())))
+                    .chain(labels.iter().map(|(k, v)| (*k, v.as_str())))
+                    .map(|(k, v)| format!("{}:{}", quoted(k), quoted(v)))
+                    .collect();
+                let values = format!("[{}]", points.join(","));
+                let one = points
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| "[1,\"1\"]".to_string());
+                let body = match shape {
+                    "values" => format!("\"values\":{values}"),
+                    "value" => format!("\"value\":{one}"),
+                    "both" => format!("\"value\":{one},\"values\":{values}"),
+                    "histogram" => {
+                        format!("\"values\":{values},\"histograms\":[[1,{{\"count\":\"1\"}}]]")
+                    }
+                    "twice" => format!("\"values\":{values},\"values\":{values}"),
+                    _ => format!("\"values\":{values},\"stats\":{{}}"),
+                };
+                let row = format!("{{\"metric\":{{{}}},{body}}}", metric.join(","));
+                if spaced {
+                    row.replace(',', " ,\n ").replace(':', ": ")
+                } else {
+                    row
+                }
+            })
     }
 
     #[test]
