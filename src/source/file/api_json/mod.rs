@@ -302,17 +302,19 @@ pub fn read_in_pieces(text: &str, file: &str, threads: usize) -> Option<Parsed> 
     parse_in_pieces(text, file, threads)
 }
 
-/// For fuzzing: whatever the text, a read in pieces that succeeds gives what a whole read
-/// gives.
+/// For fuzzing: whatever the text, a read in pieces, or scanned in one run, that succeeds
+/// gives what serde's whole read gives.
 #[doc(hidden)]
 pub fn check_pieces_agree(text: &str) {
-    if let Some(pieces) = parse_in_pieces(text, "fuzz", 3) {
-        let whole = parse_whole(text, "fuzz").map(|w| format!("{w:?}"));
-        assert_eq!(
-            whole.ok(),
-            Some(format!("{pieces:?}")),
-            "pieces and whole differ"
-        );
+    for (threads, min_runs) in [(3, 2), (1, 1)] {
+        if let Some(pieces) = parse_in_runs(text, "fuzz", threads, min_runs) {
+            let whole = parse_whole(text, "fuzz").map(|w| format!("{w:?}"));
+            assert_eq!(
+                whole.ok(),
+                Some(format!("{pieces:?}")),
+                "pieces ({threads} threads) and whole differ"
+            );
+        }
     }
 }
 
