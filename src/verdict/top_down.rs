@@ -103,7 +103,7 @@ pub fn postmortem(
     // (their GPU and host clauses read the exporters every engine shares: asked once per
     // engine, they are the costliest queries of the view).
     let engines: Vec<&crate::signal::adapter::AdapterSpec> = rules.adapters.engines().collect();
-    let mut queries: Vec<String> = (engines.iter())
+    let replica_queries: Vec<String> = (engines.iter())
         .map(|a| {
             format!(
                 "group by (namespace, pod, instance) ({})",
@@ -111,9 +111,10 @@ pub fn postmortem(
             )
         })
         .collect();
-    let (replicas, mut notes) = coarse_range(query.live, &queries, coarse).with_context(context)?;
-    let mut symptom_of: Vec<Option<usize>> = vec![None; queries.len()];
-    let mut symptom_queries_of = Vec::new();
+    let (replicas, mut notes) =
+        coarse_range(query.live, &replica_queries, coarse).with_context(context)?;
+    // Each symptom query beside the symptom it asks about.
+    let (mut symptom_queries_of, mut symptom_ids) = (Vec::new(), Vec::new());
     for (a, found) in engines.iter().zip(&replicas) {
         if found.is_empty() {
             continue;
@@ -121,7 +122,7 @@ pub fn postmortem(
         for q in symptom_queries(rules, a, &window, slos) {
             if let (Some(expr), "warning") = (q.expr, q.severity) {
                 symptom_queries_of.push(expr);
-                symptom_of.push(Some(q.symptom));
+                symptom_ids.push(q.symptom);
             }
         }
     }
@@ -132,10 +133,11 @@ pub fn postmortem(
             notes.push(n);
         }
     }
-    queries.extend(symptom_queries_of);
-    let answers: Vec<_> = replicas.into_iter().chain(symptoms).collect();
+    let queries_sent = replica_queries.len() + symptom_queries_of.len();
+    let answers = (replicas.iter().map(|a| (a, None)))
+        .chain(symptoms.iter().zip(symptom_ids.iter().copied().map(Some)));
     let mut fleet: BTreeMap<String, Seen> = BTreeMap::new();
-    for (answer, symptom) in answers.iter().zip(&symptom_of) {
+    for (answer, symptom) in answers {
         for (labels, points) in answer {
             let Some(instance) = labels.get("instance") else {
                 continue;
@@ -150,7 +152,7 @@ pub fn postmortem(
                 seen.pod = labels.get("pod").cloned();
             }
             if let Some(s) = symptom {
-                seen.fired.extend(points.iter().map(|(t, _)| (*t, *s)));
+                seen.fired.extend(points.iter().map(|(t, _)| (*t, s)));
             }
         }
     }
@@ -208,7 +210,7 @@ pub fn postmortem(
     let mut all_notes = vec![format!(
         "top-down: {} replicas in the store's coarse view ({} queries at {} s, {} ms); {} unhealthy there, read raw over {} spans ({}); {} healthy at every coarse step, not read",
         fleet.len(),
-        queries.len(),
+        queries_sent,
         coarse_ms / 1000,
         coarse_took.as_millis(),
         unhealthy.len(),

@@ -441,6 +441,18 @@ fn server_notes<D>(answer: &Envelope<D>, file: &str) -> Vec<String> {
 
 /// The series of a matrix or vector answer; scalars, strings and empty answers are errors.
 fn series_items(data: Option<Data>, file: &str) -> Result<Vec<Item>, ApiJsonError> {
+    let items = items_of(data, file)?;
+    if items.is_empty() {
+        return Err(invalid(
+            file,
+            format!("the answer holds no series (the query matched nothing); {RAW_SERIES_HINT}"),
+        ));
+    }
+    Ok(items)
+}
+
+/// The rows of a matrix or vector answer, none or many; scalars and strings are errors.
+fn items_of(data: Option<Data>, file: &str) -> Result<Vec<Item>, ApiJsonError> {
     let data = data.ok_or_else(|| {
         invalid(
             file,
@@ -462,13 +474,38 @@ fn series_items(data: Option<Data>, file: &str) -> Result<Vec<Item>, ApiJsonErro
             })
         }
     };
-    if items.is_empty() {
-        return Err(invalid(
-            file,
-            format!("the answer holds no series (the query matched nothing); {RAW_SERIES_HINT}"),
-        ));
-    }
     Ok(items)
+}
+
+/// One row of an answer the store computed: its labels and its points (ms, value).
+pub type Row = (BTreeMap<String, String>, Vec<(i64, f64)>);
+
+/// The rows of a matrix or vector answer as the store computed them, named or not (an
+/// aggregation's series carry no `__name__`), and what the server said (as
+/// [`parse_with_warnings`] returns it); an answer that matched nothing has no rows. For
+/// answers that are not raw series: a top-down postmortem's coarse view.
+pub fn rows(text: &str, file: &str) -> Result<(Vec<Row>, Vec<String>), ApiJsonError> {
+    let answer: Answer = serde_json::from_str(text).map_err(|cause| ApiJsonError::Json {
+        file: file.to_string(),
+        cause,
+    })?;
+    check_status(&answer, file)?;
+    let notes = server_notes(&answer, file);
+    let rows = (items_of(answer.data, file)?.into_iter())
+        .map(|item| {
+            let points = (item.values.iter().chain(&item.value))
+                .map(|p| match seconds_to_ms(p.0) {
+                    Some(t_ms) => Ok((t_ms, p.1 .0)),
+                    None => Err(invalid(
+                        file,
+                        format!("timestamp `{}` is out of range", p.0),
+                    )),
+                })
+                .collect::<Result<_, _>>()?;
+            Ok((item.metric, points))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((rows, notes))
 }
 
 /// The items as series, and how many carried native-histogram samples (skipped). Items without
@@ -1081,6 +1118,35 @@ mod tests {
                     row
                 }
             })
+    }
+
+    #[test]
+    fn rows_of_computed_answers_need_no_name() {
+        let text = r#"{"status":"success","isPartial":true,"data":{"resultType":"matrix","result":[
+            {"metric":{"instance":"a:1"},"values":[[1796083500,"1"],[1796083800.5,"NaN"]]},
+            {"metric":{},"values":[]}]},"warnings":["w"]}"#;
+        let (read, notes) = rows(text, "u").unwrap();
+        assert_eq!(read.len(), 2);
+        assert_eq!(read[0].0.get("instance").map(String::as_str), Some("a:1"));
+        assert_eq!(read[0].1[0], (1_796_083_500_000, 1.0));
+        assert_eq!(read[0].1[1].0, 1_796_083_800_500);
+        assert!(read[0].1[1].1.is_nan());
+        assert!(read[1].0.is_empty() && read[1].1.is_empty());
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[1].starts_with("u: server warning: w"), "{notes:?}");
+
+        let empty = r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#;
+        assert!(rows(empty, "u").unwrap().0.is_empty());
+        let scalar = r#"{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}"#;
+        assert!(matches!(
+            rows(scalar, "u"),
+            Err(ApiJsonError::NotSeries { .. })
+        ));
+        let far = r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1e300,"1"]]}]}}"#;
+        let e = rows(far, "u").unwrap_err().to_string();
+        assert!(e.contains("out of range"), "{e}");
+        let bad = r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"x"]]}]}}"#;
+        assert!(rows(bad, "u").is_err());
     }
 
     #[test]

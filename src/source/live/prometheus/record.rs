@@ -218,7 +218,7 @@ pub fn raw_points(
 }
 
 /// One series of a coarse answer: its labels and its points.
-pub type CoarseSeries = (std::collections::BTreeMap<String, String>, Vec<(i64, f64)>);
+pub type CoarseSeries = crate::source::file::api_json::Row;
 
 /// Each of `queries` as a range query over the range (a coarse step: the answers are small),
 /// its series with their points; with the server's notes (warnings, partial answers).
@@ -233,7 +233,7 @@ pub fn coarse_range(
         .collect();
     let url = live.url.clone();
     let answers = range.query_all(queries, chunks, move |i, text| {
-        let (series, warnings) = parse_matrix(&text).map_err(|e| anyhow::anyhow!("{url}: {e}"))?;
+        let (series, warnings) = crate::source::file::api_json::rows(&text, &url)?;
         Ok((i, series, warnings))
     });
     let mut out: Vec<Vec<CoarseSeries>> = vec![Vec::new(); queries.len()];
@@ -261,44 +261,6 @@ pub fn coarse_range(
                 }
             }
         }
-    }
-    Ok((out, notes))
-}
-
-/// A range answer's series (labels and points) and its warnings (and a partial answer's note).
-fn parse_matrix(text: &str) -> Result<(Vec<CoarseSeries>, Vec<String>)> {
-    let v: serde_json::Value = serde_json::from_str(text).context("not JSON")?;
-    if v["status"] != "success" {
-        bail!("{}", first_line(text));
-    }
-    let mut notes: Vec<String> = v["warnings"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|w| w.as_str().map(|w| format!("server warning: {w}")))
-        .collect();
-    if v["isPartial"] == true {
-        notes.push("the server answered partially: some series may be missing".to_string());
-    }
-    let mut out = Vec::new();
-    for r in v["data"]["result"].as_array().into_iter().flatten() {
-        let labels = r["metric"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-            .collect();
-        let points = r["values"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|p| {
-                let t = p[0].as_f64()?;
-                let x = p[1].as_str()?.parse::<f64>().ok()?;
-                Some(((t * 1000.0).round() as i64, x))
-            })
-            .collect();
-        out.push((labels, points));
     }
     Ok((out, notes))
 }
