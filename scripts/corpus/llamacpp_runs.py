@@ -34,6 +34,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from openmetrics import Recording, parse_text  # noqa: E402
+import llamacpp_objective  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 OUT_DIR = os.path.join(REPO, "corpus", "llamacpp")
@@ -1481,6 +1482,8 @@ def write_case(raw, raws, cal, overrides):
     text = "# %s\n" % desc + yaml.safe_dump(case, sort_keys=False, width=4096, allow_unicode=False)
     with open(os.path.join(OUT_DIR, rid + ".yaml"), "w") as fh:
         fh.write(text)
+    # The family's objective, stated and applied to the contention runs (one rule, one place).
+    llamacpp_objective.relabel(os.path.join(OUT_DIR, rid + ".yaml"))
     return verdict, cause, pred, chk
 
 

@@ -7,7 +7,7 @@ use crate::support::{outcome, root, run};
 /// it needs a reason in ACCURACY.md.
 const MIN_TOP1: &str = "0.92";
 const MIN_TOP3: &str = "0.95";
-const MAX_FALSE_ALARMS: &str = "4";
+const MAX_FALSE_ALARMS: &str = "6";
 
 #[test]
 fn the_corpus_meets_its_floor_with_enough_cases_of_each_kind() {
