@@ -24,6 +24,7 @@ raw runs).
 import argparse
 import glob
 import gzip
+import io
 import json
 import os
 import re
@@ -312,6 +313,19 @@ RUNS = [
     {"id": "vllm-cpu-neighbour-on-other-70pct-2w", "design": "cpu_contention",
      "control": "vllm-cpu-control-70pct", "neighbour_on": "other",
      "contention": {"workers": 2, "nice": 0, "cpus": "other"}},
+    # Closer to capacity, where the API server's and engine core's CPU may bind; and a
+    # neighbour the scheduler places itself (four workers, unpinned).
+    {"id": "vllm-cpu-control-85pct", "design": "healthy", "cadvisor": True,
+     "load": load("0.85cap", 150, seed=404)},
+    {"id": "vllm-cpu-neighbour-on-other-85pct", "design": "cpu_contention",
+     "control": "vllm-cpu-control-85pct", "neighbour_on": "other",
+     "contention": {"workers": 1, "nice": 0, "cpus": "other"}},
+    {"id": "vllm-cpu-neighbour-on-other-85pct-2w", "design": "cpu_contention",
+     "control": "vllm-cpu-control-85pct", "neighbour_on": "other",
+     "contention": {"workers": 2, "nice": 0, "cpus": "other"}},
+    {"id": "vllm-cpu-neighbour-unpinned-70pct-4w", "design": "cpu_contention",
+     "control": "vllm-cpu-control-70pct", "neighbour_on": "anywhere",
+     "contention": {"workers": 4, "nice": 0, "cpus": "anywhere"}},
 ]
 
 # A neighbour's run repeats its control's deployment and load, seed included, so that only the
@@ -770,6 +784,8 @@ def neighbour_cpus(where, sup):
     if not single:
         raise RuntimeError("the worker's threads are bound to no single CPU")
     core = max(single, key=single.get)
+    if where == "anywhere":
+        return None
     if where == "worker":
         return core
     others = [str(c) for c in sorted(os.sched_getaffinity(0)) if str(c) != core]
@@ -1050,11 +1066,12 @@ def label_contention(raw, healthy, base):
     fault (the CPU taken from the replica) when they did not while its control, the same
     arrivals with no neighbour, met them."""
     cont = raw["run"]["contention"]
-    who = ("stress-ng --cpu %d%s at nice %d pinned to CPU %s (%s)"
+    where = {"worker": "pinned to CPU %s (the core vLLM binds its CPU worker to)",
+             "other": "pinned to CPU %s (the core left to the API server and engine core)",
+             "anywhere": "unpinned%.0s (placed by the kernel's scheduler)"}[raw["run"]["neighbour_on"]]
+    who = ("stress-ng --cpu %d%s at nice %d %s"
            % (cont["workers"], "" if cont.get("load") is None else " --cpu-load %d" % cont["load"],
-              cont["nice"], cont["cpus"], {"worker": "the core vLLM binds its CPU worker to",
-                                           "other": "the core left to the API server and engine "
-                                                    "core"}[raw["run"]["neighbour_on"]]))
+              cont["nice"], where % (cont["cpus"] or "")))
     if healthy:
         return "near_miss", None, "%s beside the load; %s: every objective met" % (who, base), None
     path = os.path.join(os.path.dirname(raw["log_path"]), raw["run"]["control"] + ".raw.json.gz")
@@ -1290,7 +1307,10 @@ def copy_access_log(raw, out_dir):
     os.makedirs(os.path.join(out_dir, "requests"), exist_ok=True)
     out = os.path.join(out_dir, "requests", raw["id"] + ".jsonl.gz")
     n = 0
-    with open(src) as fh, gzip.open(out, "wt") as gz:
+    # No time in the gzip header: the same run writes the same bytes.
+    with open(src) as fh, open(out, "wb") as raw_out, \
+            gzip.GzipFile(fileobj=raw_out, mode="wb", mtime=0) as gzb, \
+            io.TextIOWrapper(gzb, encoding="utf-8") as gz:
         for line in fh:
             rec = json.loads(line)
             if rec.get("upstream_addr") not in (None, "", "-"):
