@@ -123,12 +123,15 @@ class Scraper(threading.Thread):
                     else:
                         with urllib.request.urlopen(url, timeout=0.9) as r:
                             body = r.read().decode(errors="replace") if r.status == 200 else None
-                    self.scrapes.append((ts, job, body))
                 except Exception:
-                    self.scrapes.append((ts, job, None))
+                    body = None
+                self.keep(ts, job, body)
             nxt += 1.0
             delay = nxt - time.time()
             if delay < 0:
                 nxt = time.time()
                 delay = 0
             self.stop_ev.wait(delay)
+
+    def keep(self, ts, job, body):
+        self.scrapes.append((ts, job, body))

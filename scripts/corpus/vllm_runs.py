@@ -326,6 +326,15 @@ RUNS = [
     {"id": "vllm-cpu-neighbour-unpinned-70pct-4w", "design": "cpu_contention",
      "control": "vllm-cpu-control-70pct", "neighbour_on": "anywhere",
      "contention": {"workers": 4, "nice": 0, "cpus": "anywhere"}},
+    {"id": "vllm-cpu-neighbour-on-other-85pct-3w", "design": "cpu_contention",
+     "control": "vllm-cpu-control-85pct", "neighbour_on": "other",
+     "contention": {"workers": 3, "nice": 0, "cpus": "other"}},
+    {"id": "vllm-cpu-neighbour-unpinned-85pct-4w", "design": "cpu_contention",
+     "control": "vllm-cpu-control-85pct", "neighbour_on": "anywhere",
+     "contention": {"workers": 4, "nice": 0, "cpus": "anywhere"}},
+    {"id": "vllm-cpu-neighbour-on-other-85pct-2w-busy50", "design": "cpu_contention",
+     "control": "vllm-cpu-control-85pct", "neighbour_on": "other",
+     "contention": {"workers": 2, "nice": 0, "load": 50, "cpus": "other"}},
 ]
 
 # A neighbour's run repeats its control's deployment and load, seed included, so that only the
@@ -488,30 +497,14 @@ def wait_health(port, sup, limit=240):
     raise RuntimeError("vLLM not healthy after %ds" % limit)
 
 
-class Scraper(threading.Thread):
-    """Scrapes /metrics every second; keeps (ts, text or None) in memory."""
+class Scraper(SideScraper):
+    """Scrapes the engine's /metrics every second; keeps (ts, text or None) in memory."""
 
     def __init__(self, url):
-        super().__init__(daemon=True)
-        self.url = url
-        self.scrapes = []
-        self.stop_ev = threading.Event()
+        super().__init__([("engine", url)])
 
-    def run(self):
-        nxt = time.time()
-        while not self.stop_ev.is_set():
-            ts = time.time()
-            try:
-                st, body = http_get(self.url, timeout=0.9)
-                self.scrapes.append((ts, body if st == 200 else None))
-            except Exception:
-                self.scrapes.append((ts, None))
-            nxt += 1.0
-            delay = nxt - time.time()
-            if delay < 0:
-                nxt = time.time()
-                delay = 0
-            self.stop_ev.wait(delay)
+    def keep(self, ts, job, body):
+        self.scrapes.append((ts, body))
 
 
 class TraceSink(threading.Thread):

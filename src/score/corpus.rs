@@ -6,8 +6,8 @@
 //! `diagnose` would (same pipeline, same engine), over the whole recording unless the case names
 //! a window, and scored:
 //!
-//! - a **fault** case is right at top 1 when its labelled cause ranks first, at top 3 when it is
-//!   among the first three;
+//! - a **fault** case is right at top 1 when its labelled cause ranks first among the causes
+//!   reported as faults, at top 3 when it is among the first three (advice names no fault);
 //! - a **healthy** or **near-miss** case raises a false alarm when any symptom fires or any
 //!   fault cause is reported (informational causes such as `low_demand` are not alarms).
 //!
@@ -167,7 +167,7 @@ pub struct CaseResult {
     pub untraceable: Option<String>,
     /// Diagnosis status.
     pub status: String,
-    /// Causes in rank order.
+    /// The causes reported as faults, in rank order (advice left out).
     pub causes: Vec<String>,
     /// Symptoms that fired.
     pub symptoms: Vec<String>,
@@ -568,7 +568,12 @@ pub fn run_case(path: &Path, rules: &Rules) -> CaseResult {
 pub fn score_case(result: &mut CaseResult, case: &CaseSpec, report: &TargetReport) {
     let d = &report.diagnosis;
     result.status = d.status.as_str().to_string();
-    result.causes = d.causes.iter().map(|c| c.id.clone()).collect();
+    // Advice is no alarm on a quiet case, so it names no fault either: only the causes
+    // reported as faults are ranked.
+    result.causes = (d.causes.iter())
+        .filter(|c| c.severity == CauseSeverity::Fault)
+        .map(|c| c.id.clone())
+        .collect();
     result.symptoms = d.symptoms.iter().map(|s| s.id.clone()).collect();
     result.first_fix = (d.causes.first())
         .and_then(|c| c.remediations.first())

@@ -395,6 +395,45 @@ fn no_measured_cause_is_right_only_when_the_answer_says_so() {
     assert_eq!(report["total"]["top1"], 1, "{out}");
 }
 
+/// Advice is no alarm on a quiet case, so it names no fault on a faulty one either: a case
+/// labelled with a cause the diagnosis reports only as advice (eager mode whose steps stay fast:
+/// it harms no objective that was checked) is a miss, and the cause is not its first.
+#[test]
+fn a_cause_reported_as_advice_is_not_the_fault_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = "eager-called-a-fault";
+    std::fs::copy(
+        root().join("fixtures/cuda_graphs_near_miss.om.gz"),
+        dir.path().join(format!("{id}.om.gz")),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join(format!("{id}.yaml")),
+        format!(
+            "id: {id}\nfamily: f\nengine: vllm\nrecording: {id}.om.gz\n\
+             engine_args: vllm serve Qwen/Qwen2.5-7B-Instruct --enforce-eager\n\
+             label: {{verdict: fault, cause: cuda_graphs_disabled, predicate: p}}\n"
+        ),
+    )
+    .unwrap();
+    let (_, out, err) = outcome(&run(&[
+        "eval",
+        "--format",
+        "json",
+        dir.path().to_str().unwrap(),
+        "--case",
+        id,
+    ]));
+    let x: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let causes = x["diagnosis"]["causes"].as_array().unwrap();
+    assert_eq!(causes[0]["id"], "cuda_graphs_disabled", "{out}");
+    assert_eq!(causes[0]["severity"], "info", "{out}");
+    assert_eq!(x["case"]["top1"], false, "{out}");
+    assert_eq!(x["case"]["top3"], false, "{out}");
+    assert_eq!(x["case"]["causes"], serde_json::json!([]), "{out}");
+}
+
 /// A case that keeps request records beside its recording (`requests:`) is scored with them
 /// and also from its metrics alone, on a table of its own: one upstream of two slow is decided
 /// by the gateway's log (slow_replica), while the metrics and the client's TTFT alone can only
