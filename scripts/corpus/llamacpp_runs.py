@@ -1382,9 +1382,13 @@ def write_case(raw, raws, cal, overrides):
     text = "# %s\n" % desc + yaml.safe_dump(case, sort_keys=False, width=4096, allow_unicode=False)
     with open(os.path.join(OUT_DIR, rid + ".yaml"), "w") as fh:
         fh.write(text)
-    # The family's objective, stated and applied to the contention runs (one rule, one place).
-    llamacpp_objective.relabel(os.path.join(OUT_DIR, rid + ".yaml"))
-    return verdict, cause, pred, chk
+    # The family's objective, stated and applied to the contention runs (one rule, one place);
+    # what is reported is the label as written.
+    path = os.path.join(OUT_DIR, rid + ".yaml")
+    llamacpp_objective.relabel(path)
+    with open(path) as fh:
+        label = yaml.safe_load(fh)["label"]
+    return label["verdict"], label.get("cause"), label["predicate"], chk
 
 
 def load_raws(work):

@@ -659,9 +659,9 @@ def do_run(run, cal, work, idle=8):
     # A noisy neighbour: the host seen by node_exporter, the pods by cAdvisor (where asked).
     cadvisor, cont = run.get("cadvisor", False), run.get("contention")
     side = node_exporter = stress = cargv = None
-    if cadvisor:
-        make_cgroups(CADVISOR)
     try:
+        if cadvisor:
+            make_cgroups(CADVISOR)
         sup.start()
         startup_s = wait_health(port, sup)
         scraper = Scraper("http://127.0.0.1:%d/metrics" % port)
@@ -764,6 +764,8 @@ def neighbour_cpus(where, sup):
     """The CPU a neighbour is pinned to: "worker", the one core vLLM's CPU worker binds its
     compute thread to (VLLM_CPU_OMP_THREADS_BIND=auto: core 0 here, core 1 reserved for the API
     server and engine core); "other", the remaining one. Read from the worker's threads."""
+    if where == "anywhere":
+        return None
     pid = sup.engine_pid("Worker")
     single = {}
     for st in glob.glob("/proc/%d/task/*/status" % pid):
@@ -777,8 +779,6 @@ def neighbour_cpus(where, sup):
     if not single:
         raise RuntimeError("the worker's threads are bound to no single CPU")
     core = max(single, key=single.get)
-    if where == "anywhere":
-        return None
     if where == "worker":
         return core
     others = [str(c) for c in sorted(os.sched_getaffinity(0)) if str(c) != core]
@@ -1368,7 +1368,7 @@ RUN_TITLES = {
     "crash_loop": "The engine core killed twice; the replica restarts each time.",
     "hang": "The engine core paused mid-load: /health and /metrics answer, no token comes.",
     "near_miss_hang": "The engine core paused for a moment and resumed.",
-    "cpu_contention": "A CPU-bound neighbour (stress-ng) pinned beside the replica during a normal load.",
+    "cpu_contention": "A CPU-bound neighbour (stress-ng) beside the replica during a normal load.",
 }
 
 

@@ -171,7 +171,7 @@ pub struct CaseResult {
     pub causes: Vec<String>,
     /// Symptoms that fired.
     pub symptoms: Vec<String>,
-    /// The first cause's first fix.
+    /// The first fix of the first cause reported as a fault.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_fix: Option<String>,
     /// Fault: the labelled cause ranked first.
@@ -575,7 +575,8 @@ pub fn score_case(result: &mut CaseResult, case: &CaseSpec, report: &TargetRepor
         .map(|c| c.id.clone())
         .collect();
     result.symptoms = d.symptoms.iter().map(|s| s.id.clone()).collect();
-    result.first_fix = (d.causes.first())
+    result.first_fix = (d.causes.iter())
+        .find(|c| c.severity == CauseSeverity::Fault)
         .and_then(|c| c.remediations.first())
         .map(|r| r.id.clone());
     match case.label.cause.as_deref() {
