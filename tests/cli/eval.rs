@@ -344,6 +344,24 @@ fn an_untraceable_fault_is_scored_apart() {
     assert!(out.contains("only a fault can be `untraceable`"), "{out}");
 }
 
+/// A case `id` in `dir` made of a fixture's recording, labelled a fault with `cause`.
+fn fixture_case(dir: &std::path::Path, id: &str, fixture: &str, engine_args: &str, cause: &str) {
+    std::fs::copy(
+        root().join(format!("fixtures/{fixture}.om.gz")),
+        dir.join(format!("{id}.om.gz")),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join(format!("{id}.yaml")),
+        format!(
+            "id: {id}\nfamily: f\nengine: vllm\nrecording: {id}.om.gz\n\
+             engine_args: {engine_args}\n\
+             label: {{verdict: fault, cause: {cause}, predicate: p}}\n"
+        ),
+    )
+    .unwrap();
+}
+
 /// A fault labelled `no_measured_cause` is right when the diagnosis says that nothing measured
 /// explains its symptom and names no fault first; a named cause (here a crash loop the
 /// recording does show) is a miss.
@@ -354,20 +372,13 @@ fn no_measured_cause_is_right_only_when_the_answer_says_so() {
         ("errors-nothing-explains", "errors_unexplained"),
         ("restarts-called-unexplained", "crash_loop"),
     ] {
-        std::fs::copy(
-            root().join(format!("fixtures/{fixture}.om.gz")),
-            dir.path().join(format!("{id}.om.gz")),
-        )
-        .unwrap();
-        std::fs::write(
-            dir.path().join(format!("{id}.yaml")),
-            format!(
-                "id: {id}\nfamily: f\nengine: vllm\nrecording: {id}.om.gz\n\
-                 engine_args: vllm serve Qwen/Qwen2.5-7B-Instruct\n\
-                 label: {{verdict: fault, cause: no_measured_cause, predicate: p}}\n"
-            ),
-        )
-        .unwrap();
+        fixture_case(
+            dir.path(),
+            id,
+            fixture,
+            "vllm serve Qwen/Qwen2.5-7B-Instruct",
+            "no_measured_cause",
+        );
     }
     let (_, out, err) = outcome(&run(&[
         "eval",
@@ -402,20 +413,13 @@ fn no_measured_cause_is_right_only_when_the_answer_says_so() {
 fn a_cause_reported_as_advice_is_not_the_fault_found() {
     let dir = tempfile::tempdir().unwrap();
     let id = "eager-called-a-fault";
-    std::fs::copy(
-        root().join("fixtures/cuda_graphs_near_miss.om.gz"),
-        dir.path().join(format!("{id}.om.gz")),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join(format!("{id}.yaml")),
-        format!(
-            "id: {id}\nfamily: f\nengine: vllm\nrecording: {id}.om.gz\n\
-             engine_args: vllm serve Qwen/Qwen2.5-7B-Instruct --enforce-eager\n\
-             label: {{verdict: fault, cause: cuda_graphs_disabled, predicate: p}}\n"
-        ),
-    )
-    .unwrap();
+    fixture_case(
+        dir.path(),
+        id,
+        "cuda_graphs_near_miss",
+        "vllm serve Qwen/Qwen2.5-7B-Instruct --enforce-eager",
+        "cuda_graphs_disabled",
+    );
     let (_, out, err) = outcome(&run(&[
         "eval",
         "--format",
