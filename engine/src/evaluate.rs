@@ -71,7 +71,7 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
     let engine = snapshot.target.engine.as_deref();
     let mut found = check_symptoms(playbook, &env);
     let mut fired = score_causes(playbook, &env, engine, &mut found.unchecked);
-    let ranking = Ranking::new(playbook, &fired, &found);
+    let ranking = Ranking::new(playbook, &env, &fired, &found);
     let reasons = ranking.sort(playbook, &env, &found, &mut fired);
     let causes: Vec<CauseFinding> = fired
         .iter()
@@ -88,7 +88,15 @@ pub fn diagnose(playbook: &Playbook, snapshot: &Snapshot, slos: &[f64]) -> Diagn
     let explained: Vec<usize> = fired
         .iter()
         .filter(|s| ranking.severity(playbook, s.index) == CauseSeverity::Fault)
-        .flat_map(|s| reached_symptoms(playbook, s.index, &ranking.is_fired, &found.fired))
+        .flat_map(|s| {
+            reached_symptoms(
+                playbook,
+                &ranking.explains,
+                s.index,
+                &ranking.is_fired,
+                &found.fired,
+            )
+        })
         .collect();
     let unexplained: Vec<String> = (playbook.symptoms.iter().enumerate())
         .filter(|(i, _)| found.fired[*i] && !explained.contains(i))
@@ -380,18 +388,26 @@ fn strength(c: &Cause, env: &SnapshotEnv<'_>) -> (f64, f64) {
 /// Where each fired cause stands: root or downstream, fault or advice, its chain.
 struct Ranking {
     is_fired: Vec<bool>,
+    /// What each cause explains in this snapshot (`explanations`).
+    explains: Vec<Vec<usize>>,
     chains: Vec<Option<Vec<String>>>,
     is_advice: Vec<bool>,
 }
 
 impl Ranking {
-    fn new(playbook: &Playbook, fired: &[Scored], found: &Symptoms) -> Ranking {
+    fn new(
+        playbook: &Playbook,
+        env: &SnapshotEnv<'_>,
+        fired: &[Scored],
+        found: &Symptoms,
+    ) -> Ranking {
         let mut is_fired = vec![false; playbook.causes.len()];
         for f in fired {
             is_fired[f.index] = true;
         }
+        let explains = explanations(playbook, env);
         let chains: Vec<Option<Vec<String>>> = (0..playbook.causes.len())
-            .map(|i| is_fired[i].then(|| chain(playbook, i, &is_fired, &found.fired)))
+            .map(|i| is_fired[i].then(|| chain(playbook, &explains, i, &is_fired, &found.fired)))
             .collect();
         // Checked and clear, by symptom index (the report keeps their ids).
         let clear: Vec<bool> = playbook
@@ -402,11 +418,12 @@ impl Ranking {
         let mut is_advice = vec![false; playbook.causes.len()];
         for f in fired {
             let c = &playbook.causes[f.index];
-            is_advice[f.index] =
-                f.advice || (!c.alarms_alone && harmless(playbook, f.index, &is_fired, &clear));
+            is_advice[f.index] = f.advice
+                || (!c.alarms_alone && harmless(playbook, &explains, f.index, &is_fired, &clear));
         }
         Ranking {
             is_fired,
+            explains,
             chains,
             is_advice,
         }
@@ -465,7 +482,7 @@ impl Ranking {
         let reach: Vec<Vec<usize>> = (0..playbook.causes.len())
             .map(|i| {
                 if self.is_fired[i] {
-                    reached_symptoms(playbook, i, &self.is_fired, &found.fired)
+                    reached_symptoms(playbook, &self.explains, i, &self.is_fired, &found.fired)
                 } else {
                     Vec::new()
                 }
@@ -689,9 +706,35 @@ fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
+/// What each cause explains in this snapshot: its `explains`, and each `explains_when`
+/// symptom whose condition holds (unknown does not: an explanation is claimed only when the
+/// mechanism behind it was measured).
+fn explanations(playbook: &Playbook, env: &SnapshotEnv<'_>) -> Vec<Vec<usize>> {
+    playbook
+        .causes
+        .iter()
+        .map(|c| {
+            let mut v = c.explains.clone();
+            v.extend(
+                c.explains_when
+                    .iter()
+                    .filter(|(_, when)| when.eval_bool(env) == Some(true))
+                    .map(|&(s, _)| s),
+            );
+            v
+        })
+        .collect()
+}
+
 /// True when every symptom the cause, or a fired cause downstream of it, explains was checked
 /// and is clear: the mechanism is there but harms no objective.
-fn harmless(playbook: &Playbook, start: usize, cause_fired: &[bool], clear: &[bool]) -> bool {
+fn harmless(
+    playbook: &Playbook,
+    explains: &[Vec<usize>],
+    start: usize,
+    cause_fired: &[bool],
+    clear: &[bool],
+) -> bool {
     let mut seen = vec![false; playbook.causes.len()];
     let mut stack = vec![start];
     let mut any = false;
@@ -699,7 +742,7 @@ fn harmless(playbook: &Playbook, start: usize, cause_fired: &[bool], clear: &[bo
         if std::mem::replace(&mut seen[c], true) {
             continue;
         }
-        for &s in &playbook.causes[c].explains {
+        for &s in &explains[c] {
             if !clear[s] {
                 return false;
             }
@@ -718,6 +761,7 @@ fn harmless(playbook: &Playbook, start: usize, cause_fired: &[bool], clear: &[bo
 /// The fired symptoms a fired cause explains, itself or through fired downstream causes.
 fn reached_symptoms(
     playbook: &Playbook,
+    explains: &[Vec<usize>],
     start: usize,
     cause_fired: &[bool],
     symptom_fired: &[bool],
@@ -729,7 +773,7 @@ fn reached_symptoms(
         if std::mem::replace(&mut seen[c], true) {
             continue;
         }
-        for &s in &playbook.causes[c].explains {
+        for &s in &explains[c] {
             if symptom_fired[s] && !out.contains(&s) {
                 out.push(s);
             }
@@ -770,12 +814,14 @@ fn dominant_symptom(
 /// deepest fired cause.
 fn chain(
     playbook: &Playbook,
+    explains: &[Vec<usize>],
     start: usize,
     cause_fired: &[bool],
     symptom_fired: &[bool],
 ) -> Vec<String> {
     fn walk(
         pb: &Playbook,
+        explains: &[Vec<usize>],
         at: usize,
         cause_fired: &[bool],
         symptom_fired: &[bool],
@@ -786,7 +832,7 @@ fn chain(
             if !cause_fired[next] {
                 continue;
             }
-            let (reached, mut rest) = walk(pb, next, cause_fired, symptom_fired);
+            let (reached, mut rest) = walk(pb, explains, next, cause_fired, symptom_fired);
             let mut path = vec![c.id.clone()];
             path.append(&mut rest);
             if (reached, path.len()) > (best.0, best.1.len()) {
@@ -794,13 +840,13 @@ fn chain(
             }
         }
         if !best.0 {
-            if let Some(&s) = c.explains.iter().find(|&&s| symptom_fired[s]) {
+            if let Some(&s) = explains[at].iter().find(|&&s| symptom_fired[s]) {
                 best = (true, vec![c.id.clone(), pb.symptoms[s].id.clone()]);
             }
         }
         best
     }
-    walk(playbook, start, cause_fired, symptom_fired).1
+    walk(playbook, explains, start, cause_fired, symptom_fired).1
 }
 
 fn evidence_item(

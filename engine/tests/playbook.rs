@@ -980,3 +980,94 @@ fn a_rule_check_tells_a_cause_ruled_out_from_one_not_judged() {
         low.outcome
     );
 }
+
+/// A cause explains a symptom under `explains_when` only while its condition holds: then it is
+/// the fault behind that symptom; otherwise the symptom is not its to explain, so the cause is
+/// advice (every symptom it explains is clear) and the symptom is named unexplained. An unknown
+/// condition claims nothing.
+#[test]
+fn a_conditional_explanation_holds_only_while_its_condition_does() {
+    let (cat, pb, slos) = ttft_playbook(
+        r#"  - id: oom
+    title: memory
+    why: crashes
+    when: kv_cache_usage_ratio >= 98% and preemptions_per_second > 0
+causes:
+  - id: queue_backlog
+    title: queue
+    why: arrivals exceed capacity
+    when: queue_depth >= 1
+    explains: [oom]
+    explains_when:
+      high_ttft: gpu_utilization_ratio >= 90%
+    remediations: [scale_out]
+"#,
+    );
+    let run = |values: &[(&str, f64)]| {
+        let d = diagnose(&pb, &snapshot(&cat, values, None), &slos);
+        let causes: Vec<(String, CauseSeverity)> = d
+            .causes
+            .iter()
+            .map(|c| (c.id.clone(), c.severity))
+            .collect();
+        (causes, d.unexplained)
+    };
+    let busy = [
+        ("ttft_p99_seconds", 3.0),
+        ("queue_depth", 3.0),
+        ("kv_cache_usage_ratio", 0.5),
+        ("preemptions_per_second", 0.0),
+        ("gpu_utilization_ratio", 0.95),
+    ];
+    let (causes, unexplained) = run(&busy);
+    assert_eq!(
+        causes,
+        vec![("queue_backlog".to_string(), CauseSeverity::Fault)]
+    );
+    assert!(unexplained.is_empty(), "{unexplained:?}");
+
+    let mut idle = busy;
+    idle[4].1 = 0.2;
+    let (causes, unexplained) = run(&idle);
+    assert_eq!(
+        causes,
+        vec![("queue_backlog".to_string(), CauseSeverity::Info)]
+    );
+    assert_eq!(unexplained, vec!["high_ttft"]);
+
+    let (causes, unexplained) = run(&busy[..4]);
+    assert_eq!(
+        causes,
+        vec![("queue_backlog".to_string(), CauseSeverity::Info)]
+    );
+    assert_eq!(unexplained, vec!["high_ttft"]);
+}
+
+/// A conditional explanation names a known symptom, once, with a condition that compiles.
+#[test]
+fn conditional_explanations_are_checked_when_loading() {
+    let base = |explains: &str, when: &str| {
+        format!(
+            "{TTFT_ONLY}  - id: oom\n    title: memory\n    why: crashes\n    \
+             when: kv_cache_usage_ratio >= 98%\ncauses:\n  - id: queue_backlog\n    title: queue\n    why: arrivals exceed capacity\n    \
+             when: queue_depth >= 1\n    explains: [{explains}]\n    explains_when:\n      {when}\n    \
+             remediations: [scale_out]\nremediations:\n  - {{id: scale_out, title: add replicas, why: capacity, \
+             favours: both, tradeoff: costs GPUs, actions: {{any: \"add replicas\"}}}}\n"
+        )
+    };
+    let (kinds, text) = errors(&base("oom", "high_tft: queue_depth >= 2"));
+    assert_eq!(kinds, vec![LoadErrorKind::UnknownReference], "{text}");
+    assert!(text.contains("unknown symptom `high_tft`"), "{text}");
+    assert!(text.contains("did you mean `high_ttft`?"), "{text}");
+
+    let (kinds, text) = errors(&base("high_ttft", "high_ttft: queue_depth >= 2"));
+    assert_eq!(kinds, vec![LoadErrorKind::DuplicateId], "{text}");
+    assert!(
+        text.contains("in both `explains` and `explains_when`"),
+        "{text}"
+    );
+
+    let (kinds, text) = errors(&base("oom", "high_ttft: queue_depht >= 2"));
+    assert_eq!(kinds, vec![LoadErrorKind::Condition], "{text}");
+    assert!(text.contains("explains_when.high_ttft"), "{text}");
+}

@@ -68,11 +68,17 @@ fn symptom(pb: &Playbook, i: usize) -> String {
     if let Some(c) = &s.critical_when {
         out.push_str(&format!("critical when: {}\n", c.source()));
     }
-    let causes: Vec<&str> = pb
+    let causes: Vec<String> = pb
         .causes
         .iter()
-        .filter(|c| c.explains.contains(&i))
-        .map(|c| c.id.as_str())
+        .filter_map(|c| {
+            if c.explains.contains(&i) {
+                Some(c.id.clone())
+            } else {
+                (c.explains_when.iter().any(|(s, _)| *s == i))
+                    .then(|| format!("{} (when it holds)", c.id))
+            }
+        })
         .collect();
     out.push_str(&format!("explained by: {}\n", causes.join(", ")));
     out
@@ -121,6 +127,13 @@ fn cause(pb: &Playbook, i: usize) -> String {
         "explains: {}\n",
         names(&c.explains, &|i| pb.symptoms[i].id.clone())
     ));
+    for (s, when) in &c.explains_when {
+        out.push_str(&format!(
+            "explains {} when: {}\n",
+            pb.symptoms[*s].id,
+            when.source()
+        ));
+    }
     out.push_str("\nremediations:\n");
     for &r in &c.remediations {
         let r = &pb.remediations[r];

@@ -20,6 +20,9 @@ pub fn graph(pb: &Playbook, mermaid: bool) -> String {
             for &s in &c.explains {
                 out.push_str(&format!("  {} -.-> {}\n", c.id, pb.symptoms[s].id));
             }
+            for (s, _) in &c.explains_when {
+                out.push_str(&format!("  {} -.->|when| {}\n", c.id, pb.symptoms[*s].id));
+            }
         }
     } else {
         out.push_str("digraph diagnosis {\n  rankdir=LR;\n");
@@ -40,6 +43,12 @@ pub fn graph(pb: &Playbook, mermaid: bool) -> String {
                 out.push_str(&format!(
                     "  \"{}\" -> \"{}\" [style=dashed];\n",
                     c.id, pb.symptoms[s].id
+                ));
+            }
+            for (s, _) in &c.explains_when {
+                out.push_str(&format!(
+                    "  \"{}\" -> \"{}\" [style=dotted, label=\"when\"];\n",
+                    c.id, pb.symptoms[*s].id
                 ));
             }
         }

@@ -106,6 +106,25 @@ fn graph_in_dot_and_mermaid() {
     let (code, mm, _) = outcome(&run(&["rules", "graph", "--format", "mermaid"]));
     assert_eq!(code, 0);
     assert!(mm.contains("kv_cache_exhaustion --> queue_backlog"), "{mm}");
+    // An explanation that holds only under a condition is drawn apart from the others.
+    assert!(
+        dot.contains("\"queue_backlog\" -> \"high_itl\" [style=dotted, label=\"when\"];"),
+        "{dot}"
+    );
+    assert!(mm.contains("queue_backlog -.->|when| high_itl"), "{mm}");
+}
+
+#[test]
+fn explain_names_a_conditional_explanation_with_its_condition() {
+    let (code, out, _) = outcome(&run(&["rules", "explain", "queue_backlog"]));
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("explains high_itl when: batch_scaling_efficiency_ratio < 50%"),
+        "{out}"
+    );
+    let (code, out, _) = outcome(&run(&["rules", "explain", "high_itl"]));
+    assert_eq!(code, 0);
+    assert!(out.contains("queue_backlog (when it holds)"), "{out}");
 }
 
 #[test]

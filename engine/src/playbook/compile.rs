@@ -450,6 +450,7 @@ fn compile_causes(
             .and_then(|text| loader.condition(scope, src, ("cause", &c.id), "impact", text, true));
         let leads_to = resolve_refs(loader, src, &c.id, "leads_to", &c.leads_to, &cause_ids);
         let explains = resolve_refs(loader, src, &c.id, "explains", &c.explains, &symptom_ids);
+        let explains_when = explained_when(loader, scope, src, c, &symptom_ids);
         let rems = resolve_refs(
             loader,
             src,
@@ -474,6 +475,7 @@ fn compile_causes(
                 impact_note: c.impact_note.clone(),
                 leads_to,
                 explains,
+                explains_when,
                 remediations: rems,
                 ancestors: Vec::new(),
                 file: src.name.to_string(),
@@ -481,6 +483,46 @@ fn compile_causes(
         }
     }
     causes
+}
+
+/// A cause's conditional explanations: each symptom resolved (as `explains` resolves them)
+/// and its condition compiled. A symptom listed in both `explains` and `explains_when` is an
+/// error: the condition would never matter.
+fn explained_when(
+    loader: &mut Loader<'_>,
+    scope: &PlaybookScope<'_>,
+    src: Source<'_>,
+    c: &CauseSpec,
+    symptom_ids: &[&str],
+) -> Vec<(usize, Condition)> {
+    let mut out = Vec::new();
+    for (symptom, text) in &c.explains_when {
+        if c.explains.contains(symptom) {
+            loader.error(
+                LoadErrorKind::DuplicateId,
+                format!(
+                    "error: symptom `{symptom}` is in both `explains` and `explains_when`\n  --> {}, cause `{}`, field `explains_when`",
+                    at(src, &c.id, symptom),
+                    c.id
+                ),
+            );
+            continue;
+        }
+        let resolved = resolve_refs(
+            loader,
+            src,
+            &c.id,
+            "explains_when",
+            std::slice::from_ref(symptom),
+            symptom_ids,
+        );
+        let field = format!("explains_when.{symptom}");
+        let cond = loader.condition(scope, src, ("cause", &c.id), &field, text, false);
+        if let (Some(&i), Some(cond)) = (resolved.first(), cond) {
+            out.push((i, cond));
+        }
+    }
+    out
 }
 
 /// A cause explains itself, says what to do, and names only known engines.
@@ -584,7 +626,7 @@ fn resolve_refs(
             None => {
                 let what = match field {
                     "leads_to" => "cause",
-                    "explains" => "symptom",
+                    "explains" | "explains_when" => "symptom",
                     _ => "remediation",
                 };
                 let hint = crate::suggest::did_you_mean(name, known.iter().copied())

@@ -140,6 +140,8 @@ pub struct Cause {
     pub leads_to: Vec<usize>,
     /// Symptoms explained directly (indices into `Playbook::symptoms`).
     pub explains: Vec<usize>,
+    /// Symptoms explained only while the condition holds (unknown counts as not holding).
+    pub explains_when: Vec<(usize, Condition)>,
     /// Remediations (indices into `Playbook::remediations`).
     pub remediations: Vec<usize>,
     /// Every cause upstream of this one, transitively.

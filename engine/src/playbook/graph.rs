@@ -22,7 +22,11 @@ pub(super) fn validate(causes: &mut [Cause], symptom_count: usize) -> Vec<(LoadE
         for &j in &c.leads_to {
             g.add_edge(nodes[i], nodes[j], ());
         }
-        for &s in &c.explains {
+        for &s in c
+            .explains
+            .iter()
+            .chain(c.explains_when.iter().map(|(s, _)| s))
+        {
             g.add_edge(nodes[i], nodes[causes.len() + s], ());
         }
     }

@@ -173,6 +173,10 @@ pub struct CauseSpec {
     /// Symptoms this one explains directly.
     #[serde(default)]
     pub explains: Vec<String>,
+    /// Symptoms this one explains only while a condition holds (symptom id → condition): the
+    /// mechanism one branch of its gate measured, and not the others.
+    #[serde(default)]
+    pub explains_when: BTreeMap<String, String>,
     /// Fixes, best first.
     #[serde(default)]
     pub remediations: Vec<String>,
