@@ -635,6 +635,10 @@ up{job=\"x\"} 1
             f64::MIN_POSITIVE,
             123456789.125,
             1796083207.0,
+            999_999_999_999_999.0,
+            -999_999_999_999_999.0,
+            -42.0,
+            4096.0,
         ] {
             assert_eq!(value(v), formatted_before(v), "{v:e}");
         }
@@ -673,6 +677,13 @@ up{job=\"x\"} 1
                 proptest::prop_assert_eq!(ours.len(), rusts.len(), "{} {}", ours, rusts);
                 proptest::prop_assert_eq!(ours.contains('e'), rusts.contains('e'), "{} {}", ours, rusts);
             }
+        }
+
+        /// Whole numbers take their own path (itoa): the same text as Rust's.
+        #[test]
+        fn any_whole_value_is_written_as_rust_writes_it(n in -2_000_000_000_000_000i64..2_000_000_000_000_000) {
+            let v = n as f64;
+            proptest::prop_assert_eq!(value(v), formatted_before(v));
         }
 
         #[test]
