@@ -27,6 +27,7 @@
 //! id, so the order is deterministic. A cause reaches the symptoms it explains and those its
 //! fired downstream causes explain.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::condition::{Condition, Env, Input, Slot, Value, WindowStats};
@@ -386,21 +387,21 @@ fn strength(c: &Cause, env: &SnapshotEnv<'_>) -> (f64, f64) {
 }
 
 /// Where each fired cause stands: root or downstream, fault or advice, its chain.
-struct Ranking {
+struct Ranking<'p> {
     is_fired: Vec<bool>,
     /// What each cause explains in this snapshot (`explanations`).
-    explains: Vec<Vec<usize>>,
+    explains: Vec<Cow<'p, [usize]>>,
     chains: Vec<Option<Vec<String>>>,
     is_advice: Vec<bool>,
 }
 
-impl Ranking {
+impl<'p> Ranking<'p> {
     fn new(
-        playbook: &Playbook,
+        playbook: &'p Playbook,
         env: &SnapshotEnv<'_>,
         fired: &[Scored],
         found: &Symptoms,
-    ) -> Ranking {
+    ) -> Ranking<'p> {
         let mut is_fired = vec![false; playbook.causes.len()];
         for f in fired {
             is_fired[f.index] = true;
@@ -708,12 +709,16 @@ fn round3(x: f64) -> f64 {
 
 /// What each cause explains in this snapshot: its `explains`, and each `explains_when`
 /// symptom whose condition holds (unknown does not: an explanation is claimed only when the
-/// mechanism behind it was measured).
-fn explanations(playbook: &Playbook, env: &SnapshotEnv<'_>) -> Vec<Vec<usize>> {
+/// mechanism behind it was measured). Borrowed where a cause has no conditional edge, since a
+/// postmortem asks this at every step.
+fn explanations<'p>(playbook: &'p Playbook, env: &SnapshotEnv<'_>) -> Vec<Cow<'p, [usize]>> {
     playbook
         .causes
         .iter()
         .map(|c| {
+            if c.explains_when.is_empty() {
+                return Cow::Borrowed(c.explains.as_slice());
+            }
             let mut v = c.explains.clone();
             v.extend(
                 c.explains_when
@@ -721,7 +726,7 @@ fn explanations(playbook: &Playbook, env: &SnapshotEnv<'_>) -> Vec<Vec<usize>> {
                     .filter(|(_, when)| when.eval_bool(env) == Some(true))
                     .map(|&(s, _)| s),
             );
-            v
+            Cow::Owned(v)
         })
         .collect()
 }
@@ -730,7 +735,7 @@ fn explanations(playbook: &Playbook, env: &SnapshotEnv<'_>) -> Vec<Vec<usize>> {
 /// and is clear: the mechanism is there but harms no objective.
 fn harmless(
     playbook: &Playbook,
-    explains: &[Vec<usize>],
+    explains: &[Cow<'_, [usize]>],
     start: usize,
     cause_fired: &[bool],
     clear: &[bool],
@@ -742,7 +747,7 @@ fn harmless(
         if std::mem::replace(&mut seen[c], true) {
             continue;
         }
-        for &s in &explains[c] {
+        for &s in explains[c].iter() {
             if !clear[s] {
                 return false;
             }
@@ -761,7 +766,7 @@ fn harmless(
 /// The fired symptoms a fired cause explains, itself or through fired downstream causes.
 fn reached_symptoms(
     playbook: &Playbook,
-    explains: &[Vec<usize>],
+    explains: &[Cow<'_, [usize]>],
     start: usize,
     cause_fired: &[bool],
     symptom_fired: &[bool],
@@ -773,7 +778,7 @@ fn reached_symptoms(
         if std::mem::replace(&mut seen[c], true) {
             continue;
         }
-        for &s in &explains[c] {
+        for &s in explains[c].iter() {
             if symptom_fired[s] && !out.contains(&s) {
                 out.push(s);
             }
@@ -814,14 +819,14 @@ fn dominant_symptom(
 /// deepest fired cause.
 fn chain(
     playbook: &Playbook,
-    explains: &[Vec<usize>],
+    explains: &[Cow<'_, [usize]>],
     start: usize,
     cause_fired: &[bool],
     symptom_fired: &[bool],
 ) -> Vec<String> {
     fn walk(
         pb: &Playbook,
-        explains: &[Vec<usize>],
+        explains: &[Cow<'_, [usize]>],
         at: usize,
         cause_fired: &[bool],
         symptom_fired: &[bool],
