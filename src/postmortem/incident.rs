@@ -306,14 +306,21 @@ fn onsets(
         }
     }
     for c in causes.iter().take(3) {
+        // Its edges, and a conditional one (`explains_when`) where the finding's chain shows
+        // that the cause explained that symptom itself.
         let explains: Vec<String> = playbook
             .causes
             .iter()
             .find(|p| p.id == c.id)
             .map(|p| {
+                let conditional = p.explains_when.iter().map(|(i, _)| *i).filter(|&i| {
+                    c.finding.chain.len() == 2 && c.finding.chain[1] == playbook.symptoms[i].id
+                });
                 p.explains
                     .iter()
-                    .map(|&i| playbook.symptoms[i].id.clone())
+                    .copied()
+                    .chain(conditional)
+                    .map(|i| playbook.symptoms[i].id.clone())
                     .collect()
             })
             .unwrap_or_default();

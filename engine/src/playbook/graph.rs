@@ -53,7 +53,7 @@ pub(super) fn validate(causes: &mut [Cause], symptom_count: usize) -> Vec<(LoadE
             errors.push((
                 LoadErrorKind::Unreachable,
                 format!(
-                    "error: cause `{}` ({}) is not reachable from any symptom: give it `explains` or `leads_to`",
+                    "error: cause `{}` ({}) is not reachable from any symptom: give it `explains`, `explains_when` or `leads_to`",
                     c.id, c.file
                 ),
             ));

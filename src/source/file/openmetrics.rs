@@ -269,6 +269,10 @@ fn write_value(out: &mut String, v: f64) {
         out.push_str("NaN");
     } else if v.is_infinite() {
         out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
+    } else if v.trunc() == v && v.abs() < 1e15 && (v != 0.0 || v.is_sign_positive()) {
+        // Counts and histogram buckets, most of a recording: a whole number below 1e15 is
+        // exactly an i64, and its digits are Ryū's without the `.0` (-0.0 keeps Ryū's `-0`).
+        out.push_str(itoa::Buffer::new().format(v as i64));
     } else {
         // Ryū writes the same shortest digits, as a decimal from 1e-5 to 1e16 and with an
         // exponent outside (`1e-6`, `1.5e20`, as `{:e}` does); a whole number ends in `.0`.
