@@ -188,6 +188,7 @@ pub fn check_rule(
                 .map(|c| item(c, None, Some("critical when".into()))),
             evidence: Vec::new(),
             against: Vec::new(),
+            explains_when: Vec::new(),
         });
     }
     let c = playbook.causes.iter().find(|c| c.id == id)?;
@@ -222,6 +223,11 @@ pub fn check_rule(
         also,
         evidence: items(&c.evidence),
         against: items(&c.against),
+        explains_when: c
+            .explains_when
+            .iter()
+            .map(|(s, when)| item(when, None, Some(playbook.symptoms[*s].id.clone())))
+            .collect(),
     })
 }
 

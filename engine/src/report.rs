@@ -197,6 +197,10 @@ pub struct RuleCheck {
     /// A cause's items against it, held or not.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub against: Vec<EvidenceItem>,
+    /// A cause's conditional explanations (`explains_when`), each noted with its symptom: held,
+    /// the cause explains that symptom here; not held or unknown, it does not.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub explains_when: Vec<EvidenceItem>,
 }
 
 /// A rule that could not be evaluated.

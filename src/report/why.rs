@@ -55,6 +55,11 @@ fn render_check(c: &RuleCheck, width: usize) -> String {
             out.push_str(&item_lines(&label, e, width));
         }
     }
+    for e in &c.explains_when {
+        let symptom = e.note.as_deref().unwrap_or("?");
+        let label = format!("explains {symptom} when ({})", held(e.result));
+        out.push_str(&item_lines(&label, e, width));
+    }
     out
 }
 

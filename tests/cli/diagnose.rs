@@ -1162,6 +1162,8 @@ fn why_shows_how_a_rule_judged_each_target_fired_or_not() {
         "kv_cache_exhaustion",
         "--why",
         "high_ttft",
+        "--why",
+        "queue_backlog",
     ]);
     for part in [
         "why kv_cache_exhaustion (cause): not fired; gate does not hold",
@@ -1169,6 +1171,7 @@ fn why_shows_how_a_rule_judged_each_target_fired_or_not() {
         "for (weight 4, does not hold): preemptions_per_second > 0",
         "why high_ttft (symptom): fired; gate holds",
         "critical when: ",
+        "explains high_itl when (",
     ] {
         assert!(out.contains(part), "no `{part}` in:\n{out}");
     }
@@ -1196,6 +1199,8 @@ fn why_shows_how_a_rule_judged_each_target_fired_or_not() {
         "batching_delay",
         "--why",
         "kv_cache_exhaustion",
+        "--why",
+        "queue_backlog",
     ]));
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"));
     let schema: serde_json::Value = serde_json::from_str(
@@ -1210,6 +1215,17 @@ fn why_shows_how_a_rule_judged_each_target_fired_or_not() {
     assert_eq!(checks[0]["gate"]["result"], false);
     assert_eq!(checks[0]["outcome"], "not fired");
     assert_eq!(checks[1]["outcome"], "fired");
+    // A conditional explanation is shown with its symptom and whether its condition held.
+    let when = &checks[2]["explains_when"][0];
+    assert_eq!(when["note"], "high_itl", "{}", checks[2]);
+    assert!(
+        when["condition"]
+            .as_str()
+            .unwrap()
+            .starts_with("batch_scaling_efficiency_ratio < 50%"),
+        "{when}"
+    );
+    assert!(when.get("result").is_some(), "{when}");
     // The cause that fired: its gate holds, and the check lists the evidence the diagnosis used.
     let fired = t["causes"]
         .as_array()
