@@ -1165,6 +1165,26 @@ mod tests {
         for bad in ["", "abc", "--1", "1,5", "+-1"] {
             assert_eq!(parse_value(bad), None, "{bad}");
         }
+        // Whole counts take their own path: the same float as Rust's parser, at every length
+        // around where that path stops (15 digits) and with leading zeros.
+        for s in [
+            "0",
+            "007",
+            "123456789012345",
+            "999999999999999",
+            "1234567890123456",
+            "9007199254740993",
+        ] {
+            assert_eq!(parse_value(s), s.parse::<f64>().ok(), "{s}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_count_reads_as_rusts_parser_reads_it(n: u64, zeros in 0usize..3) {
+            let s = format!("{}{n}", "0".repeat(zeros));
+            proptest::prop_assert_eq!(parse_value(&s), s.parse::<f64>().ok());
+        }
     }
 
     #[test]

@@ -21,6 +21,11 @@ pub(super) fn seconds_to_ms(secs: f64) -> Option<i64> {
 /// Go's `strconv.ParseFloat` spellings as Prometheus writes them: decimals, exponents, `NaN`,
 /// `+Inf`, `-Inf` (case-insensitive, `Inf`/`Infinity` with optional sign).
 pub(super) fn parse_value(s: &str) -> Option<f64> {
+    // Counts and bucket counts, most of an answer: up to 15 digits is an integer below 2^53,
+    // exactly the float Rust's parser would give, read without it.
+    if !s.is_empty() && s.len() <= 15 && s.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(s.bytes().fold(0u64, |n, b| n * 10 + u64::from(b - b'0')) as f64);
+    }
     let t = s.trim();
     let unsigned = t.trim_start_matches(['+', '-']);
     if unsigned.is_empty() || t.len() - unsigned.len() > 1 {
