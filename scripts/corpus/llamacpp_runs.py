@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from openmetrics import Recording, parse_text  # noqa: E402
 import llamacpp_objective  # noqa: E402
-from neighbours import (CGROUP_ROOT, NODE_KEEP, cadvisor_text, into_cgroup,  # noqa: E402
+from neighbours import (CGROUP_ROOT, add_host_scrape, cadvisor_text, host_labels, into_cgroup,  # noqa: E402
                         make_cgroups, pinned, remove_cgroups, Scraper, start_node_exporter,
                         stress_argv)
 
@@ -981,19 +981,18 @@ def build_recording(raw):
         # Scraped as a pod: Kubernetes service discovery adds the pod's name and namespace.
         r = CADVISOR["replica"]
         llama_lab = dict(llama_lab, pod=r["pod"], namespace=r["namespace"])
-    labs = {"llamacpp": llama_lab, "node": {"job": "node", "instance": HOST + ":9100"},
-            "kubelet": {"job": "kubelet", "instance": HOST + ":10250"}}
+    host_labs = host_labels(HOST)
     for ts, job, body in raw["scrapes"]:
         t = round(ts, 3)
-        lab = labs[job]
-        rec.gauge("up", t, 1 if body is not None else 0, lab, "1 if the scrape succeeded")
+        if job != "llamacpp":
+            add_host_scrape(rec, t, host_labs[job], job, body)
+            continue
+        rec.gauge("up", t, 1 if body is not None else 0, llama_lab, "1 if the scrape succeeded")
         if body is None:
             continue
         types, helps, samples = parse_text(body)
         for name, labels, value in samples:
-            if job == "node" and name not in NODE_KEEP:
-                continue
-            full = dict(labels, **lab)
+            full = dict(labels, **llama_lab)
             kind = types.get(name)
             if kind is None and name.endswith("_total"):
                 kind = types.get(name[:-6])

@@ -11,6 +11,8 @@ import threading
 import time
 import urllib.request
 
+from openmetrics import parse_text
+
 NODE_EXPORTER = "prometheus-node-exporter"
 
 # The host's series a recording keeps of node_exporter's answer.
@@ -33,6 +35,31 @@ CADVISOR_FAMILIES = [
      "Total time duration no tasks in the container could make progress due to CPU congestion.",
      "cpu.pressure", "full"),
 ]
+
+
+def host_labels(host):
+    """The job and instance labels Prometheus gives the node's two exporters."""
+    return {"node": {"job": "node", "instance": host + ":9100"},
+            "kubelet": {"job": "kubelet", "instance": host + ":10250"}}
+
+
+def add_host_scrape(rec, t, labels, job, body):
+    """One scrape of node_exporter (the NODE_KEEP names only) or of cAdvisor into the recording
+    `rec` (openmetrics.Recording) as Prometheus would have stored it: `up`, then the samples with
+    the exporter's job and instance (`labels`, as host_labels gives them). Their counters all end
+    in `_total`."""
+    rec.gauge("up", t, 1 if body is not None else 0, labels, "1 if the scrape succeeded")
+    if body is None:
+        return
+    types, helps, samples = parse_text(body)
+    for name, sample_labels, value in samples:
+        if job == "node" and name not in NODE_KEEP:
+            continue
+        full = dict(sample_labels, **labels)
+        if types.get(name) == "counter" and name.endswith("_total"):
+            rec.counter(name[:-6], t, value, full, helps.get(name, ""))
+        else:
+            rec.gauge(name, t, value, full, helps.get(name, ""))
 
 
 def pinned(argv, cpus):

@@ -42,8 +42,8 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from openmetrics import Recording, parse_text  # noqa: E402
-from neighbours import (CGROUP_ROOT, NODE_KEEP, Scraper as SideScraper, cadvisor_text,  # noqa: E402
-                        into_cgroup, make_cgroups, remove_cgroups, start_node_exporter,
+from neighbours import (CGROUP_ROOT, Scraper as SideScraper, add_host_scrape, cadvisor_text,  # noqa: E402
+                        host_labels, into_cgroup, make_cgroups, remove_cgroups, start_node_exporter,
                         stress_argv)
 
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -928,24 +928,9 @@ def build_recording(raw):
 def add_host_scrapes(rec, scrapes):
     """node_exporter's series (those NODE_KEEP names) and cAdvisor's, as Prometheus would have
     scraped them beside the engine."""
-    labs = {"node": {"job": "node", "instance": HOST + ":9100"},
-            "kubelet": {"job": "kubelet", "instance": HOST + ":10250"}}
+    labs = host_labels(HOST)
     for ts, job, body in scrapes:
-        t = round(ts, 3)
-        rec.gauge("up", t, 1 if body is not None else 0, labs[job], "1 if the scrape succeeded")
-        if body is None:
-            continue
-        types, helps, samples = parse_text(body)
-        for name, labels, value in samples:
-            if job == "node" and name not in NODE_KEEP:
-                continue
-            full = dict(labels, **labs[job])
-            fam, kind = family_of(name, types)
-            if kind == "counter":
-                base = fam[:-6] if fam.endswith("_total") else fam
-                rec.counter(base, t, value, full, helps.get(fam, ""))
-            else:
-                rec.gauge(name, t, value, full, helps.get(fam, ""))
+        add_host_scrape(rec, round(ts, 3), labs[job], job, body)
 
 
 def check_recording(path):
