@@ -38,24 +38,21 @@ OBJECTIVE = {"ttft_p99_seconds": 4.0}
 CONTENTION = "competing stress-ng"
 
 
-def meets_objective(gt):
+def served_whole(gt):
+    """(every request answered, none cut, 95 % of the offered rate served; its numbers)."""
     errors = sum(v for k, v in (gt.get("errors_by_status") or {}).items() if str(k) != "200")
     cut = gt.get("cut_at_context_limit") or 0
-    t50, t99 = gt.get("client_ttft_p50_s") or 0.0, gt.get("client_ttft_p99_s") or 0.0
     served, offered = gt.get("served_rps") or 0.0, gt.get("offered_rps") or 0.0
-    ok = errors == 0 and cut == 0 and t50 < 1.0 and t99 < 4.0 and served >= 0.95 * offered
+    return errors == 0 and cut == 0 and served >= 0.95 * offered, (errors, cut, served, offered)
+
+
+def meets_objective(gt):
+    whole, (errors, cut, served, offered) = served_whole(gt)
+    t50, t99 = gt.get("client_ttft_p50_s") or 0.0, gt.get("client_ttft_p99_s") or 0.0
+    ok = whole and t50 < 1.0 and t99 < 4.0
     why = ("%d errors, %d cut; client TTFT p50 %.2f s and p99 %.2f s (objective: under 1 s and 4 s); "
            "served %.3f of %.3f rps offered (objective: 95 %%)" % (errors, cut, t50, t99, served, offered))
     return ok, why
-
-
-def only_the_tail_missed(gt):
-    """Every request answered, none cut, the offered rate served: the objective was missed on
-    the TTFT alone."""
-    errors = sum(v for k, v in (gt.get("errors_by_status") or {}).items() if str(k) != "200")
-    cut = gt.get("cut_at_context_limit") or 0
-    served, offered = gt.get("served_rps") or 0.0, gt.get("offered_rps") or 0.0
-    return errors == 0 and cut == 0 and served >= 0.95 * offered
 
 
 def has_replica_cpu(recording):
@@ -101,7 +98,7 @@ def relabel(path):
                  and not label.get("untraceable")
                  and None not in (n, t50, t99) and n < 50
                  and t50 < OBJECTIVE["ttft_p99_seconds"] / 2
-                 and only_the_tail_missed(gt))
+                 and served_whole(gt)[0])
     if tail_only:
         label = dict(label)
         label["untraceable"] = (
