@@ -1225,7 +1225,13 @@ fn why_shows_how_a_rule_judged_each_target_fired_or_not() {
             .starts_with("batch_scaling_efficiency_ratio < 50%"),
         "{when}"
     );
-    assert!(when.get("result").is_some(), "{when}");
+    // The streams keep their pace here (ITL p99 0.12 s against 0.2 s), so the condition does
+    // not hold although the batch's scaling could not be read.
+    assert_eq!(when["result"], false, "{when}");
+    assert_eq!(
+        when["missing"][0], "batch_scaling_efficiency_ratio",
+        "{when}"
+    );
     // The cause that fired: its gate holds, and the check lists the evidence the diagnosis used.
     let fired = t["causes"]
         .as_array()
