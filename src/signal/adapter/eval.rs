@@ -971,6 +971,7 @@ fn scaling(
     let instants = instant_pairs(&s.batch, [&s.work, &s.batch], ts, frame, memo, needs)?;
     // (batch, speed of one sequence) per interval with sequences running at both ends.
     let mut intervals: Vec<(f64, f64)> = Vec::new();
+    let mut spacings: Vec<f64> = Vec::new();
     let mut prev: Option<(i64, f64, f64)> = None;
     for (t, values) in instants {
         let [Some(work), Some(batch)] = values else {
@@ -981,12 +982,16 @@ fn scaling(
             let (dt, dw) = ((t - t0) as f64 / 1000.0, work - w0);
             // A counter reset, or an interval with an idle end, says nothing of batching.
             if dt > 0.0 && dw >= 0.0 && b0 > 0.0 && batch > 0.0 {
+                spacings.push(dt);
                 let b = (b0 + batch) / 2.0;
                 let speed = if s.per_step { dw / dt } else { dw / dt / b };
                 intervals.push((b, speed));
             }
         }
         prev = Some((t, work, batch));
+    }
+    if let Some(lifetime) = &s.lifetime {
+        sampled_slower_than_turnover(lifetime, &spacings, ts, frame)?;
     }
     let full = intervals.iter().map(|(b, _)| *b).fold(0.0, f64::max);
     if full < 2.0 {
@@ -1013,6 +1018,31 @@ fn scaling(
         return Err("no sequence advanced at the smaller batch".into());
     }
     Ok((b_hi * v_hi - b_lo * v_lo) / ((b_hi - b_lo) * v_lo))
+}
+
+/// An error when sequences live (`lifetime`, seconds, over the window) less than two of the
+/// intervals' median spacing: the running gauge, sampled that far apart, does not show the
+/// batch each interval held (see [`Scaling::lifetime`]). An unknown lifetime claims nothing.
+fn sampled_slower_than_turnover(
+    lifetime: &Expr,
+    spacings: &[f64],
+    ts: &TargetSeries<'_>,
+    frame: Frame,
+) -> Result<(), Absent> {
+    let Ok(life) = eval_signal(lifetime, ts, frame, Stat::Last) else {
+        return Ok(());
+    };
+    let mut sorted = spacings.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let Some(&spacing) = sorted.get(sorted.len() / 2) else {
+        return Ok(());
+    };
+    if life < 2.0 * spacing {
+        return Err(format!(
+            "a sequence runs {life:.2} s on average, under two of the {spacing:.1} s between samples: the running batch turns over between them, so its samples do not show the batch each interval held"
+        ));
+    }
+    Ok(())
 }
 
 fn single(out: &Out<'_>) -> Option<f64> {
@@ -1569,6 +1599,39 @@ mod tests {
 
     fn expr(yaml: &str) -> Expr {
         serde_yaml::from_str(yaml).unwrap()
+    }
+
+    /// [`efficiency`] of a memory-bound replica whose sequences each run `lifetime` seconds
+    /// (a gauge read as the scaling's `lifetime`), sampled every second.
+    fn efficiency_living(lifetime: f64) -> Result<f64, Absent> {
+        let batch: Vec<f64> = (0..21).map(|i| if i <= 10 { 1.0 } else { 4.0 }).collect();
+        let steps: Vec<f64> = (0..21).map(|i| 30.0 * i as f64).collect();
+        let all = [
+            series("steps", &steps),
+            series("busy", &batch),
+            series("life", &[lifetime; 21]),
+        ];
+        let ts = TargetSeries::new(all.iter());
+        let e = expr(
+            "scaling: {work: {gauge: {metric: steps}}, batch: {gauge: {metric: busy}}, per_step: true, lifetime: {gauge: {metric: life}}}",
+        );
+        let frame = Frame {
+            end_ms: Some(20_000),
+            window_ms: 60_000,
+        };
+        eval_signal(&e, &ts, frame, Stat::Last)
+    }
+
+    #[test]
+    fn a_batch_that_turns_over_between_samples_has_no_scaling() {
+        // Sampled every second: sequences of 1.5 s come and go between two samples, so the
+        // gauge's readings are not the batch each interval held.
+        let why = efficiency_living(1.5).unwrap_err();
+        assert!(why.contains("turns over between them"), "{why}");
+        assert!(why.contains("1.50 s"), "{why}");
+        // Sequences of 3 s outlive two samples: the same replica's scaling is read.
+        let e = efficiency_living(3.0).unwrap();
+        assert!((e - 1.0).abs() < 1e-9, "{e}");
     }
 
     /// Steps counted at one per second per `speed(batch)`, the batch running 1 for ten seconds,

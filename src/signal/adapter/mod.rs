@@ -479,6 +479,9 @@ fn describe(expr: &spec::Expr) -> String {
             Scaling(s) => {
                 names(&s.work, out);
                 names(&s.batch, out);
+                if let Some(e) = &s.lifetime {
+                    names(e, out);
+                }
             }
             QueuedShare(s) => {
                 names(&s.queue, out);

@@ -388,6 +388,12 @@ pub struct Scaling {
     /// sequence's speed is the step rate itself).
     #[serde(default)]
     pub per_step: bool,
+    /// How long a sequence stays in the running batch, in seconds (a mean decode time). The
+    /// gauge shows the batch only at the instants it was sampled: where sequences come and go
+    /// within two samples' spacing, an interval's ends say little of the batch it held, and
+    /// the smaller batches are the ones read low by chance. The scaling is then unknown.
+    #[serde(default)]
+    pub lifetime: Option<Expr>,
 }
 
 impl Expr {
@@ -403,7 +409,10 @@ impl Expr {
             | Expr::PercentToRatio(e) => vec![e],
             Expr::Div(a, b) | Expr::Sub(a, b) | Expr::ZeroWhenAbsent(a, b) => vec![a, b],
             Expr::Add(v) | Expr::First(v) => v.iter().collect(),
-            Expr::Scaling(s) => vec![&s.work, &s.batch],
+            Expr::Scaling(s) => [&s.work, &s.batch]
+                .into_iter()
+                .chain(s.lifetime.as_ref())
+                .collect(),
             Expr::QueuedShare(s) => vec![&s.queue, &s.running],
             Expr::Dispersion(s) => vec![&s.done, &s.present],
             Expr::Stall(s) => vec![&s.work, &s.busy],
@@ -514,6 +523,11 @@ impl Expr {
                 work: s.work.map_selectors(f)?,
                 batch: s.batch.map_selectors(f)?,
                 per_step: s.per_step,
+                lifetime: s
+                    .lifetime
+                    .as_ref()
+                    .map(|e| e.map_selectors(f))
+                    .transpose()?,
             })),
             Expr::QueuedShare(s) => Expr::QueuedShare(Box::new(QueuedShare {
                 queue: s.queue.map_selectors(f)?,
