@@ -1601,53 +1601,47 @@ mod tests {
         serde_yaml::from_str(yaml).unwrap()
     }
 
-    /// [`efficiency`] of a memory-bound replica whose sequences each run `lifetime` seconds
-    /// (a gauge read as the scaling's `lifetime`), sampled every second.
-    fn efficiency_living(lifetime: f64) -> Result<f64, Absent> {
-        let batch: Vec<f64> = (0..21).map(|i| if i <= 10 { 1.0 } else { 4.0 }).collect();
-        let steps: Vec<f64> = (0..21).map(|i| 30.0 * i as f64).collect();
-        let all = [
-            series("steps", &steps),
-            series("busy", &batch),
-            series("life", &[lifetime; 21]),
-        ];
-        let ts = TargetSeries::new(all.iter());
-        let e = expr(
-            "scaling: {work: {gauge: {metric: steps}}, batch: {gauge: {metric: busy}}, per_step: true, lifetime: {gauge: {metric: life}}}",
-        );
-        let frame = Frame {
-            end_ms: Some(20_000),
-            window_ms: 60_000,
-        };
-        eval_signal(&e, &ts, frame, Stat::Last)
-    }
-
     #[test]
     fn a_batch_that_turns_over_between_samples_has_no_scaling() {
         // Sampled every second: sequences of 1.5 s come and go between two samples, so the
         // gauge's readings are not the batch each interval held.
-        let why = efficiency_living(1.5).unwrap_err();
+        let why = efficiency_living(|_| 30.0, Some(1.5)).unwrap_err();
         assert!(why.contains("turns over between them"), "{why}");
         assert!(why.contains("1.50 s"), "{why}");
         // Sequences of 3 s outlive two samples: the same replica's scaling is read.
-        let e = efficiency_living(3.0).unwrap();
+        let e = efficiency_living(|_| 30.0, Some(3.0)).unwrap();
         assert!((e - 1.0).abs() < 1e-9, "{e}");
     }
 
     /// Steps counted at one per second per `speed(batch)`, the batch running 1 for ten seconds,
     /// then 4 for ten: the efficiency of that replica.
     fn efficiency(step_rate: impl Fn(f64) -> f64) -> Result<f64, Absent> {
+        efficiency_living(step_rate, None)
+    }
+
+    /// [`efficiency`] with the scaling's `lifetime` read from a gauge holding `lifetime`
+    /// seconds, when given (samples are a second apart).
+    fn efficiency_living(
+        step_rate: impl Fn(f64) -> f64,
+        lifetime: Option<f64>,
+    ) -> Result<f64, Absent> {
         let batch: Vec<f64> = (0..21).map(|i| if i <= 10 { 1.0 } else { 4.0 }).collect();
         let mut steps = vec![0.0];
         for i in 1..21 {
             let b = (batch[i - 1] + batch[i]) / 2.0;
             steps.push(steps[i - 1] + step_rate(b));
         }
-        let all = [series("steps", &steps), series("busy", &batch)];
-        let ts = TargetSeries::new(all.iter());
-        let e = expr(
-            "scaling: {work: {gauge: {metric: steps}}, batch: {gauge: {metric: busy}}, per_step: true}",
+        let mut all = vec![series("steps", &steps), series("busy", &batch)];
+        let mut yaml = String::from(
+            "scaling: {work: {gauge: {metric: steps}}, batch: {gauge: {metric: busy}}, per_step: true",
         );
+        if let Some(life) = lifetime {
+            all.push(series("life", &[life; 21]));
+            yaml.push_str(", lifetime: {gauge: {metric: life}}");
+        }
+        yaml.push('}');
+        let ts = TargetSeries::new(all.iter());
+        let e = expr(&yaml);
         let frame = Frame {
             end_ms: Some(20_000),
             window_ms: 60_000,
