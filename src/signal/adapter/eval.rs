@@ -925,6 +925,34 @@ fn dispersion(
     Ok(variance / mean)
 }
 
+/// A stretch of instants with requests running and the work counter standing still.
+struct Stretch {
+    /// The instant before `start` (`start` itself at the window's first instant).
+    before: i64,
+    /// The first instant of the stretch: work had grown by then.
+    start: i64,
+    /// The last instant at which the work still stood at `work`.
+    last: i64,
+    work: f64,
+}
+
+impl Stretch {
+    /// The stall's length in seconds. Samples only bound it: the last token came between
+    /// `before` and `start`, the next one between `last` and `resumed` (None: not seen, the
+    /// window ended or the replica restarted), so the middle of each open side is added to
+    /// the stretch itself, which reads a stall short by a scrape interval on average. A side
+    /// counts at most the usual `spacing` of the window: a gap in the scrapes is not a stall.
+    /// 0 for a stretch of one instant.
+    fn estimate(&self, resumed: Option<i64>, spacing: i64) -> f64 {
+        if self.last == self.start {
+            return 0.0;
+        }
+        let side = |gap: i64| gap.min(spacing) as f64 / 2.0;
+        let open = side(self.start - self.before) + resumed.map_or(0.0, |t| side(t - self.last));
+        ((self.last - self.start) as f64 + open) / 1000.0
+    }
+}
+
 /// Evaluates a [`Stall`] over the window (see its docs).
 fn stall(
     s: &Stall,
@@ -934,27 +962,52 @@ fn stall(
 ) -> Result<f64, Absent> {
     let needs = "a stall needs samples with timestamps (record a range)";
     let instants = instant_pairs(&s.busy, [&s.work, &s.busy], ts, frame, memo, needs)?;
+    let spacing = median_spacing(instants.iter().map(|(t, _)| *t));
     let mut longest: Option<f64> = None;
-    // Where the current stretch began: its instant and the work done by then.
-    let mut since: Option<(i64, f64)> = None;
+    let mut stretch: Option<Stretch> = None;
+    let mut previous: Option<i64> = None;
     for (t, values) in instants {
-        let [Some(work), Some(busy)] = values else {
-            since = None;
-            continue;
+        let before = previous.replace(t);
+        let readable = match values {
+            [Some(work), Some(busy)] if work.is_finite() && busy.is_finite() => Some((work, busy)),
+            _ => None,
         };
-        if !work.is_finite() || !busy.is_finite() {
-            since = None;
-            continue;
+        if readable.is_some() {
+            longest.get_or_insert(0.0);
         }
-        let stalled = longest.get_or_insert(0.0);
-        match since {
-            Some((t0, w0)) if busy > 0.0 && work == w0 => {
-                *stalled = stalled.max((t - t0) as f64 / 1000.0);
+        if let (Some(run), Some((work, busy))) = (stretch.as_mut(), readable) {
+            if busy > 0.0 && work == run.work {
+                run.last = t;
+                continue;
             }
-            _ => since = (busy > 0.0).then_some((t, work)),
         }
+        // The stretch, if any, ended here: resumed where work grew or the requests left; a
+        // counter that fell (a restart) or a sample missing is the replica gone, not resumed.
+        if let (Some(run), Some(stalled)) = (stretch.take(), longest.as_mut()) {
+            let resumed = readable.is_some_and(|(work, _)| work >= run.work);
+            *stalled = stalled.max(run.estimate(resumed.then_some(t), spacing));
+        }
+        stretch = readable
+            .filter(|&(_, busy)| busy > 0.0)
+            .map(|(work, _)| Stretch {
+                before: before.unwrap_or(t),
+                start: t,
+                last: t,
+                work,
+            });
+    }
+    if let (Some(run), Some(stalled)) = (stretch, longest.as_mut()) {
+        *stalled = stalled.max(run.estimate(None, spacing));
     }
     longest.ok_or_else(|| "no instant in the window with both values".into())
+}
+
+/// The median gap between consecutive instants, milliseconds (0 with fewer than two).
+fn median_spacing(instants: impl Iterator<Item = i64>) -> i64 {
+    let times: Vec<i64> = instants.collect();
+    let mut gaps: Vec<i64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    gaps.sort_unstable();
+    gaps.get(gaps.len() / 2).copied().unwrap_or(0)
 }
 
 /// Fewest intervals at each batch level for a [`Scaling`] to be read.
@@ -1328,12 +1381,13 @@ mod tests {
             let all = [series("w", work), series("b", busy)];
             eval_signal(&e, &TargetSeries::new(all.iter()), frame, Stat::Last)
         };
-        // Work stops at 20 from t=2 to t=5 with two requests running: 3 s.
+        // Work stands at 20 from t=2 to t=5 with two requests running: the stall lasted
+        // between 3 s (t=2 to t=5) and 5 s (t=1 to t=6), 4 s in the middle.
         let hung = stalled(
             &[0.0, 10.0, 20.0, 20.0, 20.0, 20.0, 30.0, 30.0, 30.0, 30.0],
             &[0.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 0.0, 0.0, 0.0],
         );
-        assert_eq!(hung, Ok(3.0));
+        assert_eq!(hung, Ok(4.0));
         // Standing still with nothing running is idle, not a stall.
         assert_eq!(stalled(&[5.0; 10], &[0.0; 10]), Ok(0.0));
         // An unreadable sample (a stale marker) ends the stretch.
@@ -1352,7 +1406,16 @@ mod tests {
             ],
             &[1.0; 10],
         );
-        assert_eq!(broken, Ok(2.0));
+        // It ends the first stretch (t=1 to 2, half a second added before it, none after: the
+        // replica was gone); the one after (t=4 to 6, half a second each side) is the longest.
+        assert_eq!(broken, Ok(3.0));
+        // A counter that falls is a restart: the stretch before it is not extended past its
+        // last instant (t=1 to 5, half a second before it).
+        let restarted = stalled(
+            &[0.0, 10.0, 10.0, 10.0, 10.0, 10.0, 0.0, 5.0, 9.0, 12.0],
+            &[1.0; 10],
+        );
+        assert_eq!(restarted, Ok(4.5));
         assert!(!crate::signal::promql::expressible(&e) && !reads_gauge(&e));
     }
 

@@ -333,6 +333,9 @@ pub enum Expr {
 /// of scrapes with requests running and no token made is no step finishing: a stuck collective,
 /// a wedged device, a paused process. A scrape that failed, or a sample missing, ends the
 /// stretch: a replica that is gone is a crash, not a hang. 0 when the replica never stalled.
+/// Samples only bound a stall (the last token came after the sample before the stretch, the
+/// next one before the sample after it): its length is the middle of those bounds, one scrape
+/// interval longer than the stretch itself, so a stall is not read short by an interval.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Stall {
