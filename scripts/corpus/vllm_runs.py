@@ -438,6 +438,30 @@ TINY_RUNS = [
      "load": load("0.7cap", 120, seed=729, abort="0.5:1.0")},
     {"id": "vllm-tiny-burst-150", "design": "burst", "load": load("0.4cap", 120, seed=730,
                                                                  burst="50:150")},
+    # Its third batch: what the first deployment could not show within its objectives (shared
+    # prefixes with and without caching at the same load, long prompts without chunking and a
+    # light long-prompt load), and the fault classes at other loads.
+    {"id": "vllm-tiny-shared-prefix-cached", "design": "prefix_cached",
+     "load": load("1.5prefill", 120, seed=741, prompt="1800-2200", shared_prefix="1536:0.9",
+                  max_tokens="32-64")},
+    {"id": "vllm-tiny-shared-prefix-no-caching", "design": "prefix_uncached",
+     "flags": ["--no-enable-prefix-caching"],
+     "load": load("1.5prefill", 120, seed=741, prompt="1800-2200", shared_prefix="1536:0.9",
+                  max_tokens="32-64")},
+    {"id": "vllm-tiny-long-prompts-no-chunking", "design": "long_prompt",
+     "flags": ["--no-enable-chunked-prefill"],
+     "load": load("0.5prefill", 120, seed=743, prompt="2500-3500", max_tokens="32-64")},
+    {"id": "vllm-tiny-long-prompts-light", "design": "near_miss_long_prompt",
+     "load": load("0.2prefill", 120, seed=744, prompt="2500-3500", max_tokens="32-64")},
+    {"id": "vllm-tiny-healthy-25pct", "design": "healthy", "load": load("0.25cap", 120, seed=745)},
+    {"id": "vllm-tiny-overload-2x", "design": "overload",
+     "load": load("2cap", 120, seed=746, drain=90)},
+    {"id": "vllm-tiny-engine-paused-40s-light", "design": "hang",
+     "load": load("0.2cap", 150, seed=747, drain=30),
+     "faults": [{"at": 50, "do": "stop_engine"}, {"at": 90, "do": "cont_engine"}]},
+    {"id": "vllm-tiny-kv-48-blocks", "design": "kv_small",
+     "flags": ["--num-gpu-blocks-override", "48"],
+     "load": load("0.6cap", 120, seed=748, drain=90, max_tokens="256-384")},
 ]
 
 # Deployments: a model folder (shared/reference/vllm-cpu-models), its served name and size, and
@@ -1486,6 +1510,7 @@ RUN_TITLES = {
     "near_miss_kv": "A smaller KV cache that still holds the load.",
     "near_miss_admission": "A bounded waiting queue the load never fills.",
     "long_prompt": "Long prompts.",
+    "near_miss_long_prompt": "Long prompts at a light load the replica prefills in time.",
     "prefix_cached": "Requests sharing a long prefix, prefix caching on.",
     "prefix_uncached": "Requests sharing a long prefix, prefix caching off.",
     "client_aborts": "Clients that give up on a share of their requests.",
