@@ -462,6 +462,24 @@ TINY_RUNS = [
     {"id": "vllm-tiny-kv-48-blocks", "design": "kv_small",
      "flags": ["--num-gpu-blocks-override", "48"],
      "load": load("0.6cap", 120, seed=748, drain=90, max_tokens="256-384")},
+    # Its fourth batch: quiet runs, where production spends most of its time and a false alarm
+    # costs as much as a miss (limits that do not bind, a burst absorbed, aborts, a longer
+    # answer mix), and a crash at a light load.
+    {"id": "vllm-tiny-healthy-55pct", "design": "healthy", "load": load("0.55cap", 120, seed=751)},
+    {"id": "vllm-tiny-healthy-long-answers-40pct", "design": "healthy",
+     "load": load("0.4cap", 120, seed=752, max_tokens="192-288")},
+    {"id": "vllm-tiny-queue-bound-64-near-miss", "design": "near_miss_admission",
+     "flags": ["--max-num-queued-reqs", "64"], "load": load("0.7cap", 120, seed=753)},
+    {"id": "vllm-tiny-max-num-seqs-32-near-miss", "design": "near_miss_batch_cap",
+     "flags": ["--max-num-seqs", "32"], "load": load("0.7cap", 120, seed=754)},
+    {"id": "vllm-tiny-kv-128-blocks-near-miss", "design": "near_miss_kv",
+     "flags": ["--num-gpu-blocks-override", "128"], "load": load("0.5cap", 120, seed=755)},
+    {"id": "vllm-tiny-burst-30-absorbed", "design": "near_miss_burst",
+     "load": load("0.3cap", 120, seed=756, burst="50:30")},
+    {"id": "vllm-tiny-client-aborts-20pct", "design": "client_aborts",
+     "load": load("0.6cap", 120, seed=757, abort="0.2:0.5")},
+    {"id": "vllm-tiny-engine-killed-light", "design": "crash",
+     "load": load("0.2cap", 150, seed=758), "faults": [{"at": 60, "do": "kill_engine"}]},
 ]
 
 # Deployments: a model folder (shared/reference/vllm-cpu-models), its served name and size, and
