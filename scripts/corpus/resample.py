@@ -16,18 +16,33 @@ import sys
 import yaml
 
 
+def sample(line):
+    """(series, timestamp) of a sample line, None for one without a timestamp. An exemplar
+    (after " # ") is not part of the sample; the series (name and labels, whose values may hold
+    spaces) is what stands before the value."""
+    head = line.split(" # ", 1)[0].rstrip()
+    parts = head.rsplit(" ", 2)
+    if len(parts) < 3:
+        return None
+    try:
+        float(parts[1])
+        return parts[0], float(parts[2])
+    except ValueError:
+        return None
+
+
 def resample(lines, every):
-    stamps = [float(line.rsplit(" ", 1)[1]) for line in lines if line and line[0] != "#"]
+    samples = [sample(line) for line in lines]
+    stamps = [s[1] for line, s in zip(lines, samples) if s and line[0] != "#"]
     if not stamps:
         return lines
     t0, seen, out = min(stamps), set(), []
-    for line in lines:
-        if not line or line[0] == "#":
+    for line, s in zip(lines, samples):
+        # Comments, `# EOF` and lines without a timestamp pass through as they are.
+        if not line or line[0] == "#" or s is None:
             out.append(line)
             continue
-        head, _, stamp = line.rpartition(" ")
-        series = head.rpartition(" ")[0]
-        slot = (series, int((float(stamp) - t0) // every))
+        slot = (s[0], int((s[1] - t0) // every))
         if slot not in seen:
             seen.add(slot)
             out.append(line)

@@ -927,7 +927,8 @@ fn dispersion(
 
 /// A stretch of instants with requests running and the work counter standing still.
 struct Stretch {
-    /// The instant before `start` (`start` itself at the window's first instant).
+    /// The instant before `start`, where it was read and near (`start` itself otherwise: then
+    /// nothing is known of when the last token came, and nothing is added before the stretch).
     before: i64,
     /// The first instant of the stretch: work had grown by then.
     start: i64,
@@ -965,26 +966,30 @@ fn stall(
     let spacing = median_spacing(instants.iter().map(|(t, _)| *t));
     let mut longest: Option<f64> = None;
     let mut stretch: Option<Stretch> = None;
+    // The instant before this one, where it was read and not after a gap in the scrapes.
     let mut previous: Option<i64> = None;
     for (t, values) in instants {
-        let before = previous.replace(t);
+        // Scrapes that failed leave no instant: a gap of more than two spacings is the
+        // replica gone (a crash), which neither continues a stall nor bounds one.
+        let before = previous.filter(|&p| t - p <= 2 * spacing);
         let readable = match values {
             [Some(work), Some(busy)] if work.is_finite() && busy.is_finite() => Some((work, busy)),
             _ => None,
         };
+        previous = readable.map(|_| t);
         if readable.is_some() {
             longest.get_or_insert(0.0);
         }
-        if let (Some(run), Some((work, busy))) = (stretch.as_mut(), readable) {
+        if let (Some(run), Some((work, busy)), Some(_)) = (stretch.as_mut(), readable, before) {
             if busy > 0.0 && work == run.work {
                 run.last = t;
                 continue;
             }
         }
         // The stretch, if any, ended here: resumed where work grew or the requests left; a
-        // counter that fell (a restart) or a sample missing is the replica gone, not resumed.
+        // counter that fell (a restart), a sample missing or a gap is the replica gone.
         if let (Some(run), Some(stalled)) = (stretch.take(), longest.as_mut()) {
-            let resumed = readable.is_some_and(|(work, _)| work >= run.work);
+            let resumed = before.is_some() && readable.is_some_and(|(work, _)| work >= run.work);
             *stalled = stalled.max(run.estimate(resumed.then_some(t), spacing));
         }
         stretch = readable
@@ -1007,7 +1012,10 @@ fn median_spacing(instants: impl Iterator<Item = i64>) -> i64 {
     let times: Vec<i64> = instants.collect();
     let mut gaps: Vec<i64> = times.windows(2).map(|w| w[1] - w[0]).collect();
     gaps.sort_unstable();
-    gaps.get(gaps.len() / 2).copied().unwrap_or(0)
+    // The lower median: of two gaps, the shorter (the scrape interval, not a missed scrape).
+    gaps.get(gaps.len().saturating_sub(1) / 2)
+        .copied()
+        .unwrap_or(0)
 }
 
 /// Fewest intervals at each batch level for a [`Scaling`] to be read.
@@ -1407,8 +1415,9 @@ mod tests {
             &[1.0; 10],
         );
         // It ends the first stretch (t=1 to 2, half a second added before it, none after: the
-        // replica was gone); the one after (t=4 to 6, half a second each side) is the longest.
-        assert_eq!(broken, Ok(3.0));
+        // replica was gone); the one after it (t=4 to 6) gets nothing before it (the sample
+        // before was unreadable) and half a second after: 2.5 s.
+        assert_eq!(broken, Ok(2.5));
         // A counter that falls is a restart: the stretch before it is not extended past its
         // last instant (t=1 to 5, half a second before it).
         let restarted = stalled(
@@ -1416,6 +1425,30 @@ mod tests {
             &[1.0; 10],
         );
         assert_eq!(restarted, Ok(4.5));
+        // Scrapes that failed for ten seconds (no instant at all) end the stretch as a crash:
+        // t=1 to 3 and half a second before it, not the stretch across the gap.
+        let at = |name: &str, values: &[f64]| Series {
+            name: name.to_string(),
+            labels: Default::default(),
+            samples: [0, 1, 2, 3, 13, 14]
+                .iter()
+                .zip(values)
+                .map(|(&s, &value)| Sample {
+                    t_ms: Some(s * 1000),
+                    value,
+                })
+                .collect(),
+        };
+        let gapped = [
+            at("w", &[0.0, 10.0, 10.0, 10.0, 10.0, 20.0]),
+            at("b", &[1.0; 6]),
+        ];
+        let late = Frame {
+            end_ms: Some(14_000),
+            window_ms: 60_000,
+        };
+        let gone = eval_signal(&e, &TargetSeries::new(gapped.iter()), late, Stat::Last);
+        assert_eq!(gone, Ok(2.5));
         assert!(!crate::signal::promql::expressible(&e) && !reads_gauge(&e));
     }
 

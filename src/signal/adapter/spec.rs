@@ -334,8 +334,10 @@ pub enum Expr {
 /// a wedged device, a paused process. A scrape that failed, or a sample missing, ends the
 /// stretch: a replica that is gone is a crash, not a hang. 0 when the replica never stalled.
 /// Samples only bound a stall (the last token came after the sample before the stretch, the
-/// next one before the sample after it): its length is the middle of those bounds, one scrape
-/// interval longer than the stretch itself, so a stall is not read short by an interval.
+/// next one before the sample after it): half a scrape interval is added at each end that was
+/// seen (one interval in all, with both ends seen), so a stall is not read short by an
+/// interval. A scrape gap of more than two intervals is a replica gone, like a failed sample.
+/// At a coarse scrape the estimate is as coarse: at 15 s a stall reads 0, 30 s, 45 s and so on.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Stall {
