@@ -85,7 +85,6 @@ def slos_of(cal):
     return dict(SLOS, prefill_tokens_per_second=round(cal["prefill_tps"], 1))
 
 
-
 # The replica and a noisy neighbour as two pods, as the kubelet's cAdvisor names their
 # containers (runs with "cadvisor": each in a cgroup of its own, neighbours.cadvisor_text).
 CADVISOR = {
@@ -500,6 +499,12 @@ def use_deployment(name):
     DEPLOYMENT, MODEL_NAME, SLOS = name, dep["name"], dep["slos"]
 
 
+def own(name):
+    """A folder name of the deployment's own: the first keeps the plain name it had before
+    there were others (its runs and raw runs were made under it)."""
+    return name if DEPLOYMENT == "small300m" else name + "-" + DEPLOYMENT
+
+
 DEPLOYMENT = "small300m"
 
 
@@ -525,7 +530,7 @@ def free_port():
 
 def model_dir():
     """A model folder with the deployment's Llama config and a tokenizer (no download)."""
-    d = os.path.join(WORK, "model" if DEPLOYMENT == "small300m" else "model-" + DEPLOYMENT)
+    d = os.path.join(WORK, own("model"))
     if not os.path.exists(os.path.join(d, "tokenizer.model")):
         os.makedirs(d, exist_ok=True)
         shutil.copy(os.path.join(MODELS, DEPLOYMENTS[DEPLOYMENT]["model"], "config.json"), d)
@@ -1022,8 +1027,6 @@ def capacity_of(steps):
     """The highest offered rate served (>= 90 % in the window) without error within the TTFT
     objective. A new deployment's objectives come from its lightest step, so its capacity is
     taken again once they are set (`--recap`)."""
-    if SLOS is None:
-        return None  # a new deployment: objectives first, then --recap
     good = [s for s in steps if s["server_errors"] == 0
             and s["served_rps_in_window"] >= 0.9 * s["offered_rps"]
             and (s["ttft_p99_s"] or 99) <= SLOS["ttft_p99_seconds"]]
@@ -1570,8 +1573,7 @@ def main():
     args = ap.parse_args()
     use_deployment(args.deployment)
     runs_of = DEPLOYMENTS[DEPLOYMENT].get("runs", RUNS)
-    args.work = args.work or os.path.join(
-        WORK, "runs" if DEPLOYMENT == "small300m" else "runs-" + DEPLOYMENT)
+    args.work = args.work or os.path.join(WORK, own("runs"))
     os.makedirs(args.work, exist_ok=True)
     if args.list:
         for r in runs_of:

@@ -963,7 +963,8 @@ fn stall(
 ) -> Result<f64, Absent> {
     let needs = "a stall needs samples with timestamps (record a range)";
     let instants = instant_pairs(&s.busy, [&s.work, &s.busy], ts, frame, memo, needs)?;
-    let spacing = median_spacing(instants.iter().map(|(t, _)| *t));
+    let gaps = instants.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    let spacing = median_gap(gaps).unwrap_or(0);
     let mut longest: Option<f64> = None;
     let mut stretch: Option<Stretch> = None;
     // The instant before this one, where it was read and not after a gap in the scrapes.
@@ -1007,15 +1008,11 @@ fn stall(
     longest.ok_or_else(|| "no instant in the window with both values".into())
 }
 
-/// The median gap between consecutive instants, milliseconds (0 with fewer than two).
-fn median_spacing(instants: impl Iterator<Item = i64>) -> i64 {
-    let times: Vec<i64> = instants.collect();
-    let mut gaps: Vec<i64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+/// The usual gap between samples, milliseconds: the lower median, so that of two gaps the
+/// shorter counts (the scrape interval, not a missed scrape). None without a gap.
+fn median_gap(mut gaps: Vec<i64>) -> Option<i64> {
     gaps.sort_unstable();
-    // The lower median: of two gaps, the shorter (the scrape interval, not a missed scrape).
-    gaps.get(gaps.len().saturating_sub(1) / 2)
-        .copied()
-        .unwrap_or(0)
+    gaps.get(gaps.len().checked_sub(1)? / 2).copied()
 }
 
 /// Fewest intervals at each batch level for a [`Scaling`] to be read.
@@ -1032,7 +1029,7 @@ fn scaling(
     let instants = instant_pairs(&s.batch, [&s.work, &s.batch], ts, frame, memo, needs)?;
     // (batch, speed of one sequence) per interval with sequences running at both ends.
     let mut intervals: Vec<(f64, f64)> = Vec::new();
-    let mut spacings: Vec<f64> = Vec::new();
+    let mut spacings: Vec<i64> = Vec::new();
     let mut prev: Option<(i64, f64, f64)> = None;
     for (t, values) in instants {
         let [Some(work), Some(batch)] = values else {
@@ -1043,7 +1040,7 @@ fn scaling(
             let (dt, dw) = ((t - t0) as f64 / 1000.0, work - w0);
             // A counter reset, or an interval with an idle end, says nothing of batching.
             if dt > 0.0 && dw >= 0.0 && b0 > 0.0 && batch > 0.0 {
-                spacings.push(dt);
+                spacings.push(t - t0);
                 let b = (b0 + batch) / 2.0;
                 let speed = if s.per_step { dw / dt } else { dw / dt / b };
                 intervals.push((b, speed));
@@ -1052,7 +1049,7 @@ fn scaling(
         prev = Some((t, work, batch));
     }
     if let Some(lifetime) = &s.lifetime {
-        sampled_slower_than_turnover(lifetime, &spacings, ts, frame)?;
+        sampled_slower_than_turnover(lifetime, spacings, ts, frame)?;
     }
     let full = intervals.iter().map(|(b, _)| *b).fold(0.0, f64::max);
     if full < 2.0 {
@@ -1082,22 +1079,22 @@ fn scaling(
 }
 
 /// An error when sequences live (`lifetime`, seconds, over the window) less than two of the
-/// intervals' median spacing: the running gauge, sampled that far apart, does not show the
-/// batch each interval held (see [`Scaling::lifetime`]). An unknown lifetime claims nothing.
+/// intervals' usual spacing (`spacings`, milliseconds; see [`median_gap`]): the running
+/// gauge, sampled that far apart, does not show the batch each interval held (see
+/// [`Scaling::lifetime`]). An unknown lifetime claims nothing.
 fn sampled_slower_than_turnover(
     lifetime: &Expr,
-    spacings: &[f64],
+    spacings: Vec<i64>,
     ts: &TargetSeries<'_>,
     frame: Frame,
 ) -> Result<(), Absent> {
     let Ok(life) = eval_signal(lifetime, ts, frame, Stat::Last) else {
         return Ok(());
     };
-    let mut sorted = spacings.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let Some(&spacing) = sorted.get(sorted.len() / 2) else {
+    let Some(spacing) = median_gap(spacings) else {
         return Ok(());
     };
+    let spacing = spacing as f64 / 1000.0;
     if life < 2.0 * spacing {
         return Err(format!(
             "a sequence runs {life:.2} s on average, under two of the {spacing:.1} s between samples: the running batch turns over between them, so its samples do not show the batch each interval held"
