@@ -479,6 +479,32 @@ TINY_RUNS = [
      "load": load("0.6cap", 120, seed=757, abort="0.2:0.5")},
     {"id": "vllm-tiny-engine-killed-light", "design": "crash",
      "load": load("0.2cap", 150, seed=758), "faults": [{"at": 60, "do": "kill_engine"}]},
+    # Its fifth batch: five-minute runs, as long as a production alert's window, so that a
+    # 15 s scrape of them (scripts/corpus/resample.py) holds 20 samples and more, as
+    # Prometheus would have read them.
+    {"id": "vllm-tiny-healthy-60pct-5min", "design": "healthy",
+     "load": load("0.6cap", 300, seed=761)},
+    {"id": "vllm-tiny-overload-1p3x-5min", "design": "overload",
+     "load": load("1.3cap", 300, seed=762, drain=90)},
+    {"id": "vllm-tiny-max-num-seqs-4-5min", "design": "batch_cap",
+     "flags": ["--max-num-seqs", "4"],
+     "load": load("0.8cap", 300, seed=763, drain=90)},
+    {"id": "vllm-tiny-kv-48-blocks-5min", "design": "kv_small",
+     "flags": ["--num-gpu-blocks-override", "48"],
+     "load": load("0.6cap", 300, seed=764, drain=90, max_tokens="256-384")},
+    {"id": "vllm-tiny-healthy-80pct-5min", "design": "healthy",
+     "load": load("0.8cap", 300, seed=765)},
+    # The faults whose trace is brief (a burst, a pause, a restart), which a 15 s scrape reads
+    # from one or two samples, and a burst the replica absorbs.
+    {"id": "vllm-tiny-burst-100-5min", "design": "burst",
+     "load": load("0.3cap", 300, seed=766, burst="150:100")},
+    {"id": "vllm-tiny-burst-30-absorbed-5min", "design": "near_miss_burst",
+     "load": load("0.3cap", 300, seed=767, burst="150:30")},
+    {"id": "vllm-tiny-engine-paused-30s-5min", "design": "hang",
+     "load": load("0.4cap", 300, seed=768, drain=30),
+     "faults": [{"at": 150, "do": "stop_engine"}, {"at": 180, "do": "cont_engine"}]},
+    {"id": "vllm-tiny-engine-killed-5min", "design": "crash",
+     "load": load("0.5cap", 300, seed=769), "faults": [{"at": 150, "do": "kill_engine"}]},
 ]
 
 # Deployments: a model folder (shared/reference/vllm-cpu-models), its served name and size, and
