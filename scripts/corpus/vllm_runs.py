@@ -505,6 +505,15 @@ TINY_RUNS = [
      "faults": [{"at": 150, "do": "stop_engine"}, {"at": 180, "do": "cont_engine"}]},
     {"id": "vllm-tiny-engine-killed-5min", "design": "crash",
      "load": load("0.5cap", 300, seed=769), "faults": [{"at": 150, "do": "kill_engine"}]},
+    # Its sixth batch: quiet runs as production mostly is (prompts of mixed length, a busy
+    # replica some of whose clients give up, a KV cache smaller than the default that the load
+    # does not fill).
+    {"id": "vllm-tiny-healthy-35pct-mixed-prompts", "design": "healthy",
+     "load": load("0.35cap", 150, seed=771, prompt="50-1500")},
+    {"id": "vllm-tiny-client-aborts-10pct-busy", "design": "client_aborts",
+     "load": load("0.8cap", 150, seed=772, abort="0.1:0.3")},
+    {"id": "vllm-tiny-kv-96-blocks-60pct", "design": "near_miss_kv",
+     "flags": ["--num-gpu-blocks-override", "96"], "load": load("0.6cap", 150, seed=773)},
 ]
 
 # Deployments: a model folder (shared/reference/vllm-cpu-models), its served name and size, and
