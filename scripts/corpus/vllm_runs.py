@@ -514,6 +514,17 @@ TINY_RUNS = [
      "load": load("0.8cap", 150, seed=772, abort="0.1:0.3")},
     {"id": "vllm-tiny-kv-96-blocks-60pct", "design": "near_miss_kv",
      "flags": ["--num-gpu-blocks-override", "96"], "load": load("0.6cap", 150, seed=773)},
+    # Its seventh batch: the fault classes at loads not run before (a burst beside a busier
+    # replica, a bounded queue under a milder overload, the API server killed under load) and
+    # prompts of about a thousand tokens at 40 %.
+    {"id": "vllm-tiny-burst-60-busy", "design": "burst",
+     "load": load("0.5cap", 150, seed=781, burst="60:60")},
+    {"id": "vllm-tiny-queue-bound-8-overload-1p3x", "design": "admission_queue",
+     "flags": ["--max-num-queued-reqs", "8"], "load": load("1.3cap", 150, seed=782, drain=60)},
+    {"id": "vllm-tiny-server-killed-busy", "design": "crash",
+     "load": load("0.6cap", 150, seed=783), "faults": [{"at": 70, "do": "kill_server"}]},
+    {"id": "vllm-tiny-healthy-40pct-1k-prompts", "design": "healthy",
+     "load": load("0.4cap", 150, seed=784, prompt="800-1200")},
 ]
 
 # Deployments: a model folder (shared/reference/vllm-cpu-models), its served name and size, and
