@@ -525,6 +525,15 @@ TINY_RUNS = [
      "load": load("0.6cap", 150, seed=783), "faults": [{"at": 70, "do": "kill_server"}]},
     {"id": "vllm-tiny-healthy-40pct-1k-prompts", "design": "healthy",
      "load": load("0.4cap", 150, seed=784, prompt="800-1200")},
+    # Its eighth batch: a KV cache and a batch cap at sizes and loads not run before, and a
+    # quiet run with longer answers.
+    {"id": "vllm-tiny-kv-56-blocks-50pct", "design": "kv_small",
+     "flags": ["--num-gpu-blocks-override", "56"],
+     "load": load("0.5cap", 150, seed=791, drain=90, max_tokens="256-384")},
+    {"id": "vllm-tiny-max-num-seqs-8-90pct", "design": "batch_cap",
+     "flags": ["--max-num-seqs", "8"], "load": load("0.9cap", 150, seed=792, drain=90)},
+    {"id": "vllm-tiny-healthy-45pct-long-answers", "design": "healthy",
+     "load": load("0.45cap", 150, seed=793, max_tokens="160-240")},
 ]
 
 # Deployments: a model folder (shared/reference/vllm-cpu-models), its served name and size, and
