@@ -1424,17 +1424,13 @@ mod tests {
         assert_eq!(restarted, Ok(4.5));
         // Scrapes that failed for ten seconds (no instant at all) end the stretch as a crash:
         // t=1 to 3 and half a second before it, not the stretch across the gap.
-        let at = |name: &str, values: &[f64]| Series {
-            name: name.to_string(),
-            labels: Default::default(),
-            samples: [0, 1, 2, 3, 13, 14]
+        let at = |name: &str, values: &[f64]| {
+            let points: Vec<(Option<i64>, f64)> = [0, 1, 2, 3, 13, 14]
                 .iter()
                 .zip(values)
-                .map(|(&s, &value)| Sample {
-                    t_ms: Some(s * 1000),
-                    value,
-                })
-                .collect(),
+                .map(|(&s, &value)| (Some(s * 1000), value))
+                .collect();
+            crate::signal::series::testutil::series(name, &[], &points)
         };
         let gapped = [
             at("w", &[0.0, 10.0, 10.0, 10.0, 10.0, 20.0]),
