@@ -890,38 +890,52 @@ fn dispersion(
 ) -> Result<f64, Absent> {
     let needs = "arrival dispersion needs samples with timestamps (record a range)";
     let instants = instant_pairs(&s.present, [&s.done, &s.present], ts, frame, memo, needs)?;
-    let mut arrivals: Vec<f64> = Vec::new();
+    let (mut intervals, mut total) = (0usize, 0.0);
+    // Squared differences of neighbouring intervals' arrivals, and how many pairs.
+    let (mut squares, mut pairs) = (0.0, 0usize);
     let mut prev: Option<(f64, f64)> = None;
+    // The previous interval's arrivals, while it is the neighbour of the next one.
+    let mut last: Option<f64> = None;
     for (_, values) in instants {
         // A missing or non-finite value (a stale marker) breaks the run, as a gap does: one
         // unreadable sample must not make the whole index NaN.
         let [Some(done), Some(present)] = values else {
-            prev = None;
+            (prev, last) = (None, None);
             continue;
         };
         if !done.is_finite() || !present.is_finite() {
-            prev = None;
+            (prev, last) = (None, None);
             continue;
         }
         if let Some((d0, p0)) = prev {
             // A counter reset (a restart) says nothing of how many arrived in between.
             if done >= d0 {
-                arrivals.push(done - d0 + present - p0);
+                let arrived = done - d0 + present - p0;
+                (intervals, total) = (intervals + 1, total + arrived);
+                if let Some(before) = last {
+                    (squares, pairs) = (squares + (arrived - before).powi(2), pairs + 1);
+                }
+                last = Some(arrived);
+            } else {
+                last = None;
             }
         }
         prev = Some((done, present));
     }
-    if arrivals.len() < DISPERSION_MIN_INTERVALS {
+    if intervals < DISPERSION_MIN_INTERVALS || pairs == 0 {
         return Err(format!(
             "fewer than {DISPERSION_MIN_INTERVALS} intervals with both counts in the window"
         ));
     }
-    let n = arrivals.len() as f64;
-    let mean = arrivals.iter().sum::<f64>() / n;
+    let mean = total / intervals as f64;
     if mean <= 0.0 {
         return Err("no request arrived in the window".into());
     }
-    let variance = arrivals.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / n;
+    // The variance from neighbouring intervals (von Neumann's mean square successive
+    // difference, halved): the same as the plain variance for arrivals at a steady rate, but
+    // a change of rate inside the window adds one difference, not a spread over every
+    // interval, so a step in demand does not read as a burst.
+    let variance = squares / (2.0 * pairs as f64);
     Ok(variance / mean)
 }
 
@@ -1522,11 +1536,22 @@ mod tests {
         let (mut waiting, mut running) = (vec![0.0; 12], vec![3.0; 12]);
         (waiting[5], running[5]) = (1.0, 2.0);
         assert_eq!(index(&even, &waiting, &running), Ok(0.0));
-        // 1, 3, 1, 3, ...: mean 2, variance 1.
+        // 1, 3, 1, 3, ...: mean 2, each neighbour 2 apart: variance 2 (half the mean square
+        // successive difference).
         let alternating: Vec<f64> = (0..10).map(|i| [1.0, 3.0][i % 2]).collect();
         assert_eq!(
             index(&counts(&alternating), &[0.0; 11], &[0.0; 11]),
-            Ok(0.5)
+            Ok(1.0)
+        );
+        // A step in the rate (ten an interval, then thirty) is one change, not a burst: the
+        // plain variance over the mean would read 5 here, past a burst's level, and grows
+        // with the rate; neighbours differ once by 20, so 400 / 18 over a mean of 20.
+        let mut step = vec![10.0; 5];
+        step.extend([30.0; 5]);
+        let step_index = index(&counts(&step), &[0.0; 11], &[0.0; 11]).unwrap();
+        assert!(
+            (step_index - 400.0 / 18.0 / 20.0).abs() < 1e-9,
+            "{step_index}"
         );
         // Twenty at once, then nothing: the same mean as two a second, a hundred times the spread.
         let mut burst = vec![0.0; 11];

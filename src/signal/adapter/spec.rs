@@ -349,10 +349,13 @@ pub struct Stall {
 
 /// The index of dispersion of arrivals: requests that arrived in each interval between the
 /// window's consecutive samples (those that finished, `done`'s growth, plus the growth of those
-/// still `present`, waiting or running), their variance over their mean. Random (Poisson)
-/// arrivals give about 1 at any interval length and any rate, so the index says how bursty
-/// demand was without a threshold tied to the workload; bursts of arrivals give many times
-/// that. Preemption moves requests between waiting and running and leaves the count alone.
+/// still `present`, waiting or running), their variance over their mean. The variance is read
+/// from neighbouring intervals (half the mean square successive difference), so a change of
+/// rate inside the window counts once rather than as a spread over every interval. Random
+/// (Poisson) arrivals give about 1 at any interval length and any rate, so the index says how
+/// bursty demand was without a threshold tied to the workload; bursts of arrivals give many
+/// times that. Preemption moves requests between waiting and running and leaves the count
+/// alone.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Dispersion {
