@@ -551,6 +551,21 @@ TINY_RUNS = [
      "load": load(1.6, 150, seed=805, prompt="100-2500")},
     {"id": "vllm-tiny-long-prompts-80pct-longer-answers", "design": "long_prompt",
      "load": load("0.8prefill", 150, seed=806, prompt="2500-3500", max_tokens="128-192")},
+    # Its tenth batch, made after the long-prompt rule changed and scored as made: long prompts
+    # at lengths and loads no rule looked at, a lighter load of them, a quiet run and a KV
+    # cache at a size not run before.
+    {"id": "vllm-tiny-long-prompts-2500-80pct", "design": "long_prompt",
+     "load": load("0.96prefill", 150, seed=811, prompt="2000-3000", max_tokens="32-64")},
+    {"id": "vllm-tiny-long-prompts-95pct", "design": "long_prompt",
+     "load": load("0.95prefill", 150, seed=812, prompt="2500-3500", max_tokens="32-64")},
+    {"id": "vllm-tiny-long-prompts-1500-90pct", "design": "long_prompt",
+     "load": load("1.8prefill", 150, seed=813, prompt="1200-1800", max_tokens="32-64")},
+    {"id": "vllm-tiny-long-prompts-30pct", "design": "near_miss_long_prompt",
+     "load": load("0.3prefill", 150, seed=814, prompt="2500-3500", max_tokens="32-64")},
+    {"id": "vllm-tiny-healthy-65pct", "design": "healthy", "load": load("0.65cap", 150, seed=815)},
+    {"id": "vllm-tiny-kv-44-blocks-60pct", "design": "kv_small",
+     "flags": ["--num-gpu-blocks-override", "44"],
+     "load": load("0.6cap", 150, seed=816, drain=90, max_tokens="256-384")},
 ]
 
 # Deployments: a model folder (shared/reference/vllm-cpu-models), its served name and size, and
