@@ -911,9 +911,11 @@ fn dispersion(
             // A counter reset (a restart) says nothing of how many arrived in between.
             if done >= d0 {
                 let arrived = done - d0 + present - p0;
-                (intervals, total) = (intervals + 1, total + arrived);
+                intervals += 1;
+                total += arrived;
                 if let Some(before) = last {
-                    (squares, pairs) = (squares + (arrived - before).powi(2), pairs + 1);
+                    squares += (arrived - before).powi(2);
+                    pairs += 1;
                 }
                 last = Some(arrived);
             } else {
@@ -922,10 +924,13 @@ fn dispersion(
         }
         prev = Some((done, present));
     }
-    if intervals < DISPERSION_MIN_INTERVALS || pairs == 0 {
+    if intervals < DISPERSION_MIN_INTERVALS {
         return Err(format!(
             "fewer than {DISPERSION_MIN_INTERVALS} intervals with both counts in the window"
         ));
+    }
+    if pairs == 0 {
+        return Err("no two neighbouring intervals with both counts in the window".into());
     }
     let mean = total / intervals as f64;
     if mean <= 0.0 {
