@@ -119,6 +119,9 @@ fn judge_recording(
     let progress = Progress::new(args.quiet);
     let mut pm = postmortem::analyse(&set, rules, options, slos, range, &progress)?;
     progress.finish();
+    // The command exits once the report is written: freeing every raw series it judged (a
+    // fleet's millions of samples, a few percent of the whole run) would only delay that.
+    std::mem::forget(set);
     pm.notes.extend(notes);
     if !request_files.is_empty() {
         // The requests that ended in the judged range, its first window included.

@@ -128,8 +128,13 @@ impl Samples {
         }
         let index = self.len;
         self.len += 1;
+        self.push_time(sample.t_ms, index);
+    }
+
+    /// Adds the instant of sample `index`, the next one.
+    fn push_time(&mut self, t_ms: Option<i64>, index: usize) {
         if let Times::Runs(runs) = &mut self.times {
-            match sample.t_ms {
+            match t_ms {
                 Some(t) if extend_runs(runs, t, index) => return,
                 _ => {}
             }
@@ -138,8 +143,30 @@ impl Samples {
             self.times = Times::Each(each);
         }
         if let Times::Each(each) = &mut self.times {
-            each.push(sample.t_ms);
+            each.push(t_ms);
         }
+    }
+
+    /// The samples of `all`, stored as pushing them one by one would store them, the values
+    /// copied a block at a time: how a store's answer, read into a buffer first, becomes a
+    /// series (a sample pushed alone was most of the cost of keeping it).
+    pub fn from_slice(all: &[Sample]) -> Samples {
+        let mut out = Samples {
+            blocks: all
+                .chunks(BLOCK)
+                .map(|c| c.iter().map(|s| s.value).collect())
+                .collect(),
+            len: all.len(),
+            ..Samples::default()
+        };
+        if let Some(run) = one_run(all) {
+            out.times = Times::Runs(vec![run]);
+            return out;
+        }
+        for (index, s) in all.iter().enumerate() {
+            out.push_time(s.t_ms, index);
+        }
+        out
     }
 
     /// The value of sample `i`.
@@ -428,6 +455,29 @@ fn extend_runs(runs: &mut Vec<Run>, t: i64, index: usize) -> bool {
     true
 }
 
+/// The one run [`extend_runs`] makes of `all` when every instant is one step after the one
+/// before (a store's answer nearly always); None otherwise, or when there are none.
+fn one_run(all: &[Sample]) -> Option<Run> {
+    let start = all.first()?.t_ms?;
+    let step = match all.get(1) {
+        Some(s) => s.t_ms?.checked_sub(start)?,
+        None => 0,
+    };
+    let mut before = start;
+    for s in all.iter().skip(1) {
+        let t = s.t_ms?;
+        if before.checked_add(step) != Some(t) {
+            return None;
+        }
+        before = t;
+    }
+    Some(Run {
+        start,
+        step,
+        end: all.len(),
+    })
+}
+
 /// The index of run `r`'s first sample.
 fn runs_start(runs: &[Run], r: usize) -> usize {
     if r == 0 {
@@ -453,7 +503,7 @@ impl FromIterator<Sample> for Samples {
 
 impl From<Vec<Sample>> for Samples {
     fn from(v: Vec<Sample>) -> Self {
-        v.into_iter().collect()
+        Samples::from_slice(&v)
     }
 }
 
@@ -637,9 +687,25 @@ mod tests {
             (0..50)
                 .map(|i| at(Some(i * 1000 + i % 3), -(i as f64)))
                 .collect(),
+            // Past one block, with a sample without a timestamp in the second.
+            (0..600)
+                .map(|i| at((i != 300).then_some(i * 15), i as f64))
+                .collect(),
+            // One run past a block; two samples a step back; a step of zero.
+            (0..600).map(|i| at(Some(7 + i * 15), i as f64)).collect(),
+            vec![at(Some(30), 1.0), at(Some(15), 2.0)],
+            vec![at(Some(30), 1.0), at(Some(30), 2.0), at(Some(30), 3.0)],
+            vec![at(Some(i64::MIN), 1.0), at(Some(i64::MAX), 2.0)],
         ];
         for v in cases {
             let s = Samples::from(v.clone());
+            // Pushed one by one, or copied a block at a time: the same samples.
+            let pushed: Samples = v.iter().copied().collect();
+            let bits = |s: &Samples| -> Vec<(Option<i64>, u64)> {
+                s.iter().map(|x| (x.t_ms, x.value.to_bits())).collect()
+            };
+            assert_eq!(bits(&s), bits(&pushed));
+            assert_eq!(format!("{:?}", s.times), format!("{:?}", pushed.times));
             let got = s.to_vec();
             assert_eq!(got.len(), v.len());
             for (g, w) in got.iter().zip(&v) {
@@ -717,6 +783,12 @@ mod tests {
                 .chain(times.iter().map(|t| at(*t, 2.0)))
                 .collect();
             let s = Samples::from(v.clone());
+            // Copied from a slice as pushed one by one: the same runs.
+            let pushed: Samples = v.iter().copied().collect();
+            proptest::prop_assert_eq!(format!("{:?}", s.times), format!("{:?}", pushed.times));
+            let steady_only = Samples::from(v[..steady].to_vec());
+            let pushed: Samples = v[..steady].iter().copied().collect();
+            proptest::prop_assert_eq!(format!("{:?}", steady_only.times), format!("{:?}", pushed.times));
             proptest::prop_assert_eq!(s.time_span(), walked_span(&v));
             proptest::prop_assert_eq!(s.is_strictly_increasing(), walked_increasing(&v));
             // Climbing runs and their joins, where the walk is true.

@@ -1067,7 +1067,8 @@ mod tests {
         let time = prop_oneof![
             12 => (1_700_000_000u64..1_800_000_000).prop_map(|t| t.to_string()),
             4 => (1_700_000_000u64..1_800_000_000, 1u32..1000).prop_map(|(t, f)| format!("{t}.{f}")),
-            1 => prop::sample::select(vec!["0", "-15", "1.5e3", "1e300", "17960832070000000", "1.0001e9"])
+            1 => prop::sample::select(vec!["0", "-15", "1.5e3", "1e300", "17960832070000000", "1.0001e9",
+                "0123", "00", "999999999999999", "1000000000000000", "1796083207 ", "1796083207e0"])
                 .prop_map(str::to_string),
         ];
         let value = prop_oneof![
@@ -1075,7 +1076,8 @@ mod tests {
             4 => (0u32..100_000).prop_map(|v| format!("\"{v}\"")),
             2 => prop::sample::select(vec!["\"NaN\"", "\"+Inf\"", "\"-Inf\"", "\"1e-7\"", "3", "2.5", "-1e2"])
                 .prop_map(str::to_string),
-            1 => prop::sample::select(vec!["\" 2\"", "\"x\"", "\"\"", "\"1\\u0030\"", "null"])
+            1 => prop::sample::select(vec!["\" 2\"", "\"x\"", "\"\"", "\"1\\u0030\"", "null",
+                "\"0123\"", "\"0\"", "\"999999999999999\"", "\"1000000000000000\"", "\"12\n\"", "\"7 \""])
                 .prop_map(str::to_string),
         ];
         let point = (time, value).prop_map(|(t, v)| format!("[{t},{v}]"));

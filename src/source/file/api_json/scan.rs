@@ -151,16 +151,30 @@ impl<'a> Cursor<'a> {
         } else {
             self.at += 1;
         }
-        Some(scratch.drain(..).collect())
+        Some(Samples::from_slice(scratch))
     }
 
     /// `[t,"v"]`: seconds (a JSON number) and the value (a string, or a number).
     fn point(&mut self) -> Option<Sample> {
         self.eat(b'[')?;
-        let t_ms = seconds_to_ms(self.number()?)?;
-        self.eat(b',')?;
+        self.skip_blanks();
+        let t_ms = match self.whole(b',') {
+            Some(secs) => secs * 1000,
+            None => {
+                let t_ms = seconds_to_ms(self.number()?)?;
+                self.eat(b',')?;
+                t_ms
+            }
+        };
         let value = if self.peek()? == b'"' {
-            super::numbers::parse_value(self.string()?)?
+            self.at += 1;
+            match self.whole(b'"') {
+                Some(n) => n as f64,
+                None => {
+                    self.at -= 1;
+                    super::numbers::parse_value(self.string()?)?
+                }
+            }
         } else {
             self.number()?.parse().ok()?
         };
@@ -169,6 +183,31 @@ impl<'a> Cursor<'a> {
             t_ms: Some(t_ms),
             value,
         })
+    }
+
+    /// Most of an answer's bytes are whole seconds and whole counts: 1 to 15 digits (an
+    /// integer below 2^53, so exact as a float), the first not 0 unless alone, then `end` right
+    /// after. Read in one pass, `end` consumed; anything else leaves the cursor where it was,
+    /// for the general reads, which give the same number or refuse the same text.
+    fn whole(&mut self, end: u8) -> Option<i64> {
+        let b = &self.text.as_bytes()[self.at..];
+        let mut n = 0i64;
+        let mut len = 0;
+        while let Some(&c) = b.get(len) {
+            if !c.is_ascii_digit() {
+                break;
+            }
+            n = n * 10 + i64::from(c - b'0');
+            len += 1;
+            if len > 15 {
+                return None;
+            }
+        }
+        if len == 0 || (len > 1 && b[0] == b'0') || b.get(len) != Some(&end) {
+            return None;
+        }
+        self.at += len + 1;
+        Some(n)
     }
 
     /// A JSON number's text: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
@@ -221,4 +260,26 @@ fn seconds_to_ms(text: &str) -> Option<i64> {
         return Some(secs * 1000);
     }
     super::numbers::seconds_to_ms(text.parse().ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// The one-pass read of a whole number takes exactly what the general reads would
+        /// read as one, and leaves everything else to them.
+        #[test]
+        fn whole_numbers_are_read_as_digits_are(text in "[0-9]{0,17}[^0-9]{0,3}[0-9]{0,3}") {
+            let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+            let with_end = format!("{text},");
+            let mut c = Cursor { text: &with_end, at: 0 };
+            let plain = (1..=15).contains(&digits)
+                && (digits == 1 || !text.starts_with('0'))
+                && with_end.as_bytes()[digits] == b',';
+            let read = c.whole(b',');
+            proptest::prop_assert_eq!(read, plain.then(|| text[..digits].parse::<i64>().unwrap()));
+            proptest::prop_assert_eq!(c.at, if plain { digits + 1 } else { 0 });
+        }
+    }
 }
