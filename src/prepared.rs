@@ -235,22 +235,21 @@ fn set_defaults(
     defaults: &BTreeMap<String, serde_yaml::Value>,
     what: &str,
 ) -> Result<()> {
+    // One source for all of them: a postmortem sets them again at every step.
+    let source = format!("{} {what}", engine.name);
     for (fact, value) in defaults {
         let text = match value {
-            serde_yaml::Value::Bool(b) => b.to_string(),
-            serde_yaml::Value::Number(n) => n.to_string(),
-            serde_yaml::Value::String(s) => s.clone(),
+            serde_yaml::Value::Bool(b) => {
+                std::borrow::Cow::Borrowed(if *b { "true" } else { "false" })
+            }
+            serde_yaml::Value::Number(n) => std::borrow::Cow::Owned(n.to_string()),
+            serde_yaml::Value::String(s) => std::borrow::Cow::Borrowed(s.as_str()),
             other => bail!(
                 "{}: default for `{fact}` must be a scalar, got {other:?}",
                 engine.name
             ),
         };
-        snapshot.set_fact_str(
-            &rules.catalog,
-            fact,
-            &text,
-            format!("{} {what}", engine.name),
-        )?;
+        snapshot.set_fact_str(&rules.catalog, fact, &text, source.clone())?;
     }
     Ok(())
 }

@@ -291,7 +291,7 @@ pub fn fill_signals_from(
             }
             // Most expressions have no pick: read them as written rather than copy them at
             // every step.
-            let resolved = if written.picks().is_empty() {
+            let resolved = if !written.has_picks() {
                 Ok(std::borrow::Cow::Borrowed(written))
             } else {
                 written.with_picks(&chosen).map(std::borrow::Cow::Owned)

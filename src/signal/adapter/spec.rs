@@ -404,9 +404,13 @@ pub struct Scaling {
     pub lifetime: Option<Expr>,
 }
 
+/// An expression's operands, inline: every step of a postmortem walks the adapters'
+/// expressions, and a vector allocated per node was a few percent of it.
+pub type Children<'a> = smallvec::SmallVec<[&'a Expr; 3]>;
+
 impl Expr {
     /// The expressions directly below this one.
-    pub fn children(&self) -> Vec<&Expr> {
+    pub fn children(&self) -> Children<'_> {
         match self {
             Expr::Sum(e)
             | Expr::Max(e)
@@ -414,16 +418,18 @@ impl Expr {
             | Expr::Avg(e)
             | Expr::Count(e)
             | Expr::Scale(e, _)
-            | Expr::PercentToRatio(e) => vec![e],
-            Expr::Div(a, b) | Expr::Sub(a, b) | Expr::ZeroWhenAbsent(a, b) => vec![a, b],
+            | Expr::PercentToRatio(e) => smallvec::smallvec![&**e],
+            Expr::Div(a, b) | Expr::Sub(a, b) | Expr::ZeroWhenAbsent(a, b) => {
+                smallvec::smallvec![&**a, &**b]
+            }
             Expr::Add(v) | Expr::First(v) => v.iter().collect(),
             Expr::Scaling(s) => [&s.work, &s.batch]
                 .into_iter()
                 .chain(s.lifetime.as_ref())
                 .collect(),
-            Expr::QueuedShare(s) => vec![&s.queue, &s.running],
-            Expr::Dispersion(s) => vec![&s.done, &s.present],
-            Expr::Stall(s) => vec![&s.work, &s.busy],
+            Expr::QueuedShare(s) => smallvec::smallvec![&s.queue, &s.running],
+            Expr::Dispersion(s) => smallvec::smallvec![&s.done, &s.present],
+            Expr::Stall(s) => smallvec::smallvec![&s.work, &s.busy],
             Expr::Gauge(_)
             | Expr::Rate(_)
             | Expr::Increase(_)
@@ -434,7 +440,7 @@ impl Expr {
             | Expr::Quantile(_)
             | Expr::QuantileFloor(_)
             | Expr::HistMean(_)
-            | Expr::Const(_) => Vec::new(),
+            | Expr::Const(_) => Children::new(),
         }
     }
 
@@ -550,6 +556,11 @@ impl Expr {
                 busy: s.busy.map_selectors(f)?,
             })),
         })
+    }
+
+    /// Whether any selector has a `pick` ([`Expr::picks`] without collecting them).
+    pub fn has_picks(&self) -> bool {
+        self.any(&|e| e.selector().is_some_and(|s| s.pick.is_some()))
     }
 
     /// The names of the picks the expression's selectors use.
