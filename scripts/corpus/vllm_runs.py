@@ -566,6 +566,24 @@ TINY_RUNS = [
     {"id": "vllm-tiny-kv-44-blocks-60pct", "design": "kv_small",
      "flags": ["--num-gpu-blocks-override", "44"],
      "load": load("0.6cap", 150, seed=816, drain=90, max_tokens="256-384")},
+    # Its eleventh batch, made after the Little's-law change (a wait is behind prefills where
+    # a prompt is being prefilled at almost every instant) and scored as made: long prompts at
+    # a length and load not run before, the lightest load the last batches said stays quiet,
+    # mid-length prompts at a moderate share of prefill, demand past what prefill serves, and
+    # a batch cap not run before.
+    {"id": "vllm-tiny-long-prompts-3000-90pct", "design": "long_prompt",
+     "load": load("0.9prefill", 150, seed=821, prompt="2500-3500", max_tokens="32-64")},
+    {"id": "vllm-tiny-long-prompts-2200-95pct", "design": "long_prompt",
+     "load": load("1.3prefill", 150, seed=822, prompt="1800-2600", max_tokens="32-64")},
+    {"id": "vllm-tiny-long-prompts-20pct", "design": "near_miss_long_prompt",
+     "load": load("0.2prefill", 150, seed=823, prompt="2500-3500", max_tokens="32-64")},
+    {"id": "vllm-tiny-healthy-1k-prompts-40pct", "design": "healthy",
+     "load": load("1.2prefill", 150, seed=824, prompt="800-1200", max_tokens="32-64")},
+    {"id": "vllm-tiny-long-prompts-overload-1p2x", "design": "overload",
+     "load": load("1.2prefill", 150, seed=825, drain=90, prompt="2500-3500",
+                  max_tokens="32-64")},
+    {"id": "vllm-tiny-max-num-seqs-6-85pct", "design": "batch_cap",
+     "flags": ["--max-num-seqs", "6"], "load": load("0.85cap", 150, seed=826, drain=90)},
 ]
 
 # Deployments: a model folder (shared/reference/vllm-cpu-models), its served name and size, and
