@@ -145,7 +145,7 @@ fn declared_om_family(name: &str, ty: MetricType) -> (String, MetricType) {
 /// `le`/`quantile`, then the sample's role (buckets/quantiles first, in ascending bound, then
 /// `_count`, `_sum`, `_created`, anything else), then name and labels as a tie-break. Each
 /// series' place is found once: a family of thousands of series is compared tens of thousands
-/// of times, and reading its labels, role and bound again at each comparison was a tenth of
+/// of times, and reading its labels, role and bound again at each comparison was about 6 % of
 /// writing a fleet's recording.
 fn in_point_order<'s>(family: &str, series: Vec<&'s Series>) -> Vec<&'s Series> {
     let mut keyed: Vec<PointKey<'s>> = series

@@ -167,11 +167,12 @@ impl<'a> Cursor<'a> {
             }
         };
         let value = if self.peek()? == b'"' {
+            let quote = self.at;
             self.at += 1;
             match self.whole(b'"') {
                 Some(n) => n as f64,
                 None => {
-                    self.at -= 1;
+                    self.at = quote;
                     super::numbers::parse_value(self.string()?)?
                 }
             }
@@ -267,6 +268,7 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, failure_persistence: None, ..Default::default() })]
         /// The one-pass read of a whole number takes exactly what the general reads would
         /// read as one, and leaves everything else to them.
         #[test]
