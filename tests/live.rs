@@ -514,7 +514,8 @@ fn every_corpus_case_gets_the_file_verdict_live() {
 /// bursts, and the batch scaling that says more slots only slow each sequence (computed from
 /// raw samples). And the replica's own CPU wait per CPU second, from cAdvisor series joined by
 /// pod only (the neighbour's pod on the same node, far more pressed, must not join), and the
-/// arrivals' dispersion that tells a burst of arrivals from random ones (raw samples too).
+/// arrivals' dispersion that tells a burst of arrivals from random ones and the share of
+/// them served at the rate they came (raw samples too).
 #[test]
 fn corpus_signals_live_triage_once_missed_equal_the_files() {
     let rules = rules();
@@ -539,6 +540,7 @@ fn corpus_signals_live_triage_once_missed_equal_the_files() {
                 "batch_scaling_efficiency_ratio",
                 "replica_cpu_wait_ratio",
                 "arrival_dispersion_index",
+                "served_share_ratio",
                 "host_cpu_pegged_core_share_ratio",
             ] {
                 let value = |p: &Prepared| {
@@ -565,7 +567,7 @@ fn corpus_signals_live_triage_once_missed_equal_the_files() {
         }
     }
     // Absent on both sides would pass unseen: each signal must have been compared.
-    assert_eq!(compared.len(), 6, "{compared:?}");
+    assert_eq!(compared.len(), 7, "{compared:?}");
 }
 
 /// Without any engine, each exporter host is a target of its own (GPU and host checks only),

@@ -201,6 +201,7 @@ pub fn compile(expr: &Expr, opts: &QueryOptions<'_>) -> String {
         // No PromQL form (see `expressible`): an empty vector, for callers that show it.
         Expr::Scaling(_)
         | Expr::Dispersion(_)
+        | Expr::Served(_)
         | Expr::Stall(_)
         | Expr::ShareBelow(_)
         | Expr::QuantileFloor(_) => "(vector(1) unless vector(1))".to_string(),
@@ -221,6 +222,7 @@ pub fn expressible(expr: &Expr) -> bool {
             e,
             Expr::Scaling(_)
                 | Expr::Dispersion(_)
+                | Expr::Served(_)
                 | Expr::Stall(_)
                 | Expr::ShareBelow(_)
                 | Expr::QuantileFloor(_)

@@ -13,7 +13,7 @@ use crate::signal::series::Series;
 use crate::signal::window;
 
 use super::spec::{
-    Dispersion, Expr, Matchers, PickSpec, QueuedShare, Scaling, SeriesSelector, Stall,
+    Arrivals, Expr, Matchers, PickSpec, QueuedShare, Scaling, SeriesSelector, Stall,
 };
 
 /// Which gauge statistic a leaf reads.
@@ -344,6 +344,7 @@ pub fn eval_signal_memo(
         Expr::QueuedShare(s) => queued_share(s, ts, frame, memo),
         Expr::Scaling(s) => scaling(s, ts, frame, memo),
         Expr::Dispersion(s) => dispersion(s, ts, frame, memo),
+        Expr::Served(s) => served(s, ts, frame, memo),
         Expr::Stall(s) => stall(s, ts, frame, memo),
         _ => eval_signal(expr, ts, frame, Stat::Last),
     }
@@ -492,7 +493,11 @@ fn merge_dedup(a: &[i64], b: &[i64]) -> Vec<i64> {
 pub fn reads_gauge(expr: &Expr) -> bool {
     match expr {
         Expr::Gauge(_) => true,
-        Expr::Scaling(_) | Expr::QueuedShare(_) | Expr::Dispersion(_) | Expr::Stall(_) => false,
+        Expr::Scaling(_)
+        | Expr::QueuedShare(_)
+        | Expr::Dispersion(_)
+        | Expr::Served(_)
+        | Expr::Stall(_) => false,
         e => e.children().into_iter().any(reads_gauge),
     }
 }
@@ -755,6 +760,10 @@ fn eval<'t>(
             values: smallvec::smallvec![("", v)],
             totals: false,
         }),
+        Expr::Served(s) => served(s, ts, frame, None).map(|v| Out {
+            values: smallvec::smallvec![("", v)],
+            totals: false,
+        }),
         Expr::Stall(s) => stall(s, ts, frame, None).map(|v| Out {
             values: smallvec::smallvec![("", v)],
             totals: false,
@@ -878,61 +887,93 @@ fn queued_share(
     Ok(queued as f64 / busy as f64)
 }
 
-/// Fewest intervals for a [`Dispersion`] to be read: a variance from fewer says little.
-const DISPERSION_MIN_INTERVALS: usize = 8;
+/// Fewest intervals for a [`Arrivals`] statistic to be read: a variance or a rate from fewer
+/// says little.
+const ARRIVALS_MIN_INTERVALS: usize = 8;
 
-/// Evaluates a [`Dispersion`] over the window (see its docs).
+/// One interval between consecutive readable samples of [`Arrivals`]: when it began and ended
+/// (ms), the requests that arrived in it and those that finished.
+struct ArrivalInterval {
+    start: i64,
+    end: i64,
+    arrived: f64,
+    finished: f64,
+}
+
+/// The window's intervals of [`Arrivals`], oldest first; None where the run breaks: a missing
+/// or non-finite value (a stale marker), as a gap does, and a counter reset (a restart says
+/// nothing of how many arrived in between). At least [`ARRIVALS_MIN_INTERVALS`] are read.
+fn arrival_intervals(
+    s: &Arrivals,
+    ts: &TargetSeries<'_>,
+    frame: Frame,
+    memo: Option<MemoOf<'_>>,
+    needs: &str,
+) -> Result<Vec<Option<ArrivalInterval>>, Absent> {
+    let instants = instant_pairs(&s.present, [&s.done, &s.present], ts, frame, memo, needs)?;
+    let mut out = Vec::with_capacity(instants.len());
+    let mut prev: Option<(i64, f64, f64)> = None;
+    for (t, values) in instants {
+        let (Some(done), Some(present)) = (values[0], values[1]) else {
+            prev = None;
+            out.push(None);
+            continue;
+        };
+        if !done.is_finite() || !present.is_finite() {
+            prev = None;
+            out.push(None);
+            continue;
+        }
+        if let Some((t0, d0, p0)) = prev {
+            out.push((done >= d0).then_some(ArrivalInterval {
+                start: t0,
+                end: t,
+                arrived: done - d0 + present - p0,
+                finished: done - d0,
+            }));
+        }
+        prev = Some((t, done, present));
+    }
+    let read = out.iter().flatten().count();
+    if read < ARRIVALS_MIN_INTERVALS {
+        return Err(format!(
+            "fewer than {ARRIVALS_MIN_INTERVALS} intervals with both counts in the window"
+        ));
+    }
+    Ok(out)
+}
+
+/// Evaluates an [`Expr::Dispersion`] over the window (see [`Arrivals`]).
 fn dispersion(
-    s: &Dispersion,
+    s: &Arrivals,
     ts: &TargetSeries<'_>,
     frame: Frame,
     memo: Option<MemoOf<'_>>,
 ) -> Result<f64, Absent> {
     let needs = "arrival dispersion needs samples with timestamps (record a range)";
-    let instants = instant_pairs(&s.present, [&s.done, &s.present], ts, frame, memo, needs)?;
-    let (mut intervals, mut total) = (0usize, 0.0);
+    let intervals = arrival_intervals(s, ts, frame, memo, needs)?;
+    let (mut read, mut total) = (0usize, 0.0);
     // Squared differences of neighbouring intervals' arrivals, and how many pairs.
     let (mut squares, mut pairs) = (0.0, 0usize);
-    let mut prev: Option<(f64, f64)> = None;
     // The previous interval's arrivals, while it is the neighbour of the next one.
     let mut last: Option<f64> = None;
-    for (_, values) in instants {
-        // A missing or non-finite value (a stale marker) breaks the run, as a gap does: one
-        // unreadable sample must not make the whole index NaN.
-        let [Some(done), Some(present)] = values else {
-            (prev, last) = (None, None);
+    for interval in &intervals {
+        let Some(i) = interval else {
+            last = None;
             continue;
         };
-        if !done.is_finite() || !present.is_finite() {
-            (prev, last) = (None, None);
-            continue;
+        read += 1;
+        total += i.arrived;
+        if let Some(before) = last {
+            squares += (i.arrived - before).powi(2);
+            pairs += 1;
         }
-        if let Some((d0, p0)) = prev {
-            // A counter reset (a restart) says nothing of how many arrived in between.
-            if done >= d0 {
-                let arrived = done - d0 + present - p0;
-                intervals += 1;
-                total += arrived;
-                if let Some(before) = last {
-                    squares += (arrived - before).powi(2);
-                    pairs += 1;
-                }
-                last = Some(arrived);
-            } else {
-                last = None;
-            }
-        }
-        prev = Some((done, present));
-    }
-    if intervals < DISPERSION_MIN_INTERVALS {
-        return Err(format!(
-            "fewer than {DISPERSION_MIN_INTERVALS} intervals with both counts in the window"
-        ));
+        last = Some(i.arrived);
     }
     if pairs == 0 {
         return Err("no two neighbouring intervals with both counts in the window".into());
     }
-    let mean = total / intervals as f64;
+    let mean = total / read as f64;
     if mean <= 0.0 {
         return Err("no request arrived in the window".into());
     }
@@ -942,6 +983,42 @@ fn dispersion(
     // interval, so a step in demand does not read as a burst.
     let variance = squares / (2.0 * pairs as f64);
     Ok(variance / mean)
+}
+
+/// Evaluates an [`Expr::Served`] over the window (see [`Arrivals`]): requests finished over
+/// the span from the first arrival to the last finish, against requests arrived over the span
+/// from the first arrival to the last. 0 when requests arrived and none finished.
+fn served(
+    s: &Arrivals,
+    ts: &TargetSeries<'_>,
+    frame: Frame,
+    memo: Option<MemoOf<'_>>,
+) -> Result<f64, Absent> {
+    let needs = "a served share needs samples with timestamps (record a range)";
+    let intervals = arrival_intervals(s, ts, frame, memo, needs)?;
+    // From the first interval in which requests arrived: finishes before it are of requests
+    // already in the replica, left out with the time they took.
+    let from_first: Vec<&ArrivalInterval> = intervals
+        .iter()
+        .flatten()
+        .skip_while(|i| i.arrived <= 0.0)
+        .collect();
+    let Some(first) = from_first.first().map(|i| i.start) else {
+        return Err("no request arrived in the window".into());
+    };
+    let last_end = |of: fn(&ArrivalInterval) -> f64| {
+        from_first.iter().rev().find(|i| of(i) > 0.0).map(|i| i.end)
+    };
+    let arrived: f64 = from_first.iter().map(|i| i.arrived).sum();
+    let finished: f64 = from_first.iter().map(|i| i.finished).sum();
+    let Some(last_arrival) = last_end(|i| i.arrived).filter(|_| arrived > 0.0) else {
+        return Err("no request arrived in the window".into());
+    };
+    let Some(last_finish) = last_end(|i| i.finished) else {
+        return Ok(0.0);
+    };
+    let rate = |count: f64, end: i64| count / (end - first).max(1) as f64;
+    Ok(rate(finished, last_finish) / rate(arrived, last_arrival))
 }
 
 /// A stretch of instants with requests running and the work counter standing still.
@@ -1583,6 +1660,54 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("missing field `present`"), "{err}");
+    }
+
+    /// The served share is the finishing rate (first arrival to last finish) over the arrival
+    /// rate (first arrival to last): 1 for a replica that keeps up, under 1 for a backlog left
+    /// at the window's end or drained after the arrivals stopped; requests already in the
+    /// replica before the first arrival are left out.
+    #[test]
+    fn the_served_share_compares_finishing_and_arrival_rates() {
+        let e = expr(
+            "{served: {done: {sum: {gauge: {metric: d}}}, present: {sum: {gauge: {metric: p}}}}}",
+        );
+        let frame = Frame {
+            end_ms: Some(20_000),
+            window_ms: 60_000,
+        };
+        let share = |done: &[f64], present: &[f64]| {
+            let all = [series("d", done), series("p", present)];
+            eval_signal(&e, &TargetSeries::new(all.iter()), frame, Stat::Last)
+        };
+        let close = |got: Result<f64, Absent>, want: f64| {
+            let got = got.unwrap();
+            assert!((got - want).abs() < 1e-9, "{got} != {want}");
+        };
+        // Two a second arrive and two finish, with four always in the replica.
+        let steady: Vec<f64> = (0..21).map(|i| 2.0 * i as f64).collect();
+        close(share(&steady, &[4.0; 21]), 1.0);
+        // Three arrive a second, two finish: the backlog grows by one a second.
+        let growing: Vec<f64> = (0..21).map(|i| i as f64).collect();
+        close(share(&steady, &growing), 2.0 / 3.0);
+        // Four a second for ten seconds, then none; two finish a second until all forty are
+        // done, at 20 s: forty in 20 s against forty in 10 s.
+        let present: Vec<f64> = (0..21)
+            .map(|i| (2 * i.min(10) - 2 * (i - 10).max(0)) as f64)
+            .collect();
+        close(share(&steady, &present), 0.5);
+        // Requests in the replica at the window's start finish before anything arrives: left
+        // out, so a replica that keeps up afterwards reads 1.
+        let mut done = vec![0.0, 5.0, 10.0];
+        done.extend((1..19).map(|i| 10.0 + i as f64));
+        let mut present = vec![10.0, 5.0];
+        present.extend([0.0; 19]);
+        close(share(&done, &present), 1.0);
+        // Arrivals and no finish: nothing served.
+        close(share(&[3.0; 21], &growing), 0.0);
+        // Nothing arrives: unknown, as is a window of too few intervals.
+        assert!(share(&[3.0; 21], &[0.0; 21]).is_err());
+        assert!(share(&steady[..5], &[4.0; 5]).is_err());
+        assert!(!crate::signal::promql::expressible(&e) && !reads_gauge(&e));
     }
 
     /// A queued share, a batch scaling and an arrival dispersion kept in a memo while the window

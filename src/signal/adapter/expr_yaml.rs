@@ -14,7 +14,7 @@ use super::spec::{Expr, SeriesSelector};
 const FORMS: &str = "gauge, rate, increase, changes, resets, bit_share, share_below, quantile, \
                      quantile_floor, hist_mean, sum, max, min, avg, count, div, sub, add, scale, \
                      const, percent_to_ratio, first, zero_when_absent, scaling, queued_share, stall, \
-                     dispersion";
+                     dispersion, served";
 
 impl<'de> Deserialize<'de> for Expr {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Expr, D::Error> {
@@ -118,6 +118,7 @@ fn read_form<'de, A: MapAccess<'de>>(key: &str, map: &mut A) -> Result<Expr, A::
         "scaling" => Expr::Scaling(map.next_value()?),
         "queued_share" => Expr::QueuedShare(map.next_value()?),
         "dispersion" => Expr::Dispersion(map.next_value()?),
+        "served" => Expr::Served(map.next_value()?),
         "stall" => Expr::Stall(map.next_value()?),
         other => {
             map.next_value::<IgnoredAny>()?;

@@ -487,7 +487,7 @@ fn describe(expr: &spec::Expr) -> String {
                 names(&s.queue, out);
                 names(&s.running, out);
             }
-            Dispersion(s) => {
+            Dispersion(s) | Served(s) => {
                 names(&s.done, out);
                 names(&s.present, out);
             }

@@ -319,9 +319,12 @@ pub enum Expr {
     /// The share of the replica's busy time in which requests waited (see [`QueuedShare`]).
     QueuedShare(Box<QueuedShare>),
     /// How much more the arrivals varied from interval to interval than random arrivals would
-    /// (see [`Dispersion`]). Like a scaling, it pairs the window's samples and has no PromQL
+    /// (see [`Arrivals`]). Like a scaling, it pairs the window's samples and has no PromQL
     /// form.
-    Dispersion(Box<Dispersion>),
+    Dispersion(Box<Arrivals>),
+    /// Requests finished per second over arrivals per second in the window (see [`Arrivals`]).
+    /// Like a scaling, it pairs the window's samples and has no PromQL form.
+    Served(Box<Arrivals>),
     /// The longest stretch of the window in which requests ran and no work was done (see
     /// [`Stall`]). Like a scaling, it pairs the window's samples and has no PromQL form.
     Stall(Box<Stall>),
@@ -347,22 +350,42 @@ pub struct Stall {
     pub busy: Expr,
 }
 
-/// The index of dispersion of arrivals: requests that arrived in each interval between the
-/// window's consecutive samples (those that finished, `done`'s growth, plus the growth of those
-/// still `present`, waiting or running), their variance over their mean. The variance is read
-/// from neighbouring intervals (half the mean square successive difference), so a change of
-/// rate inside the window counts once rather than as a spread over every interval. Random
-/// (Poisson) arrivals give about 1 at any interval length and any rate, so the index says how
-/// bursty demand was without a threshold tied to the workload; bursts of arrivals give many
-/// times that. Preemption moves requests between waiting and running and leaves the count
-/// alone.
+/// Arrivals read from two counts: requests that arrived in each interval between the window's
+/// consecutive samples are those that finished (`done`'s growth) plus the growth of those still
+/// `present`, waiting or running. Preemption moves requests between waiting and running and
+/// leaves the count alone. Two statistics of the window read them:
+///
+/// - `dispersion`, their index of dispersion: the variance over the mean of arrivals per
+///   interval, the variance read from neighbouring intervals (half the mean square successive
+///   difference), so a change of rate inside the window counts once rather than as a spread
+///   over every interval. Random (Poisson) arrivals give about 1 at any interval length and any
+///   rate, so the index says how bursty demand was without a threshold tied to the workload;
+///   bursts of arrivals give many times that.
+/// - `served`, the rate at which requests finished (from the first arrival to the last finish)
+///   over the rate at which they arrived (from the first arrival to the last): about 1 where
+///   the replica keeps up with demand, below it where arrivals outpace what it serves, whether
+///   the backlog is still there at the window's end or drains after arrivals stop. In a window
+///   inside steady load both spans are the window, and it is finished over arrived.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct Dispersion {
+pub struct Arrivals {
     /// Requests finished so far (a counter's value, read at each instant).
     pub done: Expr,
     /// Requests in the replica (waiting plus running) at each instant.
     pub present: Expr,
+}
+
+impl Arrivals {
+    /// The same counts with every selector passed through `f` (see [`Expr::map_selectors`]).
+    fn map_selectors<E>(
+        &self,
+        f: &mut impl FnMut(&SeriesSelector) -> Result<SeriesSelector, E>,
+    ) -> Result<Arrivals, E> {
+        Ok(Arrivals {
+            done: self.done.map_selectors(f)?,
+            present: self.present.map_selectors(f)?,
+        })
+    }
 }
 
 /// Of the sample instants in the window at which the replica was busy (requests running or
@@ -428,7 +451,7 @@ impl Expr {
                 .chain(s.lifetime.as_ref())
                 .collect(),
             Expr::QueuedShare(s) => smallvec::smallvec![&s.queue, &s.running],
-            Expr::Dispersion(s) => smallvec::smallvec![&s.done, &s.present],
+            Expr::Dispersion(s) | Expr::Served(s) => smallvec::smallvec![&s.done, &s.present],
             Expr::Stall(s) => smallvec::smallvec![&s.work, &s.busy],
             Expr::Gauge(_)
             | Expr::Rate(_)
@@ -547,10 +570,8 @@ impl Expr {
                 queue: s.queue.map_selectors(f)?,
                 running: s.running.map_selectors(f)?,
             })),
-            Expr::Dispersion(s) => Expr::Dispersion(Box::new(Dispersion {
-                done: s.done.map_selectors(f)?,
-                present: s.present.map_selectors(f)?,
-            })),
+            Expr::Dispersion(s) => Expr::Dispersion(Box::new(s.map_selectors(f)?)),
+            Expr::Served(s) => Expr::Served(Box::new(s.map_selectors(f)?)),
             Expr::Stall(s) => Expr::Stall(Box::new(Stall {
                 work: s.work.map_selectors(f)?,
                 busy: s.busy.map_selectors(f)?,

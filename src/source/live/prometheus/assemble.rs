@@ -58,6 +58,7 @@ pub(super) fn aggregates(e: &Expr) -> bool {
         | Expr::Scaling(_)
         | Expr::QueuedShare(_)
         | Expr::Dispersion(_)
+        | Expr::Served(_)
         | Expr::Stall(_) => true,
         Expr::Gauge(_)
         | Expr::Rate(_)
