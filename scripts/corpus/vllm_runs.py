@@ -584,6 +584,23 @@ TINY_RUNS = [
                   max_tokens="32-64")},
     {"id": "vllm-tiny-max-num-seqs-6-85pct", "design": "batch_cap",
      "flags": ["--max-num-seqs", "6"], "load": load("0.85cap", 150, seed=826, drain=90)},
+    # Its twelfth batch, made after the served share replaced the e2e tail as the test of
+    # demand past capacity and scored as made: long prompts at the prefill rate itself, a
+    # mild overload of short prompts, a quiet run near capacity, long prompts mixed with short
+    # ones, and a crash under long prompts.
+    {"id": "vllm-tiny-long-prompts-100pct", "design": "long_prompt",
+     "load": load("1.0prefill", 150, seed=831, drain=90, prompt="2500-3500",
+                  max_tokens="32-64")},
+    {"id": "vllm-tiny-overload-1p15x", "design": "overload",
+     "load": load("1.15cap", 150, seed=832, drain=90)},
+    {"id": "vllm-tiny-healthy-90pct", "design": "healthy", "load": load("0.9cap", 150, seed=833)},
+    {"id": "vllm-tiny-long-prompts-mixed-85pct", "design": "long_prompt",
+     "load": load("1.4prefill", 150, seed=834, prompt="200-3500", max_tokens="32-64")},
+    {"id": "vllm-tiny-engine-killed-long-prompts", "design": "crash",
+     "load": load("0.6prefill", 150, seed=835, prompt="2500-3500", max_tokens="32-64"),
+     "faults": [{"at": 60, "do": "kill_engine"}]},
+    {"id": "vllm-tiny-long-prompts-40pct-longer-answers", "design": "near_miss_long_prompt",
+     "load": load("0.4prefill", 150, seed=836, prompt="2500-3500", max_tokens="128-192")},
 ]
 
 # Deployments: a model folder (shared/reference/vllm-cpu-models), its served name and size, and

@@ -6,7 +6,7 @@ use crate::support::{outcome, root, run};
 /// The floor CI keeps (the whole corpus, both splits). Raise it when the figures rise; lowering
 /// it needs a reason in ACCURACY.md.
 const MIN_TOP1: &str = "0.94";
-const MIN_TOP3: &str = "0.96";
+const MIN_TOP3: &str = "0.97";
 const MAX_FALSE_ALARMS: &str = "3";
 
 #[test]
