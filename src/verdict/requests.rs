@@ -247,17 +247,47 @@ fn gateway_note(p: &mut Prepared, gateway: &[&Request], span: &str, catalog: &Ca
     }
     // Shares of the requests, for an engine whose metrics count none (llama.cpp counts no
     // errors): 5xx as failed on the server, nginx's 499 (the client closed the connection
-    // first) as given up by the client, which is not a server error.
+    // first) as given up by the client, which is not a server error. Server errors are
+    // counted where requests are answered: the gateway also counts those the engine never
+    // saw (it was down, restarting or unreachable, and its counters start again from zero),
+    // so a larger share there is what users got and replaces the metrics'.
     if gateway.len() >= MIN_FOR_P99 {
         let all = gateway.len() as f64;
         let aborted = gateway.iter().filter(|r| r.status == Some(499)).count();
-        let used: Vec<String> = [("error_ratio", failed), ("abort_ratio", aborted)]
-            .into_iter()
-            .filter(|(name, count)| {
-                set_if_absent(p, catalog, name, *count as f64 / all, "gateway log")
-            })
-            .map(|(name, count)| format!("{name} {:.1} %", 100.0 * count as f64 / all))
-            .collect();
+        let mut used = Vec::new();
+        let errors = failed as f64 / all;
+        let before = p
+            .snapshot
+            .signal(catalog, "error_ratio")
+            .map(|v| (v.value, v.source == "--signal"));
+        if set_if_absent(p, catalog, "error_ratio", errors, "gateway log") {
+            used.push(format!("error_ratio {:.1} %", 100.0 * errors));
+        } else if let Some((metrics, false)) = before.filter(|(v, _)| errors > *v) {
+            let raised = SignalValue {
+                value: errors,
+                stats: None,
+                source: "gateway log (more server errors than the engine counted)".to_string(),
+            };
+            if p.snapshot
+                .set_signal(catalog, "error_ratio", raised)
+                .is_ok()
+            {
+                used.push(format!(
+                    "error_ratio {:.1} % (the engine's metrics counted {:.1} %: requests it never saw failed at the gateway)",
+                    100.0 * errors,
+                    100.0 * metrics
+                ));
+            }
+        }
+        if set_if_absent(
+            p,
+            catalog,
+            "abort_ratio",
+            aborted as f64 / all,
+            "gateway log",
+        ) {
+            used.push(format!("abort_ratio {:.1} %", 100.0 * aborted as f64 / all));
+        }
         if !used.is_empty() {
             note.push_str(&format!("; from it: {}", used.join(", ")));
         }
@@ -477,6 +507,40 @@ mod tests {
             "{:?}",
             one[0].notes
         );
+    }
+
+    /// A replica that died answered nothing and counted nothing: the gateway's larger share of
+    /// server errors replaces the engine's, a smaller one leaves it, and a value the user gave
+    /// stays.
+    #[test]
+    fn the_gateway_counts_the_errors_an_engine_never_saw() {
+        let rules = crate::rules::load_rules(None).unwrap();
+        let c = &rules.catalog;
+        let mut log = requests(100, None, 1.0);
+        for r in log.iter_mut().take(30) {
+            r.status = Some(502);
+        }
+        let with = |value: f64, source: &str| {
+            let mut t = target(None, c);
+            let v = SignalValue {
+                value,
+                stats: None,
+                source: source.to_string(),
+            };
+            t.snapshot.set_signal(c, "error_ratio", v).unwrap();
+            let mut one = vec![t];
+            attach(&mut one, &log, c);
+            let got = one[0].snapshot.signal(c, "error_ratio").map(|s| s.value);
+            (got, one.remove(0).notes)
+        };
+        let (got, notes) = with(0.0, "");
+        assert_eq!(got, Some(0.3));
+        assert!(
+            notes[0].contains("error_ratio 30.0 % (the engine's metrics counted 0.0 %"),
+            "{notes:?}"
+        );
+        assert_eq!(with(0.5, "").0, Some(0.5));
+        assert_eq!(with(0.0, "--signal").0, Some(0.0));
     }
 
     #[test]
