@@ -7,11 +7,12 @@ work set: whole run / replay (goal <= 1.25: the client adds at most a quarter on
 store) and client CPU / store CPU (goal <= 0.25), the store's CPU measured both during the
 command and during the replay.
 
-    scripts/client_cost.py --url URL --store-pid PID --log QUERY_LOG [--replay-log LOG] -- CMD...
+    scripts/client_cost.py --url URL --store-pid PID --log QUERY_LOG [--replay-log LOG] [--repeat N] -- CMD...
 
 --replay-log replays another log's queries. VictoriaMetrics has no query log: start it with
 `-search.logSlowQueryDuration=1us` and give its log as --vm-log (the lines it adds while the
-command runs are replayed). Prints one line of JSON.
+command runs are replayed). Prints one line of JSON a run (--repeat N: N runs, then their
+medians).
 """
 
 import argparse
@@ -56,16 +57,8 @@ def replay_vm(url, log, offset):
     return time.time() - started, len(uris)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--url", required=True)
-    ap.add_argument("--store-pid", type=int, required=True)
-    ap.add_argument("--log", help="the store's query log (emptied before the command)")
-    ap.add_argument("--replay-log", help="replay this log's queries instead of --log's")
-    ap.add_argument("--vm-log", help="VictoriaMetrics' log (-search.logSlowQueryDuration=1us)")
-    ap.add_argument("cmd", nargs=argparse.REMAINDER)
-    a = ap.parse_args()
-    cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
+def measure(a, cmd):
+    """One run of the command and one replay of its queries: the figures of one line."""
     if a.log:
         open(a.log, "w").close()
     offset = os.path.getsize(a.vm_log) if a.vm_log else 0
@@ -92,7 +85,7 @@ def main():
     # The store's CPU for the same queries sent again one at a time: a second measure of its
     # share (here the store's CPU for the same queries moves by half from run to run).
     replay_store_cpu = cpu_seconds(a.store_pid) - store_before_replay
-    print(json.dumps({
+    return {
         "exit": os.waitstatus_to_exitcode(status),
         "wall_s": round(wall, 3),
         "client_cpu_s": round(client_cpu, 3),
@@ -104,7 +97,42 @@ def main():
         "client_over_store_cpu": round(client_cpu / store_cpu, 2) if store_cpu else None,
         "replay_store_cpu_s": round(replay_store_cpu, 3),
         "client_over_replay_store_cpu": round(client_cpu / replay_store_cpu, 2) if replay_store_cpu else None,
-    }))
+    }
+
+
+def median(values):
+    v = sorted(values)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--store-pid", type=int, required=True)
+    ap.add_argument("--log", help="the store's query log (emptied before the command)")
+    ap.add_argument("--replay-log", help="replay this log's queries instead of --log's")
+    ap.add_argument("--vm-log", help="VictoriaMetrics' log (-search.logSlowQueryDuration=1us)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs of the command and its replay, one after the other; with more "
+                         "than one, a last line gives the medians (the store's CPU for the same "
+                         "queries moves by half from run to run here, its median much less)")
+    ap.add_argument("cmd", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
+    runs = []
+    for _ in range(max(a.repeat, 1)):
+        runs.append(measure(a, cmd))
+        print(json.dumps(runs[-1]), flush=True)
+    if len(runs) > 1:
+        m = {k: median([r[k] for r in runs]) for k in
+             ("wall_s", "client_cpu_s", "peak_mb", "store_cpu_s", "replay_s", "replay_store_cpu_s")}
+        m["runs"] = len(runs)
+        m["whole_over_replay"] = round(m["wall_s"] / m["replay_s"], 2) if m["replay_s"] else None
+        m["client_over_store_cpu"] = (round(m["client_cpu_s"] / m["store_cpu_s"], 2)
+                                      if m["store_cpu_s"] else None)
+        m["client_over_replay_store_cpu"] = (round(m["client_cpu_s"] / m["replay_store_cpu_s"], 2)
+                                             if m["replay_store_cpu_s"] else None)
+        print(json.dumps({"median": m}))
 
 
 if __name__ == "__main__":
