@@ -238,8 +238,8 @@ impl<'a> TargetSeries<'a> {
         if let Some((_, pairs)) = memo.entries.iter().find(|(s, _)| selects_alike(s, sel)) {
             return Ok(pairs.clone());
         }
-        let mut pairs: Vec<(f64, f64)> = Vec::new();
         let (name, indices) = self.selected_indices(sel, "_bucket", false)?;
+        let mut pairs: Vec<(f64, f64)> = Vec::with_capacity(indices.len());
         let named = &self.named[name];
         for &j in indices.iter() {
             let (s, le) = (named.series[j as usize], named.les[j as usize]);

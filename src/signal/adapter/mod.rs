@@ -50,6 +50,9 @@ impl Adapters {
         }
         list.sort_by_key(|a| a.kind);
         number_selectors(&mut list);
+        for a in &mut list {
+            a.planned = plan(a, catalog);
+        }
         if errors.is_empty() {
             Ok(Adapters { list })
         } else {
@@ -73,6 +76,17 @@ impl Adapters {
     pub fn engines(&self) -> impl Iterator<Item = &AdapterSpec> {
         self.list.iter().filter(|a| a.kind == AdapterKind::Engine)
     }
+}
+
+/// What each of `a`'s signals needs known before it is evaluated, in their order.
+fn plan(a: &AdapterSpec, catalog: &Catalog) -> Vec<spec::PlannedSignal> {
+    (a.signals.iter())
+        .map(|(name, e)| spec::PlannedSignal {
+            index: catalog.signal(name),
+            has_picks: e.has_picks(),
+            reads_gauge: eval::reads_gauge(e),
+        })
+        .collect()
 }
 
 /// Gives every selector of the adapters its own [`spec::SeriesSelector::slot`].
@@ -281,9 +295,19 @@ pub fn fill_signals_from(
     let present = adapters.present(&input.adapters);
     for a in &present {
         let chosen = choose_picks(a, facts, ts, frame);
-        for (name, written) in &a.signals {
+        for (j, (name, written)) in a.signals.iter().enumerate() {
+            // Known once at load (an adapter made otherwise has no plan: found here).
+            let planned = a
+                .planned
+                .get(j)
+                .copied()
+                .unwrap_or_else(|| spec::PlannedSignal {
+                    index: catalog.signal(name),
+                    has_picks: written.has_picks(),
+                    reads_gauge: eval::reads_gauge(written),
+                });
             // Names were validated against the catalog at load.
-            let Some(k) = catalog.signal(name) else {
+            let Some(k) = planned.index else {
                 continue;
             };
             if provided[k] {
@@ -291,7 +315,7 @@ pub fn fill_signals_from(
             }
             // Most expressions have no pick: read them as written rather than copy them at
             // every step.
-            let resolved = if !written.has_picks() {
+            let resolved = if !planned.has_picks {
                 Ok(std::borrow::Cow::Borrowed(written))
             } else {
                 written.with_picks(&chosen).map(std::borrow::Cow::Owned)
@@ -308,7 +332,7 @@ pub fn fill_signals_from(
             let memo_of = memo.as_deref_mut().map(|m| (m, name.as_str()));
             match eval::eval_signal_memo(expr, ts, frame, memo_of) {
                 Ok(value) => {
-                    let stats = (frame.end_ms.is_some() && eval::reads_gauge(expr)).then(|| {
+                    let stats = (frame.end_ms.is_some() && planned.reads_gauge).then(|| {
                         if let Some((min, mean, max)) = eval::combined_window_stats(
                             expr,
                             ts,

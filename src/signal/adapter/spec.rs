@@ -76,6 +76,23 @@ pub struct AdapterSpec {
     /// A model configuration file (Triton's `config.pbtxt`): how its fields map onto facts.
     #[serde(default)]
     pub model_config: Option<ModelConfigSpec>,
+    /// What each of `signals` needs known once, in their order (filled at load, against the
+    /// catalog): a postmortem reads them at every step of every replica.
+    #[serde(skip)]
+    pub planned: Vec<PlannedSignal>,
+}
+
+/// What evaluating one of an adapter's signals needs known before it is evaluated: where it
+/// goes in the catalog, and the shape of its expression.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlannedSignal {
+    /// Its index in the catalog (None: not a catalog signal, which validation reports).
+    pub index: Option<usize>,
+    /// Whether a selector has a `pick` ([`Expr::has_picks`]).
+    pub has_picks: bool,
+    /// Whether it reads a gauge, so window statistics are meaningful
+    /// ([`super::eval::reads_gauge`]).
+    pub reads_gauge: bool,
 }
 
 /// A label value chosen per target: the one a fact names, else the one whose series of a counter
