@@ -3,7 +3,8 @@
 # (BENCHMARKS.md): the 100-replica fleet recording (10 minutes at 15 s, `gen_fixtures.py
 # --fleet-bench 100`) backfilled with promtool, then each command measured by
 # scripts/client_cost.py: its wall time against the same queries replayed one after another
-# with curl (goal <= 1.25), its CPU against Prometheus' (goal <= 0.25). RUNS (default 3) each.
+# with curl (goal <= 1.25), its CPU against Prometheus' (goal <= 0.25). RUNS (default 7)
+# each, then their medians (the store's CPU for the same queries moves by half run to run).
 # Needs scripts/install-test-servers.sh. Leaves nothing running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,11 +27,10 @@ until curl -sf "http://127.0.0.1:$port/-/ready" >/dev/null; do sleep 0.1; done
 url=http://127.0.0.1:$port
 T0=1796083200
 echo "# fleet-100 (100 replicas, 10 min at 15 s), Prometheus $(prometheus --version 2>&1 | head -1 | awk '{print $3}'), build $(git rev-parse --short HEAD), $(date -u +%F)"
-measure() { # label, command...
+measure() { # label, command...: RUNS runs (default 7), one line each, then their medians
   local label=$1; shift
-  for i in $(seq "${RUNS:-3}"); do
-    printf '%-12s %s\n' "$label" "$(python3 scripts/client_cost.py --url "$url" --store-pid "$pid" --log "$work/queries.log" -- "$@")"
-  done
+  python3 scripts/client_cost.py --url "$url" --store-pid "$pid" --log "$work/queries.log" \
+    --repeat "${RUNS:-7}" -- "$@" | sed "s/^/$(printf '%-12s' "$label") /"
 }
 measure triage "$bin" diagnose --prometheus "$url" --at $((T0 + 607)) --format json
 measure record "$bin" record --prometheus "$url" --from $((T0 + 7)) --to $((T0 + 607)) --step 15s --out "$work/r.om"

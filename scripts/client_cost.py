@@ -124,7 +124,7 @@ def main():
         runs.append(measure(a, cmd))
         print(json.dumps(runs[-1]), flush=True)
     if len(runs) > 1:
-        m = {k: median([r[k] for r in runs]) for k in
+        m = {k: round(median([r[k] for r in runs]), 3) for k in
              ("wall_s", "client_cpu_s", "peak_mb", "store_cpu_s", "replay_s", "replay_store_cpu_s")}
         m["runs"] = len(runs)
         m["whole_over_replay"] = round(m["wall_s"] / m["replay_s"], 2) if m["replay_s"] else None
