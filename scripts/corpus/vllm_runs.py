@@ -601,6 +601,20 @@ TINY_RUNS = [
      "faults": [{"at": 60, "do": "kill_engine"}]},
     {"id": "vllm-tiny-long-prompts-40pct-longer-answers", "design": "near_miss_long_prompt",
      "load": load("0.4prefill", 150, seed=836, prompt="2500-3500", max_tokens="128-192")},
+    # Its thirteenth batch, made after the gateway's server errors counted and scored as made:
+    # an overload between the twelfth's 1.15x and the 1.3x runs, a KV cache and a batch cap
+    # at sizes not run before, a pause between the 20 s and 30 s ones, a quiet run at 75 %.
+    {"id": "vllm-tiny-overload-1p25x", "design": "overload",
+     "load": load("1.25cap", 150, seed=841, drain=90)},
+    {"id": "vllm-tiny-kv-40-blocks-70pct", "design": "kv_small",
+     "flags": ["--num-gpu-blocks-override", "40"],
+     "load": load("0.7cap", 150, seed=842, drain=90, max_tokens="256-384")},
+    {"id": "vllm-tiny-engine-paused-25s", "design": "hang",
+     "load": load("0.5cap", 150, seed=843, drain=30),
+     "faults": [{"at": 50, "do": "stop_engine"}, {"at": 75, "do": "cont_engine"}]},
+    {"id": "vllm-tiny-max-num-seqs-12-90pct", "design": "batch_cap",
+     "flags": ["--max-num-seqs", "12"], "load": load("0.9cap", 150, seed=844, drain=90)},
+    {"id": "vllm-tiny-healthy-75pct", "design": "healthy", "load": load("0.75cap", 150, seed=845)},
 ]
 
 # Deployments: a model folder (shared/reference/vllm-cpu-models), its served name and size, and
