@@ -112,6 +112,9 @@ pub(crate) trait FactSource {
     fn engine_label(&self, engine: &AdapterSpec, label: &str) -> Option<String>;
 }
 
+/// The source of a signal the user gave with `--signal`: a value no reading replaces.
+pub(crate) const GIVEN_SIGNAL: &str = "--signal";
+
 /// Everything after the signals: exporters' versions (as notes), then facts from lowest
 /// precedence to highest — the engine's version, name and defaults, info metrics, gauge facts,
 /// label facts, `--engine-args`, `--fact` — and finally `--signal`. `present` names the
@@ -162,7 +165,7 @@ pub(crate) fn add_facts(
                 SignalValue {
                     value: *value,
                     stats: None,
-                    source: "--signal".to_string(),
+                    source: GIVEN_SIGNAL.to_string(),
                 },
             )
             .map_err(|e| {

@@ -256,28 +256,30 @@ fn gateway_note(p: &mut Prepared, gateway: &[&Request], span: &str, catalog: &Ca
         let aborted = gateway.iter().filter(|r| r.status == Some(499)).count();
         let mut used = Vec::new();
         let errors = failed as f64 / all;
-        let before = p
-            .snapshot
-            .signal(catalog, "error_ratio")
-            .map(|v| (v.value, v.source == "--signal"));
-        if set_if_absent(p, catalog, "error_ratio", errors, "gateway log") {
-            used.push(format!("error_ratio {:.1} %", 100.0 * errors));
-        } else if let Some((metrics, false)) = before.filter(|(v, _)| errors > *v) {
-            let raised = SignalValue {
-                value: errors,
-                stats: None,
-                source: "gateway log (more server errors than the engine counted)".to_string(),
-            };
-            if p.snapshot
-                .set_signal(catalog, "error_ratio", raised)
-                .is_ok()
-            {
-                used.push(format!(
-                    "error_ratio {:.1} % (the engine's metrics counted {:.1} %: requests it never saw failed at the gateway)",
-                    100.0 * errors,
-                    100.0 * metrics
-                ));
+        let before = p.snapshot.signal(catalog, "error_ratio");
+        match before.map(|v| (v.value, v.source == crate::prepared::GIVEN_SIGNAL)) {
+            // Absent: the gateway's share is the only one.
+            None if set_if_absent(p, catalog, "error_ratio", errors, "gateway log") => {
+                used.push(format!("error_ratio {:.1} %", 100.0 * errors));
             }
+            Some((metrics, false)) if errors > metrics => {
+                let raised = SignalValue {
+                    value: errors,
+                    stats: None,
+                    source: "gateway log (more server errors than the engine counted)".to_string(),
+                };
+                if p.snapshot
+                    .set_signal(catalog, "error_ratio", raised)
+                    .is_ok()
+                {
+                    used.push(format!(
+                        "error_ratio {:.1} % (the engine's metrics counted {:.1} %: requests it never saw failed at the gateway)",
+                        100.0 * errors,
+                        100.0 * metrics
+                    ));
+                }
+            }
+            _ => {}
         }
         if set_if_absent(
             p,
@@ -540,7 +542,7 @@ mod tests {
             "{notes:?}"
         );
         assert_eq!(with(0.5, "").0, Some(0.5));
-        assert_eq!(with(0.0, "--signal").0, Some(0.0));
+        assert_eq!(with(0.0, crate::prepared::GIVEN_SIGNAL).0, Some(0.0));
     }
 
     #[test]

@@ -81,12 +81,17 @@ impl Adapters {
 /// What each of `a`'s signals needs known before it is evaluated, in their order.
 fn plan(a: &AdapterSpec, catalog: &Catalog) -> Vec<spec::PlannedSignal> {
     (a.signals.iter())
-        .map(|(name, e)| spec::PlannedSignal {
-            index: catalog.signal(name),
-            has_picks: e.has_picks(),
-            reads_gauge: eval::reads_gauge(e),
-        })
+        .map(|(name, e)| planned(name, e, catalog))
         .collect()
+}
+
+/// What signal `name`, computed by `e`, needs known before it is evaluated.
+fn planned(name: &str, e: &spec::Expr, catalog: &Catalog) -> spec::PlannedSignal {
+    spec::PlannedSignal {
+        index: catalog.signal(name),
+        has_picks: e.has_picks(),
+        reads_gauge: eval::reads_gauge(e),
+    }
 }
 
 /// Gives every selector of the adapters its own [`spec::SeriesSelector::slot`].
@@ -297,15 +302,8 @@ pub fn fill_signals_from(
         let chosen = choose_picks(a, facts, ts, frame);
         for (j, (name, written)) in a.signals.iter().enumerate() {
             // Known once at load (an adapter made otherwise has no plan: found here).
-            let planned = a
-                .planned
-                .get(j)
-                .copied()
-                .unwrap_or_else(|| spec::PlannedSignal {
-                    index: catalog.signal(name),
-                    has_picks: written.has_picks(),
-                    reads_gauge: eval::reads_gauge(written),
-                });
+            let planned =
+                (a.planned.get(j).copied()).unwrap_or_else(|| planned(name, written, catalog));
             // Names were validated against the catalog at load.
             let Some(k) = planned.index else {
                 continue;
